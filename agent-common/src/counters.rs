@@ -1,0 +1,44 @@
+//! Indices into the per-CPU `COUNTERS` map: things the kernel side counts instead of
+//! failing silently.
+
+/// One slot of the `COUNTERS` per-CPU array.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// An event was dropped because the ring buffer was full.
+    EventsLost = 0,
+    /// A syscall exit had no matching entry (the agent attached mid-syscall, or the
+    /// pending entry was evicted).
+    ExitWithoutEntry = 1,
+    /// A syscall entry could not be remembered until its exit (pending map full).
+    PendingInsertFailed = 2,
+    /// Times the `sb_mount` LSM program ran: proves BPF LSM is active.
+    LsmSbMountRuns = 3,
+    /// Mounts the `sb_mount` LSM probe refused (only the probe source is refused).
+    LsmProbeDenied = 4,
+}
+
+impl Counter {
+    /// Every counter, in index order.
+    pub const ALL: [Counter; 5] = [
+        Counter::EventsLost,
+        Counter::ExitWithoutEntry,
+        Counter::PendingInsertFailed,
+        Counter::LsmSbMountRuns,
+        Counter::LsmProbeDenied,
+    ];
+
+    /// Number of slots the map needs.
+    pub const COUNT: u32 = Self::ALL.len() as u32;
+
+    /// Stable snake_case name for logs and metrics.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Counter::EventsLost => "events_lost",
+            Counter::ExitWithoutEntry => "exit_without_entry",
+            Counter::PendingInsertFailed => "pending_insert_failed",
+            Counter::LsmSbMountRuns => "lsm_sb_mount_runs",
+            Counter::LsmProbeDenied => "lsm_probe_denied",
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Everything that crosses the kernel/userspace boundary: event records, map names and
+//! value types, size limits, counter indices and the mount flag values both sides decide on.
+//!
+//! Wire structs are `#[repr(C)]` with explicit padding and no `bool`; every size is checked
+//! at compile time so the kernel and userspace cannot drift apart.
+#![no_std]
+
+pub mod counters;
+pub mod event;
+pub mod lsm_probe;
+pub mod maps;
+pub mod mount_flags;
+
+#[cfg(feature = "user")]
+mod user;

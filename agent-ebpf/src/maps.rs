@@ -1,0 +1,35 @@
+//! Every map of the object. Static names must equal the constants in
+//! `volguard_common::maps`, which userspace uses to find them.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{Array, LruHashMap, PerCpuArray, RingBuf},
+};
+use volguard_common::{
+    counters::Counter,
+    event::MountEvent,
+    lsm_probe::ProbeSource,
+    maps::{EVENTS_BYTES, PENDING_ENTRIES},
+};
+
+/// Completed syscall records for userspace.
+#[map]
+pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
+
+/// A mount(2) between entry and exit, keyed by `pid_tgid`. LRU so that a thread that
+/// never returns (killed mid-syscall) cannot fill it.
+#[map]
+pub static PENDING: LruHashMap<u64, MountEvent> =
+    LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+
+/// Builds a record off the 512-byte BPF stack.
+#[map]
+pub static SCRATCH: PerCpuArray<MountEvent> = PerCpuArray::with_max_entries(1, 0);
+
+/// Kernel-side counters, indexed by `Counter`.
+#[map]
+pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);
+
+/// The one source path the LSM self-test refuses to bind (len 0: refuse nothing).
+#[map]
+pub static LSM_PROBE_SOURCE: Array<ProbeSource> = Array::with_max_entries(1, 0);

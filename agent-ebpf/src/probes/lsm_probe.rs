@@ -1,0 +1,65 @@
+//! BPF LSM self-test on `sb_mount`: counts every run and refuses a bind mount of the
+//! single source path userspace put in `LSM_PROBE_SOURCE`. Userspace proves BPF LSM is
+//! really active by watching that one mount fail with EBUSY.
+//!
+//! match-proto: int security_sb_mount(const char *dev_name, const struct path *path,
+//!                                    const char *type, unsigned long flags, void *data)
+//! (dev_name is already a kernel copy when the hook runs.)
+
+use aya_ebpf::{macros::lsm, programs::LsmContext};
+use aya_log_ebpf::info;
+use volguard_common::{
+    counters::Counter,
+    lsm_probe::{DENY_ERRNO, PROBE_SOURCE_LEN},
+    mount_flags::MS_BIND,
+};
+
+use crate::{
+    helpers::{count, read_kernel_str},
+    maps::LSM_PROBE_SOURCE,
+};
+
+/// Index of the previous LSM program's verdict after the hook's five arguments.
+const PREVIOUS_VERDICT: usize = 5;
+
+#[lsm(hook = "sb_mount")]
+pub fn sb_mount_probe(ctx: LsmContext) -> i32 {
+    count(Counter::LsmSbMountRuns);
+    let previous: i32 = ctx.arg(PREVIOUS_VERDICT);
+    if previous != 0 {
+        return previous;
+    }
+    let flags: u64 = ctx.arg(3);
+    if flags & MS_BIND == 0 || !source_is_probe(ctx.arg(0)) {
+        return 0;
+    }
+    count(Counter::LsmProbeDenied);
+    info!(&ctx, "volguard lsm probe: refused bind mount of the probe source");
+    -DENY_ERRNO
+}
+
+fn source_is_probe(dev_name: *const u8) -> bool {
+    let Some(probe) = LSM_PROBE_SOURCE.get(0) else {
+        return false;
+    };
+    if probe.len == 0 {
+        return false;
+    }
+    let mut buf = [0u8; PROBE_SOURCE_LEN];
+    let Some(source) = read_kernel_str(dev_name, &mut buf) else {
+        return false;
+    };
+    let len = probe.len as usize;
+    if source.len() != len || len >= PROBE_SOURCE_LEN {
+        return false;
+    }
+    for i in 0..PROBE_SOURCE_LEN {
+        if i >= len {
+            break;
+        }
+        if buf[i] != probe.path[i] {
+            return false;
+        }
+    }
+    true
+}

@@ -1,0 +1,152 @@
+//! Proves whether BPF LSM enforcement really works on this kernel.
+//!
+//! An LSM program can load and attach and still never run when `bpf` is missing from the
+//! kernel's `lsm=` list, so the only proof is a refused mount: the probe program is told
+//! one throw-away source path, and a bind mount of it (in a private mount namespace) must
+//! fail with EBUSY.
+
+use std::{fs, io, path::Path, time::{SystemTime, UNIX_EPOCH}};
+
+use aya::{Ebpf, maps::Array};
+use nix::{errno::Errno, mount::{MsFlags, mount}};
+use volguard_common::{
+    counters::Counter,
+    lsm_probe::{DENY_ERRNO, PROBE_SOURCE_LEN, ProbeSource},
+    maps::LSM_PROBE_SOURCE,
+};
+
+use crate::{
+    bpf::{counters::Counters, loader::{self, LSM_PROBE_HOOK, LoadError}},
+    mountns::{MountNsError, run_in_private_mount_ns},
+};
+
+/// The kernel's active LSM list.
+pub const LSM_LIST: &str = "/sys/kernel/security/lsm";
+
+/// What the probe found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LsmStatus {
+    /// The probe mount was refused in the kernel: enforcement works.
+    Active,
+    /// The program attached but did not act; the reason says what was seen.
+    Inactive { reason: String },
+    /// The program could not be loaded or attached at all.
+    Unavailable { reason: String },
+}
+
+/// The probe's verdict and the evidence behind it.
+#[derive(Clone, Debug)]
+pub struct LsmProbeReport {
+    pub status: LsmStatus,
+    /// Times the `sb_mount` program ran during the probe.
+    pub sb_mount_runs: u64,
+    /// Contents of [`LSM_LIST`], when readable.
+    pub lsm_list: Option<String>,
+}
+
+/// Errors that stop the probe from reaching any verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("creating the probe directories under {dir} failed")]
+    Scratch { dir: String, #[source] source: io::Error },
+    #[error("writing the probe source into {LSM_PROBE_SOURCE} failed")]
+    Map(#[source] aya::maps::MapError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    MountNs(#[from] MountNsError),
+}
+
+/// Attaches the probe program to `ebpf` and tests it with one real bind mount.
+pub fn probe(ebpf: &mut Ebpf) -> Result<LsmProbeReport, ProbeError> {
+    let lsm_list = fs::read_to_string(LSM_LIST).ok().map(|s| s.trim().to_owned());
+    if let Err(e) = loader::attach_all(ebpf, &[LSM_PROBE_HOOK]) {
+        let reason = format!("{}", error_chain(&e));
+        return Ok(LsmProbeReport { status: LsmStatus::Unavailable { reason }, sb_mount_runs: 0, lsm_list });
+    }
+
+    let scratch = ScratchDirs::create()?;
+    set_probe_source(ebpf, Some(&scratch.source))?;
+    let (source, target) = (scratch.source.clone(), scratch.target.clone());
+    let mounted = run_in_private_mount_ns("volguard-probe", move || {
+        mount(Some(source.as_path()), target.as_path(), None::<&str>, MsFlags::MS_BIND, None::<&str>)
+    });
+    set_probe_source(ebpf, None)?;
+    let mounted = mounted?;
+
+    let counters = Counters::new(ebpf)?;
+    let runs = counters.get(Counter::LsmSbMountRuns);
+    let status = match mounted {
+        Err(Errno::EBUSY) if counters.get(Counter::LsmProbeDenied) > 0 => LsmStatus::Active,
+        Ok(()) if runs == 0 => LsmStatus::Inactive {
+            reason: format!(
+                "the sb_mount program attached but never ran: `bpf` is not in the active LSM list ({})",
+                lsm_list.as_deref().unwrap_or("unreadable")
+            ),
+        },
+        Ok(()) => LsmStatus::Inactive { reason: format!("the sb_mount program ran {runs} times but did not refuse the probe mount") },
+        Err(errno) => LsmStatus::Inactive { reason: format!("the probe bind mount failed with {errno}, not EBUSY") },
+    };
+    Ok(LsmProbeReport { status, sb_mount_runs: runs, lsm_list })
+}
+
+/// Sets (or with `None`, clears) the one source path the probe program refuses.
+pub fn set_probe_source(ebpf: &mut Ebpf, source: Option<&Path>) -> Result<(), ProbeError> {
+    let mut value = ProbeSource { len: 0, _pad: 0, path: [0; PROBE_SOURCE_LEN] };
+    if let Some(source) = source {
+        let bytes = source.as_os_str().as_encoded_bytes();
+        if bytes.len() >= PROBE_SOURCE_LEN {
+            return Err(ProbeError::Scratch {
+                dir: source.display().to_string(),
+                source: io::Error::new(io::ErrorKind::InvalidInput, "probe path too long"),
+            });
+        }
+        value.path[..bytes.len()].copy_from_slice(bytes);
+        value.len = bytes.len() as u32;
+    }
+    let map = ebpf.map_mut(LSM_PROBE_SOURCE).ok_or(LoadError::MissingMap { map: LSM_PROBE_SOURCE })?;
+    let mut array: Array<_, ProbeSource> = Array::try_from(map).map_err(ProbeError::Map)?;
+    array.set(0, value, 0).map_err(ProbeError::Map)
+}
+
+/// The errno the probe expects for a refused mount.
+pub const DENIED: Errno = Errno::EBUSY;
+const _: () = assert!(DENIED as i32 == DENY_ERRNO);
+
+/// `source` and `target` directories for the probe mount, removed on drop.
+struct ScratchDirs {
+    root: std::path::PathBuf,
+    source: std::path::PathBuf,
+    target: std::path::PathBuf,
+}
+
+impl ScratchDirs {
+    fn create() -> Result<Self, ProbeError> {
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let root = std::env::temp_dir().join(format!("volguard-lsm-probe-{}-{nanos}", std::process::id()));
+        let source = root.join("source");
+        let target = root.join("target");
+        for dir in [&source, &target] {
+            fs::create_dir_all(dir).map_err(|source| ProbeError::Scratch { dir: dir.display().to_string(), source })?;
+        }
+        Ok(Self { root, source, target })
+    }
+}
+
+impl Drop for ScratchDirs {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// `outer: inner: innermost`, for one-line reasons.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,97 @@
+//! `volguard`: the node agent and the CLI for people on the node.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use tokio::signal::unix::{SignalKind, signal};
+use tracing::warn;
+use volguard::{
+    bpf::{counters::Counters, loader, reader::EventReader},
+    lsm_probe::{self, LsmStatus},
+    render,
+};
+use volguard_common::counters::Counter;
+
+#[derive(Parser)]
+#[command(version, about = "Kubernetes node agent: traces mounts and keeps ReadWriteOncePod volumes to one pod")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print every mount(2) on this node as it happens, one line each (needs root).
+    Trace,
+    /// Check whether BPF LSM enforcement really works on this kernel (needs root).
+    LsmProbe,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Trace => trace().await,
+        Command::LsmProbe => lsm_probe_command(),
+    }
+}
+
+async fn trace() -> anyhow::Result<()> {
+    let mut ebpf = loader::load()?;
+    loader::start_kernel_log(&mut ebpf);
+    loader::attach_all(&mut ebpf, loader::TRACE_HOOKS).context("attaching the mount tracepoints")?;
+    let mut reader = EventReader::new(&mut ebpf)?;
+    let counters = Counters::new(&ebpf)?;
+    eprintln!("volguard: tracing mount(2) on this node; Ctrl-C to stop");
+
+    let (mut shown, mut undecodable, mut lost_reported) = (0u64, 0u64, 0u64);
+    let mut lost_check = tokio::time::interval(Duration::from_secs(1));
+    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    loop {
+        tokio::select! {
+            batch = reader.next_batch(|record| match record {
+                Ok(event) => {
+                    println!("{}", render::line(&event));
+                    shown += 1;
+                }
+                Err(e) => {
+                    undecodable += 1;
+                    warn!("skipped an undecodable record: {e}");
+                }
+            }) => { batch.context("reading the event ring buffer")?; }
+            _ = lost_check.tick() => {
+                let lost = counters.get(Counter::EventsLost);
+                if lost > lost_reported {
+                    warn!("{} events lost: the ring buffer was full", lost - lost_reported);
+                    lost_reported = lost;
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+        }
+    }
+    eprintln!(
+        "volguard: {shown} events shown, {} lost, {undecodable} undecodable",
+        counters.get(Counter::EventsLost)
+    );
+    Ok(())
+}
+
+fn lsm_probe_command() -> anyhow::Result<()> {
+    let mut ebpf = loader::load()?;
+    let report = lsm_probe::probe(&mut ebpf)?;
+    println!("active LSMs: {}", report.lsm_list.as_deref().unwrap_or("(unreadable)"));
+    println!("sb_mount program runs during the probe: {}", report.sb_mount_runs);
+    match report.status {
+        LsmStatus::Active => println!("BPF LSM: active (a probe bind mount was refused in the kernel with EBUSY)"),
+        LsmStatus::Inactive { reason } => println!("BPF LSM: inactive ({reason})"),
+        LsmStatus::Unavailable { reason } => println!("BPF LSM: unavailable ({reason})"),
+    }
+    Ok(())
+}
