@@ -11,7 +11,7 @@ use aya::{Ebpf, maps::Array};
 use nix::{errno::Errno, mount::{MsFlags, mount}};
 use volguard_common::{
     counters::Counter,
-    lsm_probe::{DENY_ERRNO, PROBE_SOURCE_LEN, ProbeSource},
+    lsm_probe::{DENY_ERRNO, PROBE_SOURCE_LEN, PROBE_SOURCE_MAX, ProbeSource},
     maps::LSM_PROBE_SOURCE,
 };
 
@@ -95,10 +95,10 @@ pub fn set_probe_source(ebpf: &mut Ebpf, source: Option<&Path>) -> Result<(), Pr
     let mut value = ProbeSource { len: 0, _pad: 0, path: [0; PROBE_SOURCE_LEN] };
     if let Some(source) = source {
         let bytes = source.as_os_str().as_encoded_bytes();
-        if bytes.len() >= PROBE_SOURCE_LEN {
+        if bytes.len() > PROBE_SOURCE_MAX {
             return Err(ProbeError::Scratch {
                 dir: source.display().to_string(),
-                source: io::Error::new(io::ErrorKind::InvalidInput, "probe path too long"),
+                source: io::Error::new(io::ErrorKind::InvalidInput, format!("probe path longer than {PROBE_SOURCE_MAX} bytes")),
             });
         }
         value.path[..bytes.len()].copy_from_slice(bytes);

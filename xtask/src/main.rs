@@ -1,1 +1,38 @@
-fn main() {}
+//! volguard's developer commands, run as `cargo xtask <command>`.
+
+mod demo;
+mod proc;
+mod setup;
+mod test;
+mod vm;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "volguard developer commands")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install every system dependency (as root; skips what is present).
+    Setup,
+    /// Set up if needed, then run the unit, host eBPF and VM tests (as root).
+    Test,
+    /// Boot the VM kernel under qemu and run the BPF LSM tests inside.
+    VmTest(vm::Options),
+    /// Set up and build if needed, then trace every mount on this host.
+    Demo,
+}
+
+fn main() -> anyhow::Result<()> {
+    proc::put_cargo_bin_on_path();
+    match Cli::parse().command {
+        Command::Setup => setup::run(),
+        Command::Test => test::run(),
+        Command::VmTest(options) => vm::run(&options),
+        Command::Demo => demo::run(),
+    }
+}

@@ -1,0 +1,84 @@
+//! Running commands loudly, and where things are.
+
+use std::{
+    env,
+    path::PathBuf,
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context, bail};
+
+/// The workspace root (the parent of xtask/).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask/ lives in the workspace").to_path_buf()
+}
+
+/// Cargo's target directory.
+pub fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from)
+}
+
+/// The cargo that runs us, so rustup's toolchain choice carries over.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// `cargo install` puts bpf-linker in $CARGO_HOME/bin, which a fresh shell may not have
+/// on PATH; make sure our children find it.
+pub fn put_cargo_bin_on_path() {
+    let cargo_home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let Some(bin) = cargo_home.map(|h| h.join("bin")) else { return };
+    let path = env::var_os("PATH").unwrap_or_default();
+    if env::split_paths(&path).any(|p| p == bin) {
+        return;
+    }
+    let joined = env::join_paths(std::iter::once(bin).chain(env::split_paths(&path))).expect("PATH entries");
+    // SAFETY: called first thing in main, before any other thread exists.
+    unsafe { env::set_var("PATH", joined) };
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub fn require_root(what: &str) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!("`cargo xtask {what}` must run as root (it installs packages, loads eBPF programs and makes mounts)");
+    }
+    Ok(())
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut text = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        text.push(' ');
+        text.push_str(&arg.to_string_lossy());
+    }
+    text
+}
+
+/// Runs `cmd`, showing it first; fails with the command line when it fails.
+pub fn run_cmd(cmd: &mut Command) -> anyhow::Result<()> {
+    let line = describe(cmd);
+    println!("$ {line}");
+    let status = cmd.status().with_context(|| format!("could not start `{line}`"))?;
+    if !status.success() {
+        bail!("`{line}` failed ({status})");
+    }
+    Ok(())
+}
+
+/// Runs `cmd` quietly and returns its stdout; fails with its stderr.
+pub fn output(cmd: &mut Command) -> anyhow::Result<String> {
+    let line = describe(cmd);
+    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("could not start `{line}`"))?;
+    if !out.status.success() {
+        bail!("`{line}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

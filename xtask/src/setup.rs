@@ -1,0 +1,163 @@
+//! `cargo xtask setup`: installs every system dependency, idempotently, as root.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context, bail};
+
+use crate::proc::{output, require_root, run_cmd};
+
+/// Debian packages, each with why we need it.
+const APT_PACKAGES: &[(&str, &str)] = &[
+    ("rustc-web", "Debian's rustc, which has a prebuilt core for the BPF targets"),
+    ("libstd-rust-web-dev-bpf", "that prebuilt core for bpfel-unknown-none"),
+    ("llvm-22-dev", "LLVM 22, the same major as rustc-web, to build bpf-linker"),
+    ("libpolly-22-dev", "needed to link bpf-linker against LLVM 22"),
+    ("libzstd-dev", "needed to link bpf-linker"),
+    ("zlib1g-dev", "needed to link bpf-linker"),
+    ("qemu-system-x86", "boots the VM kernel for BPF LSM tests"),
+    ("busybox-static", "the VM's userland"),
+    ("cpio", "packs the VM initramfs"),
+    ("gzip", "compresses the VM initramfs"),
+    ("binutils", "strips test binaries for the VM"),
+];
+
+const BPF_LINKER_VERSION: &str = "0.13.0";
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+
+/// The Debian cloud kernel package (CONFIG_BPF_LSM=y, BTF) whose vmlinuz the VM boots.
+const VM_KERNEL_META_PACKAGE: &str = "linux-image-cloud-amd64";
+/// Where VM kernels are kept (outside target/, so `cargo clean` keeps them).
+pub const VM_KERNEL_DIR: &str = "/var/cache/volguard-dev/vm-kernels";
+
+pub fn run() -> anyhow::Result<()> {
+    require_root("setup")?;
+    let mut apt = Apt::default();
+    install_apt_packages(&mut apt)?;
+    install_bpf_linker()?;
+    let kernel = install_vm_kernel(&mut apt)?;
+    println!("setup: done (VM kernel {})", kernel.display());
+    Ok(())
+}
+
+/// apt-get update at most once per run.
+#[derive(Default)]
+struct Apt {
+    updated: bool,
+}
+
+impl Apt {
+    fn update(&mut self) -> anyhow::Result<()> {
+        if !self.updated {
+            run_cmd(Command::new("apt-get").arg("update"))?;
+            self.updated = true;
+        }
+        Ok(())
+    }
+}
+
+fn is_installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${db:Status-Status}", package])
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success() && o.stdout == b"installed")
+}
+
+fn install_apt_packages(apt: &mut Apt) -> anyhow::Result<()> {
+    let missing: Vec<_> = APT_PACKAGES.iter().filter(|(p, _)| !is_installed(p)).collect();
+    if missing.is_empty() {
+        println!("setup: apt packages present ({})", APT_PACKAGES.len());
+        return Ok(());
+    }
+    for (package, why) in &missing {
+        println!("setup: will install {package}: {why}");
+    }
+    apt.update()?;
+    run_cmd(Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-y", "-q"])
+        .args(missing.iter().map(|(p, _)| p)))
+    .context("installing apt packages")
+}
+
+fn bpf_linker_version() -> Option<String> {
+    output(Command::new("bpf-linker").arg("--version")).ok()
+}
+
+fn install_bpf_linker() -> anyhow::Result<()> {
+    if let Some(version) = bpf_linker_version().filter(|v| v.contains(BPF_LINKER_VERSION)) {
+        println!("setup: {} present", version.trim());
+        return Ok(());
+    }
+    println!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (takes a few minutes)");
+    let path = format!("{LLVM_PREFIX}/bin:{}", std::env::var("PATH").unwrap_or_default());
+    run_cmd(crate::proc::cargo()
+        .env("LLVM_PREFIX", LLVM_PREFIX)
+        .env("PATH", path)
+        .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--force"])
+        .args(["--no-default-features", "--features", "llvm-22"]))?;
+    match bpf_linker_version() {
+        Some(v) if v.contains(BPF_LINKER_VERSION) => Ok(()),
+        other => bail!("bpf-linker installed but `bpf-linker --version` says {other:?}; is $CARGO_HOME/bin on PATH?"),
+    }
+}
+
+/// The newest kernel in [`VM_KERNEL_DIR`], if any.
+pub fn find_vm_kernel() -> Option<PathBuf> {
+    let mut kernels: Vec<PathBuf> = fs::read_dir(VM_KERNEL_DIR)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .collect();
+    kernels.sort();
+    kernels.pop()
+}
+
+/// Downloads the cloud kernel package and keeps only its vmlinuz (nothing is installed
+/// into /boot: this machine's own boot is untouched).
+fn install_vm_kernel(apt: &mut Apt) -> anyhow::Result<PathBuf> {
+    if let Some(kernel) = find_vm_kernel() {
+        println!("setup: VM kernel present ({})", kernel.display());
+        return Ok(kernel);
+    }
+    let package = match cloud_kernel_package() {
+        Ok(p) => p,
+        Err(_) => {
+            apt.update()?;
+            cloud_kernel_package()?
+        }
+    };
+    println!("setup: fetching the VM kernel from {package}");
+    let work = Path::new(VM_KERNEL_DIR).join("download");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    run_cmd(Command::new("apt-get").current_dir(&work).args(["download", &package]))?;
+    let deb = fs::read_dir(&work)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "deb"))
+        .context("apt-get download left no .deb")?;
+    let extracted = work.join("root");
+    run_cmd(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&extracted))?;
+    let vmlinuz = fs::read_dir(extracted.join("boot"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .with_context(|| format!("{package} has no boot/vmlinuz-*"))?;
+    let kept = Path::new(VM_KERNEL_DIR).join(vmlinuz.file_name().expect("a file name"));
+    fs::copy(&vmlinuz, &kept).with_context(|| format!("copying {}", vmlinuz.display()))?;
+    fs::remove_dir_all(&work)?;
+    Ok(kept)
+}
+
+/// The versioned package the cloud kernel meta-package depends on.
+fn cloud_kernel_package() -> anyhow::Result<String> {
+    let depends = output(Command::new("apt-cache").args(["depends", VM_KERNEL_META_PACKAGE]))?;
+    depends
+        .split_whitespace()
+        .find(|w| w.starts_with("linux-image-") && w.ends_with("-cloud-amd64") && w != &VM_KERNEL_META_PACKAGE)
+        .map(str::to_owned)
+        .with_context(|| format!("no versioned kernel in `apt-cache depends {VM_KERNEL_META_PACKAGE}`"))
+}

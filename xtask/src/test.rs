@@ -1,0 +1,44 @@
+//! `cargo xtask test`: set-up where needed, then every test, then a summary.
+
+use std::time::Instant;
+
+use anyhow::bail;
+
+use crate::{
+    proc::{cargo, require_root, run_cmd},
+    setup, vm,
+};
+
+pub fn run() -> anyhow::Result<()> {
+    require_root("test")?;
+    let mut steps: Vec<(&str, anyhow::Result<()>, f64)> = Vec::new();
+    let mut step = |name, f: &mut dyn FnMut() -> anyhow::Result<()>| {
+        println!("\n=== {name}");
+        let started = Instant::now();
+        let result = f();
+        if let Err(e) = &result {
+            println!("=== {name}: FAILED: {e:#}");
+        }
+        let ok = result.is_ok();
+        steps.push((name, result, started.elapsed().as_secs_f64()));
+        ok
+    };
+
+    if step("setup", &mut setup::run) {
+        step("unit and host eBPF tests (root, private mount namespaces)", &mut || {
+            // Root tests must not skip themselves here.
+            run_cmd(cargo().env("VOLGUARD_REQUIRE_ROOT_TESTS", "1").args(["test", "--workspace"]))
+        });
+        step("VM tests (BPF LSM, qemu)", &mut || vm::run(&vm::Options { timeout: 600, ..Default::default() }));
+    }
+
+    println!("\n=== summary");
+    for (name, result, seconds) in &steps {
+        println!("{:<6} {seconds:>7.1} s  {name}", if result.is_ok() { "ok" } else { "FAILED" });
+    }
+    if steps.iter().any(|(_, r, _)| r.is_err()) {
+        bail!("some tests failed");
+    }
+    println!("all tests passed");
+    Ok(())
+}

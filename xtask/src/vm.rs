@@ -1,0 +1,267 @@
+//! `cargo xtask vm-test`: packs the test binaries into an initramfs, boots the Debian
+//! cloud kernel under qemu (software emulation) once per `lsm=` variant, and reads the
+//! verdict from the serial console. A panic, a hang or a missing verdict is a failure.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    io::{BufRead, BufReader},
+    os::unix::fs::{PermissionsExt, symlink},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+
+use crate::{
+    proc::{cargo, output, run_cmd, target_dir},
+    setup,
+};
+
+#[derive(clap::Args, Default)]
+pub struct Options {
+    /// Kernel image to boot (default: the newest one `cargo xtask setup` fetched).
+    #[arg(long)]
+    pub kernel: Option<PathBuf>,
+    /// Boot only these variants (default: all).
+    #[arg(long = "boot", value_enum)]
+    pub boots: Vec<BootName>,
+    /// Seconds one boot may take before it counts as hung.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BootName {
+    /// `bpf` in `lsm=`: enforcement works.
+    LsmBpf,
+    /// `bpf` left out of `lsm=`: LSM programs attach but never run.
+    LsmNoBpf,
+}
+
+/// One VM boot: its `lsm=` list and the tests it runs, as `(test target, args)`.
+struct Boot {
+    name: BootName,
+    lsm: &'static str,
+    runs: &'static [(&'static str, &'static [&'static str])],
+}
+
+const BOOTS: &[Boot] = &[
+    Boot {
+        name: BootName::LsmBpf,
+        lsm: "lockdown,capability,bpf",
+        runs: &[
+            ("vm_lsm", &["--ignored", "--exact", "lsm_active_refuses_only_the_probe_bind"]),
+            // The tracing programs on this kernel too (verifier and BTF differ from the host's).
+            ("host_trace", &[]),
+        ],
+    },
+    Boot {
+        name: BootName::LsmNoBpf,
+        lsm: "lockdown,capability",
+        runs: &[("vm_lsm", &["--ignored", "--exact", "lsm_inactive_program_attaches_but_never_runs"])],
+    },
+];
+
+/// The console line the init script ends with.
+const VERDICT: &str = "volguard-vm: result failed=";
+
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    let kernel = match &options.kernel {
+        Some(k) => k.clone(),
+        None => setup::find_vm_kernel()
+            .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))?,
+    };
+    let binaries = build_test_binaries()?;
+    let mut failed = Vec::new();
+    for boot in BOOTS.iter().filter(|b| options.boots.is_empty() || options.boots.contains(&b.name)) {
+        let work = target_dir().join("vm").join(format!("{:?}", boot.name));
+        let initrd = build_initramfs(&work, boot, &binaries)?;
+        println!("vm-test: booting {} with lsm={} ({:?})", kernel.display(), boot.lsm, boot.name);
+        let started = Instant::now();
+        let passed = boot_and_judge(&kernel, &initrd, boot, Duration::from_secs(options.timeout))?;
+        let seconds = started.elapsed().as_secs_f64();
+        println!("vm-test: {:?} {} in {seconds:.1} s", boot.name, if passed { "passed" } else { "FAILED" });
+        if !passed {
+            failed.push(boot.name);
+        }
+    }
+    if !failed.is_empty() {
+        bail!("VM tests failed in {failed:?}");
+    }
+    Ok(())
+}
+
+/// Builds the integration test binaries and returns their paths by test target name.
+fn build_test_binaries() -> anyhow::Result<BTreeMap<String, PathBuf>> {
+    let mut wanted: Vec<&str> = BOOTS.iter().flat_map(|b| b.runs.iter().map(|(t, _)| *t)).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut cmd = cargo();
+    cmd.args(["test", "--no-run", "--message-format=json", "-p", "volguard"]);
+    for test in &wanted {
+        cmd.args(["--test", test]);
+    }
+    let json = output(cmd.stderr(Stdio::inherit()))?;
+    let mut found = BTreeMap::new();
+    for line in json.lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let name = message["target"]["name"].as_str().unwrap_or_default();
+        if let (Some(exe), true) = (message["executable"].as_str(), wanted.contains(&name)) {
+            found.insert(name.to_owned(), PathBuf::from(exe));
+        }
+    }
+    for test in wanted {
+        if !found.contains_key(test) {
+            bail!("cargo built no test binary named {test}");
+        }
+    }
+    Ok(found)
+}
+
+fn init_script(boot: &Boot) -> String {
+    let mut plan = String::new();
+    for (test, args) in boot.runs {
+        plan.push_str(&format!(
+            "echo 'volguard-vm: running {test} {args}'\n\
+             /tests/{test} --test-threads=1 {args} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED {test}'; }}\n",
+            args = args.join(" ")
+        ));
+    }
+    format!(
+        r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin HOME=/root RUST_BACKTRACE=1 VOLGUARD_IN_VM=1 VOLGUARD_REQUIRE_ROOT_TESTS=1
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t securityfs securityfs /sys/kernel/security
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t bpf bpf /sys/fs/bpf
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t tmpfs tmpfs /tmp
+echo "volguard-vm: kernel $(uname -r), active LSMs: $(cat /sys/kernel/security/lsm)"
+failed=0
+{plan}echo "{VERDICT}$failed"
+poweroff -f
+"#
+    )
+}
+
+/// Lays out busybox, the stripped test binaries and their shared libraries, and packs
+/// them with the init script into `work/initrd.gz`.
+fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf>) -> anyhow::Result<PathBuf> {
+    let root = work.join("root");
+    let _ = fs::remove_dir_all(&root);
+    for dir in ["bin", "proc", "sys", "dev", "tmp", "root", "tests"] {
+        fs::create_dir_all(root.join(dir))?;
+    }
+    fs::copy("/bin/busybox", root.join("bin/busybox")).context("copying /bin/busybox (busybox-static)")?;
+    symlink("busybox", root.join("bin/sh"))?;
+    let mut libraries = Vec::new();
+    for (test, _) in boot.runs {
+        let binary = &binaries[*test];
+        run_cmd(Command::new("strip").arg("--strip-debug").arg("-o").arg(root.join("tests").join(test)).arg(binary))?;
+        libraries.extend(shared_libraries(binary)?);
+    }
+    libraries.sort();
+    libraries.dedup();
+    for lib in libraries {
+        let dest = root.join(lib.strip_prefix("/").expect("ldd paths are absolute"));
+        fs::create_dir_all(dest.parent().expect("a parent"))?;
+        fs::copy(&lib, &dest).with_context(|| format!("copying {}", lib.display()))?;
+    }
+    let init = root.join("init");
+    fs::write(&init, init_script(boot))?;
+    fs::set_permissions(&init, fs::Permissions::from_mode(0o755))?;
+
+    let initrd = work.join("initrd.gz");
+    run_cmd(Command::new("sh").current_dir(&root).arg("-c").arg(format!(
+        "find . -print0 | cpio --null -o -H newc --quiet | gzip -1 > '{}'",
+        initrd.display()
+    )))?;
+    Ok(initrd)
+}
+
+/// The absolute paths `ldd` lists for `binary` (the loader included).
+fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let listing = output(Command::new("ldd").arg(binary))?;
+    Ok(listing
+        .lines()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
+        .map(PathBuf::from)
+        .collect())
+}
+
+/// Boots, echoes the console, and passes only on a zero verdict line.
+fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) -> anyhow::Result<bool> {
+    let append = format!("console=ttyS0 quiet lsm={} rdinit=/init panic=-1", boot.lsm);
+    let mut child = Command::new("qemu-system-x86_64")
+        // KVM is present on these machines but fails with an emulation error.
+        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1", "-nographic", "-no-reboot"])
+        .arg("-kernel").arg(kernel)
+        .arg("-initrd").arg(initrd)
+        .args(["-append", &append])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting qemu-system-x86_64 (run `cargo xtask setup`)")?;
+    let (tx, rx) = mpsc::channel();
+    for stream in [child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+                   child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>)].into_iter().flatten() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+
+    let deadline = Instant::now() + timeout;
+    let mut console = Vec::new();
+    let mut verdict = None;
+    let mut timed_out = false;
+    loop {
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                let line = line.trim_end_matches('\r').to_owned();
+                println!("  vm| {line}");
+                if let Some(n) = line.strip_prefix(VERDICT) {
+                    verdict = n.trim().parse::<u32>().ok();
+                }
+                console.push(line);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                timed_out = true;
+                break;
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let panicked = console.iter().any(|l| l.contains("Kernel panic"));
+    let passed = verdict == Some(0) && !panicked && !timed_out;
+    if !passed {
+        let why = if timed_out {
+            format!("timed out after {} s", timeout.as_secs())
+        } else if panicked {
+            "kernel panic".to_owned()
+        } else if let Some(n) = verdict {
+            format!("{n} test run(s) failed")
+        } else {
+            "the VM stopped without a verdict".to_owned()
+        };
+        println!("vm-test: {:?} failed: {why}; console tail:", boot.name);
+        for line in console.iter().rev().take(40).rev() {
+            println!("  tail| {line}");
+        }
+    }
+    Ok(passed)
+}
