@@ -19,8 +19,7 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 /// A mount(2) between entry and exit, keyed by `pid_tgid`. LRU so that a thread that
 /// never returns (killed mid-syscall) cannot fill it.
 #[map]
-pub static PENDING: LruHashMap<u64, MountEvent> =
-    LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+pub static PENDING: LruHashMap<u64, MountEvent> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
 
 /// Builds a record off the 512-byte BPF stack.
 #[map]

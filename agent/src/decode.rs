@@ -94,7 +94,11 @@ pub fn parse(record: &[u8]) -> Result<Event, DecodeError> {
     let kind = record
         .get(..4)
         .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        .ok_or(DecodeError::TooShort { kind: 0, len: record.len(), need: size_of::<EventHeader>() })?;
+        .ok_or(DecodeError::TooShort {
+            kind: 0,
+            len: record.len(),
+            need: size_of::<EventHeader>(),
+        })?;
     match kind {
         kind::MOUNT => {
             let raw: MountEvent = read_record(record, kind)?;
@@ -108,7 +112,11 @@ pub fn parse(record: &[u8]) -> Result<Event, DecodeError> {
 fn read_record<T: aya::Pod>(record: &[u8], kind: u32) -> Result<T, DecodeError> {
     let need = size_of::<T>();
     if record.len() < need {
-        return Err(DecodeError::TooShort { kind, len: record.len(), need });
+        return Err(DecodeError::TooShort {
+            kind,
+            len: record.len(),
+            need,
+        });
     }
     // SAFETY: length checked above; `T: Pod` means every bit pattern is valid.
     Ok(unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<T>()) })
@@ -117,7 +125,12 @@ fn read_record<T: aya::Pod>(record: &[u8], kind: u32) -> Result<T, DecodeError> 
 impl Caller {
     fn from_header(h: &EventHeader) -> Self {
         let comm: &[u8; COMM_LEN] = &h.comm;
-        Self { pid: h.pid, tgid: h.tgid, comm: RawString::from_nul_padded(comm), cgroup_id: h.cgroup_id }
+        Self {
+            pid: h.pid,
+            tgid: h.tgid,
+            comm: RawString::from_nul_padded(comm),
+            cgroup_id: h.cgroup_id,
+        }
     }
 }
 
@@ -176,15 +189,22 @@ mod tests {
 
     fn bytes_of<T: aya::Pod>(value: &T) -> Vec<u8> {
         // SAFETY: Pod values are plain bytes.
-        unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+        unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) }
+            .to_vec()
     }
 
     #[test]
     fn round_trips_every_mount_field() {
         let Event::Mount(m) = parse(&bytes_of(&raw_mount())).unwrap();
-        assert_eq!((m.caller.pid, m.caller.tgid, m.caller.cgroup_id), (11, 10, 4242));
+        assert_eq!(
+            (m.caller.pid, m.caller.tgid, m.caller.cgroup_id),
+            (11, 10, 4242)
+        );
         assert_eq!(m.caller.comm.as_bytes(), b"mount");
-        assert_eq!((m.start_ns, m.duration_ns, m.ret, m.flags), (1_000, 2_500, -2, 4096));
+        assert_eq!(
+            (m.start_ns, m.duration_ns, m.ret, m.flags),
+            (1_000, 2_500, -2, 4096)
+        );
         assert_eq!(m.source.as_bytes(), b"/dev/vdb1");
         assert_eq!(m.target.as_bytes(), b"/mnt");
         assert_eq!(m.fstype.as_bytes(), b"ext4");
@@ -201,10 +221,31 @@ mod tests {
     #[test]
     fn short_and_unknown_records_are_errors_not_panics() {
         let bytes = bytes_of(&raw_mount());
-        assert_eq!(parse(&[]), Err(DecodeError::TooShort { kind: 0, len: 0, need: 64 }));
-        assert_eq!(parse(&bytes[..3]).unwrap_err(), DecodeError::TooShort { kind: 0, len: 3, need: 64 });
+        assert_eq!(
+            parse(&[]),
+            Err(DecodeError::TooShort {
+                kind: 0,
+                len: 0,
+                need: 64
+            })
+        );
+        assert_eq!(
+            parse(&bytes[..3]).unwrap_err(),
+            DecodeError::TooShort {
+                kind: 0,
+                len: 3,
+                need: 64
+            }
+        );
         let need = size_of::<MountEvent>();
-        assert_eq!(parse(&bytes[..100]), Err(DecodeError::TooShort { kind: kind::MOUNT, len: 100, need }));
+        assert_eq!(
+            parse(&bytes[..100]),
+            Err(DecodeError::TooShort {
+                kind: kind::MOUNT,
+                len: 100,
+                need
+            })
+        );
         let mut unknown = bytes;
         unknown[..4].copy_from_slice(&7u32.to_ne_bytes());
         assert_eq!(parse(&unknown), Err(DecodeError::UnknownKind(7)));

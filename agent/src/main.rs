@@ -14,7 +14,10 @@ use volguard::{
 use volguard_common::counters::Counter;
 
 #[derive(Parser)]
-#[command(version, about = "Kubernetes node agent: traces mounts and keeps ReadWriteOncePod volumes to one pod")]
+#[command(
+    version,
+    about = "Kubernetes node agent: traces mounts and keeps ReadWriteOncePod volumes to one pod"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -45,14 +48,16 @@ async fn main() -> anyhow::Result<()> {
 async fn trace() -> anyhow::Result<()> {
     let mut ebpf = loader::load()?;
     loader::start_kernel_log(&mut ebpf);
-    loader::attach_all(&mut ebpf, loader::TRACE_HOOKS).context("attaching the mount tracepoints")?;
+    loader::attach_all(&mut ebpf, loader::TRACE_HOOKS)
+        .context("attaching the mount tracepoints")?;
     let mut reader = EventReader::new(&mut ebpf)?;
     let counters = Counters::new(&ebpf)?;
     eprintln!("volguard: tracing mount(2) on this node; Ctrl-C to stop");
 
     let (mut shown, mut undecodable, mut lost_reported) = (0u64, 0u64, 0u64);
     let mut lost_check = tokio::time::interval(Duration::from_secs(1));
-    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut terminate =
+        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     loop {
         tokio::select! {
             batch = reader.next_batch(|record| match record {
@@ -86,10 +91,18 @@ async fn trace() -> anyhow::Result<()> {
 fn lsm_probe_command() -> anyhow::Result<()> {
     let mut ebpf = loader::load()?;
     let report = lsm_probe::probe(&mut ebpf)?;
-    println!("active LSMs: {}", report.lsm_list.as_deref().unwrap_or("(unreadable)"));
-    println!("sb_mount program runs during the probe: {}", report.sb_mount_runs);
+    println!(
+        "active LSMs: {}",
+        report.lsm_list.as_deref().unwrap_or("(unreadable)")
+    );
+    println!(
+        "sb_mount program runs during the probe: {}",
+        report.sb_mount_runs
+    );
     match report.status {
-        LsmStatus::Active => println!("BPF LSM: active (a probe bind mount was refused in the kernel with EBUSY)"),
+        LsmStatus::Active => {
+            println!("BPF LSM: active (a probe bind mount was refused in the kernel with EBUSY)")
+        }
         LsmStatus::Inactive { reason } => println!("BPF LSM: inactive ({reason})"),
         LsmStatus::Unavailable { reason } => println!("BPF LSM: unavailable ({reason})"),
     }

@@ -4,7 +4,11 @@ use volguard_common::mount_flags::{MS_MGC_MSK, MS_MGC_VAL, NAMES};
 
 /// `MS_BIND|MS_REC`, `0` for none; bits without a name are appended in hex.
 pub fn describe(flags: u64) -> String {
-    let mut rest = if flags & MS_MGC_MSK == MS_MGC_VAL { flags & !MS_MGC_MSK } else { flags };
+    let mut rest = if flags & MS_MGC_MSK == MS_MGC_VAL {
+        flags & !MS_MGC_MSK
+    } else {
+        flags
+    };
     if rest == 0 {
         return "0".to_owned();
     }
@@ -58,16 +62,23 @@ mod tests {
             (ms::MS_MGC_VAL, libc::MS_MGC_VAL),
         ];
         for (ours, theirs) in libc_values {
-            assert_eq!(ours, theirs as u64);
+            assert_eq!(ours, theirs);
         }
-        assert_eq!(NAMES.len(), libc_values.len() - 1, "every flag but the magic has a name");
+        assert_eq!(
+            NAMES.len(),
+            libc_values.len() - 1,
+            "every flag but the magic has a name"
+        );
     }
 
     #[test]
     fn names_flags_in_bit_order() {
         assert_eq!(describe(0), "0");
         assert_eq!(describe(ms::MS_BIND | ms::MS_REC), "MS_BIND|MS_REC");
-        assert_eq!(describe(ms::MS_REMOUNT | ms::MS_BIND | ms::MS_RDONLY), "MS_RDONLY|MS_REMOUNT|MS_BIND");
+        assert_eq!(
+            describe(ms::MS_REMOUNT | ms::MS_BIND | ms::MS_RDONLY),
+            "MS_RDONLY|MS_REMOUNT|MS_BIND"
+        );
     }
 
     #[test]

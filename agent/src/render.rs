@@ -66,7 +66,12 @@ mod tests {
     #[test]
     fn mount_line_names_every_field() {
         let m = Mount {
-            caller: Caller { pid: 7, tgid: 6, comm: RawString(b"kubelet".to_vec()), cgroup_id: 99 },
+            caller: Caller {
+                pid: 7,
+                tgid: 6,
+                comm: RawString(b"kubelet".to_vec()),
+                cgroup_id: 99,
+            },
             start_ns: 0,
             duration_ns: 12_345,
             ret: -16,
@@ -80,8 +85,16 @@ mod tests {
         };
         let line = line(&Event::Mount(m));
         assert!(line.starts_with("mount  EBUSY(16)"), "{line}");
-        for part in ["12.3µs", "pid=7 tgid=6", "comm=\"kubelet\"", "cgroup=99", "source=\"/a b\"",
-                     "target=\"/t…\"", "fstype=\"\"", "flags=MS_BIND"] {
+        for part in [
+            "12.3µs",
+            "pid=7 tgid=6",
+            "comm=\"kubelet\"",
+            "cgroup=99",
+            "source=\"/a b\"",
+            "target=\"/t…\"",
+            "fstype=\"\"",
+            "flags=MS_BIND",
+        ] {
             assert!(line.contains(part), "{part} missing from {line}");
         }
     }

@@ -10,7 +10,10 @@ use anyhow::{Context, bail};
 
 /// The workspace root (the parent of xtask/).
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask/ lives in the workspace").to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask/ lives in the workspace")
+        .to_path_buf()
 }
 
 /// Cargo's target directory.
@@ -31,12 +34,15 @@ pub fn put_cargo_bin_on_path() {
     let cargo_home = env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-    let Some(bin) = cargo_home.map(|h| h.join("bin")) else { return };
+    let Some(bin) = cargo_home.map(|h| h.join("bin")) else {
+        return;
+    };
     let path = env::var_os("PATH").unwrap_or_default();
     if env::split_paths(&path).any(|p| p == bin) {
         return;
     }
-    let joined = env::join_paths(std::iter::once(bin).chain(env::split_paths(&path))).expect("PATH entries");
+    let joined =
+        env::join_paths(std::iter::once(bin).chain(env::split_paths(&path))).expect("PATH entries");
     // SAFETY: called first thing in main, before any other thread exists.
     unsafe { env::set_var("PATH", joined) };
 }
@@ -48,7 +54,9 @@ pub fn is_root() -> bool {
 
 pub fn require_root(what: &str) -> anyhow::Result<()> {
     if !is_root() {
-        bail!("`cargo xtask {what}` must run as root (it installs packages, loads eBPF programs and makes mounts)");
+        bail!(
+            "`cargo xtask {what}` must run as root (it installs packages, loads eBPF programs and makes mounts)"
+        );
     }
     Ok(())
 }
@@ -66,7 +74,9 @@ fn describe(cmd: &Command) -> String {
 pub fn run_cmd(cmd: &mut Command) -> anyhow::Result<()> {
     let line = describe(cmd);
     println!("$ {line}");
-    let status = cmd.status().with_context(|| format!("could not start `{line}`"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start `{line}`"))?;
     if !status.success() {
         bail!("`{line}` failed ({status})");
     }
@@ -76,9 +86,16 @@ pub fn run_cmd(cmd: &mut Command) -> anyhow::Result<()> {
 /// Runs `cmd` quietly and returns its stdout; fails with its stderr.
 pub fn output(cmd: &mut Command) -> anyhow::Result<String> {
     let line = describe(cmd);
-    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("could not start `{line}`"))?;
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("could not start `{line}`"))?;
     if !out.status.success() {
-        bail!("`{line}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "`{line}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -53,7 +53,14 @@ const BOOTS: &[Boot] = &[
         name: BootName::LsmBpf,
         lsm: "lockdown,capability,bpf",
         runs: &[
-            ("vm_lsm", &["--ignored", "--exact", "lsm_active_refuses_only_the_probe_bind"]),
+            (
+                "vm_lsm",
+                &[
+                    "--ignored",
+                    "--exact",
+                    "lsm_active_refuses_only_the_probe_bind",
+                ],
+            ),
             // The tracing programs on this kernel too (verifier and BTF differ from the host's).
             ("host_trace", &[]),
         ],
@@ -61,7 +68,14 @@ const BOOTS: &[Boot] = &[
     Boot {
         name: BootName::LsmNoBpf,
         lsm: "lockdown,capability",
-        runs: &[("vm_lsm", &["--ignored", "--exact", "lsm_inactive_program_attaches_but_never_runs"])],
+        runs: &[(
+            "vm_lsm",
+            &[
+                "--ignored",
+                "--exact",
+                "lsm_inactive_program_attaches_but_never_runs",
+            ],
+        )],
     },
 ];
 
@@ -71,19 +85,35 @@ const VERDICT: &str = "volguard-vm: result failed=";
 pub fn run(options: &Options) -> anyhow::Result<()> {
     let kernel = match &options.kernel {
         Some(k) => k.clone(),
-        None => setup::find_vm_kernel()
-            .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))?,
+        None => setup::find_vm_kernel().with_context(|| {
+            format!(
+                "no VM kernel in {}: run `cargo xtask setup` as root",
+                setup::VM_KERNEL_DIR
+            )
+        })?,
     };
     let binaries = build_test_binaries()?;
     let mut failed = Vec::new();
-    for boot in BOOTS.iter().filter(|b| options.boots.is_empty() || options.boots.contains(&b.name)) {
+    for boot in BOOTS
+        .iter()
+        .filter(|b| options.boots.is_empty() || options.boots.contains(&b.name))
+    {
         let work = target_dir().join("vm").join(format!("{:?}", boot.name));
         let initrd = build_initramfs(&work, boot, &binaries)?;
-        println!("vm-test: booting {} with lsm={} ({:?})", kernel.display(), boot.lsm, boot.name);
+        println!(
+            "vm-test: booting {} with lsm={} ({:?})",
+            kernel.display(),
+            boot.lsm,
+            boot.name
+        );
         let started = Instant::now();
         let passed = boot_and_judge(&kernel, &initrd, boot, Duration::from_secs(options.timeout))?;
         let seconds = started.elapsed().as_secs_f64();
-        println!("vm-test: {:?} {} in {seconds:.1} s", boot.name, if passed { "passed" } else { "FAILED" });
+        println!(
+            "vm-test: {:?} {} in {seconds:.1} s",
+            boot.name,
+            if passed { "passed" } else { "FAILED" }
+        );
         if !passed {
             failed.push(boot.name);
         }
@@ -96,18 +126,29 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 
 /// Builds the integration test binaries and returns their paths by test target name.
 fn build_test_binaries() -> anyhow::Result<BTreeMap<String, PathBuf>> {
-    let mut wanted: Vec<&str> = BOOTS.iter().flat_map(|b| b.runs.iter().map(|(t, _)| *t)).collect();
+    let mut wanted: Vec<&str> = BOOTS
+        .iter()
+        .flat_map(|b| b.runs.iter().map(|(t, _)| *t))
+        .collect();
     wanted.sort_unstable();
     wanted.dedup();
     let mut cmd = cargo();
-    cmd.args(["test", "--no-run", "--message-format=json", "-p", "volguard"]);
+    cmd.args([
+        "test",
+        "--no-run",
+        "--message-format=json",
+        "-p",
+        "volguard",
+    ]);
     for test in &wanted {
         cmd.args(["--test", test]);
     }
     let json = output(cmd.stderr(Stdio::inherit()))?;
     let mut found = BTreeMap::new();
     for line in json.lines() {
-        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         let name = message["target"]["name"].as_str().unwrap_or_default();
         if let (Some(exe), true) = (message["executable"].as_str(), wanted.contains(&name)) {
             found.insert(name.to_owned(), PathBuf::from(exe));
@@ -152,18 +193,29 @@ poweroff -f
 
 /// Lays out busybox, the stripped test binaries and their shared libraries, and packs
 /// them with the init script into `work/initrd.gz`.
-fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf>) -> anyhow::Result<PathBuf> {
+fn build_initramfs(
+    work: &Path,
+    boot: &Boot,
+    binaries: &BTreeMap<String, PathBuf>,
+) -> anyhow::Result<PathBuf> {
     let root = work.join("root");
     let _ = fs::remove_dir_all(&root);
     for dir in ["bin", "proc", "sys", "dev", "tmp", "root", "tests"] {
         fs::create_dir_all(root.join(dir))?;
     }
-    fs::copy("/bin/busybox", root.join("bin/busybox")).context("copying /bin/busybox (busybox-static)")?;
+    fs::copy("/bin/busybox", root.join("bin/busybox"))
+        .context("copying /bin/busybox (busybox-static)")?;
     symlink("busybox", root.join("bin/sh"))?;
     let mut libraries = Vec::new();
     for (test, _) in boot.runs {
         let binary = &binaries[*test];
-        run_cmd(Command::new("strip").arg("--strip-debug").arg("-o").arg(root.join("tests").join(test)).arg(binary))?;
+        run_cmd(
+            Command::new("strip")
+                .arg("--strip-debug")
+                .arg("-o")
+                .arg(root.join("tests").join(test))
+                .arg(binary),
+        )?;
         libraries.extend(shared_libraries(binary)?);
     }
     libraries.sort();
@@ -196,13 +248,31 @@ fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Boots, echoes the console, and passes only on a zero verdict line.
-fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) -> anyhow::Result<bool> {
+fn boot_and_judge(
+    kernel: &Path,
+    initrd: &Path,
+    boot: &Boot,
+    timeout: Duration,
+) -> anyhow::Result<bool> {
     let append = format!("console=ttyS0 quiet lsm={} rdinit=/init panic=-1", boot.lsm);
     let mut child = Command::new("qemu-system-x86_64")
         // KVM is present on these machines but fails with an emulation error.
-        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1", "-nographic", "-no-reboot"])
-        .arg("-kernel").arg(kernel)
-        .arg("-initrd").arg(initrd)
+        .args([
+            "-accel",
+            "tcg",
+            "-cpu",
+            "max",
+            "-m",
+            "1024",
+            "-smp",
+            "1",
+            "-nographic",
+            "-no-reboot",
+        ])
+        .arg("-kernel")
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
         .args(["-append", &append])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -210,8 +280,19 @@ fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) 
         .spawn()
         .context("starting qemu-system-x86_64 (run `cargo xtask setup`)")?;
     let (tx, rx) = mpsc::channel();
-    for stream in [child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-                   child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>)].into_iter().flatten() {
+    for stream in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
         let tx = tx.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {

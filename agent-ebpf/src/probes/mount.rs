@@ -6,8 +6,9 @@
 //! stable across kernels since syscall tracepoints exist.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-              bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
+    },
     macros::tracepoint,
     programs::TracePointContext,
 };

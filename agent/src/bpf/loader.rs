@@ -13,7 +13,10 @@ use super::OBJECT;
 #[derive(Clone, Copy, Debug)]
 pub enum Attach {
     /// A tracepoint `category/name` (under /sys/kernel/tracing/events).
-    TracePoint { category: &'static str, name: &'static str },
+    TracePoint {
+        category: &'static str,
+        name: &'static str,
+    },
     /// A BPF LSM hook (`security_<hook>` in the kernel).
     Lsm { hook: &'static str },
 }
@@ -27,15 +30,27 @@ pub struct Hook {
 
 impl Hook {
     const fn syscall(program: &'static str) -> Self {
-        Self { program, attach: Attach::TracePoint { category: "syscalls", name: program } }
+        Self {
+            program,
+            attach: Attach::TracePoint {
+                category: "syscalls",
+                name: program,
+            },
+        }
     }
 }
 
 /// The tracing programs: entry and exit of every traced syscall.
-pub const TRACE_HOOKS: &[Hook] = &[Hook::syscall("sys_enter_mount"), Hook::syscall("sys_exit_mount")];
+pub const TRACE_HOOKS: &[Hook] = &[
+    Hook::syscall("sys_enter_mount"),
+    Hook::syscall("sys_exit_mount"),
+];
 
 /// The BPF LSM self-test (see `volguard_common::lsm_probe`).
-pub const LSM_PROBE_HOOK: Hook = Hook { program: "sb_mount_probe", attach: Attach::Lsm { hook: "sb_mount" } };
+pub const LSM_PROBE_HOOK: Hook = Hook {
+    program: "sb_mount_probe",
+    attach: Attach::Lsm { hook: "sb_mount" },
+};
 
 /// Why loading or attaching failed.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +67,13 @@ pub enum LoadError {
     /// The kernel's BTF (needed for LSM programs) could not be read.
     #[error("reading kernel BTF from /sys/kernel/btf/vmlinux failed")]
     Btf(#[source] aya::BtfError),
+    /// tracefs is not mounted and could not be mounted.
+    #[error("tracefs is not mounted and mounting it on {path} failed")]
+    Tracefs {
+        path: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     /// The kernel refused to load or attach one program.
     #[error("{program}: {action} failed")]
     Program {
@@ -76,7 +98,9 @@ pub fn start_kernel_log(ebpf: &mut Ebpf) {
             // the logger.
             let registered = unsafe { AsyncFd::register_with_interest(logger, Interest::READABLE) };
             let Ok(mut logger) = registered else {
-                warn!("kernel log: cannot poll the log ring buffer; kernel log lines are not shown");
+                warn!(
+                    "kernel log: cannot poll the log ring buffer; kernel log lines are not shown"
+                );
                 return;
             };
             tokio::spawn(async move {
@@ -90,8 +114,38 @@ pub fn start_kernel_log(ebpf: &mut Ebpf) {
     }
 }
 
+/// Where tracefs is normally mounted; aya also looks under /sys/kernel/debug/tracing.
+const TRACEFS: &str = "/sys/kernel/tracing";
+const TRACEFS_IN_DEBUGFS: &str = "/sys/kernel/debug/tracing";
+
+/// Tracepoints are found through tracefs; mount it when neither usual place has it.
+fn ensure_tracefs() -> Result<(), LoadError> {
+    let has_events = |dir: &str| std::path::Path::new(dir).join("events").is_dir();
+    if has_events(TRACEFS) || has_events(TRACEFS_IN_DEBUGFS) {
+        return Ok(());
+    }
+    debug!("mounting tracefs on {TRACEFS}");
+    nix::mount::mount(
+        Some("tracefs"),
+        TRACEFS,
+        Some("tracefs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .map_err(|errno| LoadError::Tracefs {
+        path: TRACEFS,
+        source: errno.into(),
+    })
+}
+
 /// Loads and attaches every hook in `hooks`.
 pub fn attach_all(ebpf: &mut Ebpf, hooks: &[Hook]) -> Result<(), LoadError> {
+    if hooks
+        .iter()
+        .any(|h| matches!(h.attach, Attach::TracePoint { .. }))
+    {
+        ensure_tracefs()?;
+    }
     for hook in hooks {
         attach(ebpf, hook)?;
         debug!(program = hook.program, attach = ?hook.attach, "attached");
@@ -101,8 +155,16 @@ pub fn attach_all(ebpf: &mut Ebpf, hooks: &[Hook]) -> Result<(), LoadError> {
 
 fn attach(ebpf: &mut Ebpf, hook: &Hook) -> Result<(), LoadError> {
     let program = hook.program;
-    let failed = |action| move |source| LoadError::Program { program, action, source };
-    let prog = ebpf.program_mut(program).ok_or(LoadError::MissingProgram { program })?;
+    let failed = |action| {
+        move |source| LoadError::Program {
+            program,
+            action,
+            source,
+        }
+    };
+    let prog = ebpf
+        .program_mut(program)
+        .ok_or(LoadError::MissingProgram { program })?;
     match hook.attach {
         Attach::TracePoint { category, name } => {
             let tp: &mut TracePoint = prog.try_into().map_err(failed("type check"))?;

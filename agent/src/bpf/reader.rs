@@ -23,7 +23,8 @@ impl EventReader {
         let ring = RingBuf::try_from(map).map_err(|_| missing())?;
         // SAFETY: the RingBuf owns its map fd, keeps it open until dropped, and always
         // returns the same fd; the AsyncFd owns the RingBuf.
-        let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }.map_err(|_| missing())?;
+        let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
+            .map_err(|_| missing())?;
         Ok(Self { ring })
     }
 

@@ -17,24 +17,37 @@ pub fn have_root(test: &str) -> bool {
     if nix::unistd::geteuid().is_root() {
         return true;
     }
-    assert!(std::env::var_os(REQUIRE_ROOT).is_none(), "{test}: needs root but {REQUIRE_ROOT} is set");
-    eprintln!("SKIPPED {test}: needs root (loads eBPF programs, makes mounts); run `cargo xtask test` as root");
+    assert!(
+        std::env::var_os(REQUIRE_ROOT).is_none(),
+        "{test}: needs root but {REQUIRE_ROOT} is set"
+    );
+    eprintln!(
+        "SKIPPED {test}: needs root (loads eBPF programs, makes mounts); run `cargo xtask test` as root"
+    );
     false
 }
 
 /// The cgroup v2 id (inode of the cgroup directory) of this process.
 pub fn own_cgroup_id() -> u64 {
     let cgroups = fs::read_to_string("/proc/self/cgroup").unwrap();
-    let path = cgroups.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 line in /proc/self/cgroup");
+    let path = cgroups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .expect("a cgroup v2 line in /proc/self/cgroup");
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let root = mountinfo
         .lines()
         .find_map(|l| {
             let (left, right) = l.split_once(" - ")?;
-            right.starts_with("cgroup2 ").then(|| left.split(' ').nth(4).map(PathBuf::from)).flatten()
+            right
+                .starts_with("cgroup2 ")
+                .then(|| left.split(' ').nth(4).map(PathBuf::from))
+                .flatten()
         })
         .expect("cgroup2 mounted");
-    fs::metadata(root.join(path.trim_start_matches('/'))).unwrap().ino()
+    fs::metadata(root.join(path.trim_start_matches('/')))
+        .unwrap()
+        .ino()
 }
 
 /// Keeps every mount event read so far, so a test can wait for several in any order.
@@ -45,7 +58,10 @@ pub struct Recorder {
 
 impl Recorder {
     pub fn new(reader: EventReader) -> Self {
-        Self { reader, seen: Vec::new() }
+        Self {
+            reader,
+            seen: Vec::new(),
+        }
     }
 
     /// The first event matching `want`, reading more for up to 5 s if needed.
@@ -61,7 +77,10 @@ impl Recorder {
                     seen.push(m);
                 }
             });
-            tokio::time::timeout_at(deadline, batch).await.expect("the expected mount event within 5 s").unwrap();
+            tokio::time::timeout_at(deadline, batch)
+                .await
+                .expect("the expected mount event within 5 s")
+                .unwrap();
         }
     }
 }
