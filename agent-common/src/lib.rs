@@ -9,6 +9,7 @@ pub mod counters;
 pub mod event;
 pub mod lsm_probe;
 pub mod maps;
+pub mod mount_api;
 pub mod mount_flags;
 
 #[cfg(feature = "user")]

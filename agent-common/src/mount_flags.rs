@@ -31,7 +31,7 @@ pub const MS_MGC_VAL: u64 = 0xC0ED_0000;
 pub const MS_MGC_MSK: u64 = 0xFFFF_0000;
 
 /// Every named flag, in bit order, for rendering.
-pub const NAMES: [(u64, &str); 25] = [
+pub const NAMES: crate::mount_api::FlagNames = &[
     (MS_RDONLY, "MS_RDONLY"),
     (MS_NOSUID, "MS_NOSUID"),
     (MS_NODEV, "MS_NODEV"),

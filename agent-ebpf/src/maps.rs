@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use volguard_common::{
     counters::Counter,
-    event::MountEvent,
+    event::SyscallEvent,
     lsm_probe::ProbeSource,
     maps::{EVENTS_BYTES, PENDING_ENTRIES},
 };
@@ -16,14 +16,15 @@ use volguard_common::{
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 
-/// A mount(2) between entry and exit, keyed by `pid_tgid`. LRU so that a thread that
+/// A traced syscall between entry and exit, keyed by `pid_tgid`. LRU so that a thread that
 /// never returns (killed mid-syscall) cannot fill it.
 #[map]
-pub static PENDING: LruHashMap<u64, MountEvent> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+pub static PENDING: LruHashMap<u64, SyscallEvent> =
+    LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
 
 /// Builds a record off the 512-byte BPF stack.
 #[map]
-pub static SCRATCH: PerCpuArray<MountEvent> = PerCpuArray::with_max_entries(1, 0);
+pub static SCRATCH: PerCpuArray<SyscallEvent> = PerCpuArray::with_max_entries(1, 0);
 
 /// Kernel-side counters, indexed by `Counter`.
 #[map]

@@ -3,7 +3,7 @@
 
 pub mod bpf;
 pub mod decode;
+pub mod flags;
 pub mod lsm_probe;
-pub mod mount_flags;
 pub mod mountns;
 pub mod render;

@@ -25,7 +25,7 @@ use volguard_common::{
 use crate::{
     bpf::{
         counters::Counters,
-        loader::{self, LSM_PROBE_HOOK, LoadError},
+        loader::{self, LoadError},
     },
     mountns::{MountNsError, run_in_private_mount_ns},
 };
@@ -76,7 +76,7 @@ pub fn probe(ebpf: &mut Ebpf) -> Result<LsmProbeReport, ProbeError> {
     let lsm_list = fs::read_to_string(LSM_LIST)
         .ok()
         .map(|s| s.trim().to_owned());
-    if let Err(e) = loader::attach_all(ebpf, &[LSM_PROBE_HOOK]) {
+    if let Err(e) = loader::attach_all(ebpf, &[loader::lsm_probe_hook()]) {
         let reason = error_chain(&e);
         return Ok(LsmProbeReport {
             status: LsmStatus::Unavailable { reason },

@@ -25,7 +25,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print every mount(2) on this node as it happens, one line each (needs root).
+    /// Print every mount-family syscall on this node as it happens, one line each (needs root).
     Trace,
     /// Check whether BPF LSM enforcement really works on this kernel (needs root).
     LsmProbe,
@@ -48,11 +48,11 @@ async fn main() -> anyhow::Result<()> {
 async fn trace() -> anyhow::Result<()> {
     let mut ebpf = loader::load()?;
     loader::start_kernel_log(&mut ebpf);
-    loader::attach_all(&mut ebpf, loader::TRACE_HOOKS)
-        .context("attaching the mount tracepoints")?;
+    loader::attach_all(&mut ebpf, &loader::trace_hooks())
+        .context("attaching the mount syscall tracepoints")?;
     let mut reader = EventReader::new(&mut ebpf)?;
     let counters = Counters::new(&ebpf)?;
-    eprintln!("volguard: tracing mount(2) on this node; Ctrl-C to stop");
+    eprintln!("volguard: tracing mount-family syscalls on this node; Ctrl-C to stop");
 
     let (mut shown, mut undecodable, mut lost_reported) = (0u64, 0u64, 0u64);
     let mut lost_check = tokio::time::interval(Duration::from_secs(1));

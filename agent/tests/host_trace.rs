@@ -1,5 +1,5 @@
 //! Host eBPF tests (root): the real tracepoint programs in the running kernel see real
-//! mounts, made in a private mount namespace so the host's mount table is untouched.
+//! mount(2) calls, made in a private mount namespace so the host's mount table is untouched.
 
 mod support;
 
@@ -13,34 +13,33 @@ use nix::{
     mount::{MsFlags, mount},
     unistd::{getpid, gettid},
 };
-use support::{Recorder, have_root, own_cgroup_id};
+use support::{have_root, mount_onto, own_cgroup_id, tracer};
 use volguard::{
-    bpf::{loader, reader::EventReader},
+    decode::{Call, Event, RawString},
     mountns::run_in_private_mount_ns,
 };
 use volguard_common::event::PATH_LEN;
 
-fn tracer() -> (aya::Ebpf, Recorder) {
-    let mut ebpf = loader::load().expect("load the embedded eBPF object");
-    loader::attach_all(&mut ebpf, loader::TRACE_HOOKS).expect("attach the mount tracepoints");
-    let reader = EventReader::new(&mut ebpf).unwrap();
-    (ebpf, Recorder::new(reader))
+/// The mount(2) arguments of `event`, which must be a mount.
+fn mount_args(event: &Event) -> (&RawString, &RawString, &RawString, u64) {
+    let Call::Mount {
+        source,
+        target,
+        fstype,
+        flags,
+    } = &event.call
+    else {
+        panic!("not a mount: {event:?}")
+    };
+    (source, target, fstype, *flags)
 }
 
-fn dirs(root: &Path, names: &[&str]) -> Vec<PathBuf> {
-    names
-        .iter()
-        .map(|n| {
-            let d = root.join(n);
-            std::fs::create_dir_all(&d).unwrap();
-            d
-        })
-        .collect()
-}
-
-fn is(path: &Path) -> impl Fn(&volguard::decode::Mount) -> bool {
-    let want = path.as_os_str().as_bytes().to_vec();
-    move |m| m.target.as_bytes() == want
+fn dirs<const N: usize>(root: &Path, names: [&str; N]) -> [PathBuf; N] {
+    names.map(|n| {
+        let d = root.join(n);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
 }
 
 #[tokio::test]
@@ -48,47 +47,42 @@ async fn bind_mount_is_traced_with_every_field() {
     if !have_root("bind_mount_is_traced_with_every_field") {
         return;
     }
-    let (_ebpf, mut reader) = tracer();
+    let (_ebpf, mut recorder) = tracer();
     let tmp = tempfile::tempdir().unwrap();
-    let [source, target] =
-        <[PathBuf; 2]>::try_from(dirs(tmp.path(), &["source", "target"])).unwrap();
+    let [source, target] = dirs(tmp.path(), ["source", "target"]);
 
     let (s, t) = (source.clone(), target.clone());
     let (tid, result) = run_in_private_mount_ns("vg-bind-test", move || {
-        // NULL fstype, as runc passes for binds through the fd path.
+        // NULL fstype, as runc passes for binds.
+        let flags = MsFlags::MS_BIND | MsFlags::MS_REC;
         (
             gettid().as_raw() as u32,
-            mount(
-                Some(&s),
-                &t,
-                None::<&str>,
-                MsFlags::MS_BIND | MsFlags::MS_REC,
-                None::<&str>,
-            ),
+            mount(Some(&s), &t, None::<&str>, flags, None::<&str>),
         )
     })
     .unwrap();
     result.unwrap();
 
-    let m = reader.wait_for(is(&target)).await;
-    assert_eq!(m.caller.pid, tid, "pid is the calling thread");
+    let e = recorder.wait_for(mount_onto(&target)).await;
+    assert_eq!(e.caller.pid, tid, "pid is the calling thread");
     assert_eq!(
-        m.caller.tgid,
+        e.caller.tgid,
         getpid().as_raw() as u32,
         "tgid is this process"
     );
-    assert_eq!(m.caller.comm.as_bytes(), b"vg-bind-test");
-    assert_eq!(m.caller.cgroup_id, own_cgroup_id());
-    assert_eq!(m.source.as_bytes(), source.as_os_str().as_bytes());
-    assert_eq!(m.fstype.as_bytes(), b"", "NULL fstype reads as empty");
-    assert_eq!(m.flags, (MsFlags::MS_BIND | MsFlags::MS_REC).bits());
-    assert_eq!(m.ret, 0);
+    assert_eq!(e.caller.comm.as_bytes(), b"vg-bind-test");
+    assert_eq!(e.caller.cgroup_id, own_cgroup_id());
+    assert_eq!(e.ret, 0);
     assert!(
-        m.duration_ns > 0 && m.duration_ns < 5_000_000_000,
+        e.duration_ns > 0 && e.duration_ns < 5_000_000_000,
         "duration {} ns",
-        m.duration_ns
+        e.duration_ns
     );
-    assert!(!m.source_truncated && !m.target_truncated && !m.fstype_truncated);
+    let (m_source, m_target, m_fstype, m_flags) = mount_args(&e);
+    assert_eq!(m_source.as_bytes(), source.as_os_str().as_bytes());
+    assert_eq!(m_fstype.as_bytes(), b"", "NULL fstype reads as empty");
+    assert_eq!(m_flags, (MsFlags::MS_BIND | MsFlags::MS_REC).bits());
+    assert!(!m_source.truncated && !m_target.truncated && !m_fstype.truncated);
 }
 
 #[tokio::test]
@@ -96,10 +90,9 @@ async fn tmpfs_and_failed_mounts_carry_type_flags_and_errno() {
     if !have_root("tmpfs_and_failed_mounts_carry_type_flags_and_errno") {
         return;
     }
-    let (_ebpf, mut reader) = tracer();
+    let (_ebpf, mut recorder) = tracer();
     let tmp = tempfile::tempdir().unwrap();
-    let [tmpfs_target, failed_target] =
-        <[PathBuf; 2]>::try_from(dirs(tmp.path(), &["tmpfs", "failed"])).unwrap();
+    let [tmpfs_target, failed_target] = dirs(tmp.path(), ["tmpfs", "failed"]);
     let missing = tmp.path().join("does-not-exist");
 
     let (t, f, s) = (tmpfs_target.clone(), failed_target.clone(), missing.clone());
@@ -119,15 +112,19 @@ async fn tmpfs_and_failed_mounts_carry_type_flags_and_errno() {
     .unwrap();
     assert_eq!(results, (Ok(()), Err(Errno::ENOENT)));
 
-    let ok = reader.wait_for(is(&tmpfs_target)).await;
+    let ok = recorder.wait_for(mount_onto(&tmpfs_target)).await;
+    let (source, _, fstype, flags) = mount_args(&ok);
     assert_eq!(
-        (ok.source.as_bytes(), ok.fstype.as_bytes(), ok.ret),
+        (source.as_bytes(), fstype.as_bytes(), ok.ret),
         (&b"volguard-test"[..], &b"tmpfs"[..], 0)
     );
-    assert_eq!(ok.flags, (MsFlags::MS_NOSUID | MsFlags::MS_NODEV).bits());
-    let failed = reader.wait_for(is(&failed_target)).await;
+    assert_eq!(flags, (MsFlags::MS_NOSUID | MsFlags::MS_NODEV).bits());
+    let failed = recorder.wait_for(mount_onto(&failed_target)).await;
     assert_eq!(failed.ret, -(Errno::ENOENT as i64));
-    assert_eq!(failed.source.as_bytes(), missing.as_os_str().as_bytes());
+    assert_eq!(
+        mount_args(&failed).0.as_bytes(),
+        missing.as_os_str().as_bytes()
+    );
     assert!(
         failed.caller.pid == ok.caller.pid && failed.start_ns > ok.start_ns,
         "same thread, in order"
@@ -153,9 +150,9 @@ async fn long_paths_are_cut_at_the_bound_and_flagged_exactly() {
     if !have_root("long_paths_are_cut_at_the_bound_and_flagged_exactly") {
         return;
     }
-    let (_ebpf, mut reader) = tracer();
+    let (_ebpf, mut recorder) = tracer();
     let tmp = tempfile::tempdir().unwrap();
-    let source = dirs(tmp.path(), &["s"]).remove(0);
+    let [source] = dirs(tmp.path(), ["s"]);
     let fits = dir_of_length(&tmp.path().join("fit"), PATH_LEN - 1);
     let cut = dir_of_length(&tmp.path().join("cut"), PATH_LEN + 40);
 
@@ -169,14 +166,19 @@ async fn long_paths_are_cut_at_the_bound_and_flagged_exactly() {
     .unwrap();
     assert_eq!(results, (Ok(()), Ok(())));
 
-    let exact = reader.wait_for(is(&fits)).await;
+    let exact = recorder.wait_for(mount_onto(&fits)).await;
     assert!(
-        !exact.target_truncated,
+        !mount_args(&exact).1.truncated,
         "a path of exactly PATH_LEN-1 bytes fits"
     );
-    let kept = &cut.as_os_str().as_bytes()[..PATH_LEN - 1];
-    let long = reader.wait_for(|m| m.target.as_bytes() == kept).await;
-    assert!(long.target_truncated, "a longer path is flagged");
-    assert!(!long.source_truncated);
+    let kept = cut.as_os_str().as_bytes()[..PATH_LEN - 1].to_vec();
+    let long = recorder
+        .wait_for(
+            move |e| matches!(&e.call, Call::Mount { target, .. } if target.as_bytes() == kept),
+        )
+        .await;
+    let (source, target, _, _) = mount_args(&long);
+    assert!(target.truncated, "a longer path is flagged");
+    assert!(!source.truncated);
     assert_eq!(long.ret, 0, "the mount itself is unaffected");
 }

@@ -75,7 +75,7 @@ fn lsm_active_refuses_only_the_probe_bind() {
     );
     {
         let mut ebpf = loader::load().unwrap();
-        loader::attach_all(&mut ebpf, &[loader::LSM_PROBE_HOOK])
+        loader::attach_all(&mut ebpf, &[loader::lsm_probe_hook()])
             .expect("LSM program loads and attaches");
         let (_tmp, source, other, target) = scratch();
         lsm_probe::set_probe_source(&mut ebpf, Some(&source)).unwrap();
@@ -109,7 +109,7 @@ fn lsm_inactive_program_attaches_but_never_runs() {
     );
     {
         let mut ebpf = loader::load().unwrap();
-        loader::attach_all(&mut ebpf, &[loader::LSM_PROBE_HOOK])
+        loader::attach_all(&mut ebpf, &[loader::lsm_probe_hook()])
             .expect("the LSM program still loads and attaches without bpf in lsm=");
         let (_tmp, source, other, target) = scratch();
         lsm_probe::set_probe_source(&mut ebpf, Some(&source)).unwrap();

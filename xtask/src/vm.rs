@@ -63,6 +63,7 @@ const BOOTS: &[Boot] = &[
             ),
             // The tracing programs on this kernel too (verifier and BTF differ from the host's).
             ("host_trace", &[]),
+            ("host_mount_api", &[]),
         ],
     },
     Boot {

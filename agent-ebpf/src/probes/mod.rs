@@ -1,4 +1,4 @@
 //! One module per hook family.
 
 mod lsm_probe;
-mod mount;
+mod syscalls;

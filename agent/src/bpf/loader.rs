@@ -1,56 +1,82 @@
 //! Loads the embedded object and attaches programs from one table of hooks.
 
+use std::path::{Path, PathBuf};
+
 use aya::{
     Btf, Ebpf, EbpfError, EbpfLoader,
     programs::{Lsm, ProgramError, TracePoint},
 };
 use tokio::io::{Interest, unix::AsyncFd};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
+use volguard_common::{event::SYSCALLS, maps::EVENTS};
 
 use super::OBJECT;
 
 /// Where a program attaches.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum Attach {
     /// A tracepoint `category/name` (under /sys/kernel/tracing/events).
     TracePoint {
         category: &'static str,
-        name: &'static str,
+        name: String,
     },
     /// A BPF LSM hook (`security_<hook>` in the kernel).
     Lsm { hook: &'static str },
 }
 
-/// A program of the object and where it attaches.
-#[derive(Clone, Copy, Debug)]
+/// A program of the object and one place it attaches (a program may have several).
+#[derive(Clone, Debug)]
 pub struct Hook {
-    pub program: &'static str,
+    pub program: String,
     pub attach: Attach,
+    /// Skipped, not an error, when the kernel lacks the attach point.
+    pub optional: bool,
 }
 
-impl Hook {
-    const fn syscall(program: &'static str) -> Self {
-        Self {
-            program,
-            attach: Attach::TracePoint {
-                category: "syscalls",
-                name: program,
-            },
-        }
-    }
-}
+/// Syscalls younger than the oldest kernel we support: traced where they exist.
+const OPTIONAL_SYSCALLS: &[&str] = &["open_tree_attr"]; // Linux 6.15
 
-/// The tracing programs: entry and exit of every traced syscall.
-pub const TRACE_HOOKS: &[Hook] = &[
-    Hook::syscall("sys_enter_mount"),
-    Hook::syscall("sys_exit_mount"),
-];
+/// The shared exit program, attached to every traced syscall's exit tracepoint.
+const SYSCALL_EXIT_PROGRAM: &str = "sys_exit";
+
+/// Entry and exit tracepoints of every traced syscall (`volguard_common::event::SYSCALLS`).
+pub fn trace_hooks() -> Vec<Hook> {
+    SYSCALLS
+        .iter()
+        .flat_map(|spec| {
+            let optional = OPTIONAL_SYSCALLS.contains(&spec.name);
+            let enter = format!("sys_enter_{}", spec.name);
+            let exit = format!("sys_exit_{}", spec.name);
+            [
+                Hook {
+                    program: enter.clone(),
+                    attach: Attach::TracePoint {
+                        category: "syscalls",
+                        name: enter,
+                    },
+                    optional,
+                },
+                Hook {
+                    program: SYSCALL_EXIT_PROGRAM.to_owned(),
+                    attach: Attach::TracePoint {
+                        category: "syscalls",
+                        name: exit,
+                    },
+                    optional,
+                },
+            ]
+        })
+        .collect()
+}
 
 /// The BPF LSM self-test (see `volguard_common::lsm_probe`).
-pub const LSM_PROBE_HOOK: Hook = Hook {
-    program: "sb_mount_probe",
-    attach: Attach::Lsm { hook: "sb_mount" },
-};
+pub fn lsm_probe_hook() -> Hook {
+    Hook {
+        program: "sb_mount_probe".to_owned(),
+        attach: Attach::Lsm { hook: "sb_mount" },
+        optional: false,
+    }
+}
 
 /// Why loading or attaching failed.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +86,7 @@ pub enum LoadError {
     Object(#[source] EbpfError),
     /// The object does not contain a program the hook table names.
     #[error("program {program} is not in the eBPF object")]
-    MissingProgram { program: &'static str },
+    MissingProgram { program: String },
     /// The object does not contain a map the agent needs.
     #[error("map {map} is not in the eBPF object")]
     MissingMap { map: &'static str },
@@ -77,7 +103,7 @@ pub enum LoadError {
     /// The kernel refused to load or attach one program.
     #[error("{program}: {action} failed")]
     Program {
-        program: &'static str,
+        program: String,
         action: &'static str,
         #[source]
         source: ProgramError,
@@ -87,6 +113,14 @@ pub enum LoadError {
 /// Loads the embedded object (maps created, no program loaded yet).
 pub fn load() -> Result<Ebpf, LoadError> {
     EbpfLoader::new().load(OBJECT).map_err(LoadError::Object)
+}
+
+/// As [`load`], with an event ring buffer of `bytes` (a power-of-two number of pages).
+pub fn load_with_ring_size(bytes: u32) -> Result<Ebpf, LoadError> {
+    EbpfLoader::new()
+        .map_max_entries(EVENTS, bytes)
+        .load(OBJECT)
+        .map_err(LoadError::Object)
 }
 
 /// Starts forwarding the programs' aya-log records to `tracing`. The logger owns the log
@@ -119,10 +153,15 @@ const TRACEFS: &str = "/sys/kernel/tracing";
 const TRACEFS_IN_DEBUGFS: &str = "/sys/kernel/debug/tracing";
 
 /// Tracepoints are found through tracefs; mount it when neither usual place has it.
-fn ensure_tracefs() -> Result<(), LoadError> {
-    let has_events = |dir: &str| std::path::Path::new(dir).join("events").is_dir();
-    if has_events(TRACEFS) || has_events(TRACEFS_IN_DEBUGFS) {
-        return Ok(());
+/// Returns the tracefs `events` directory.
+fn ensure_tracefs() -> Result<PathBuf, LoadError> {
+    let events = |dir: &str| Path::new(dir).join("events");
+    if let Some(found) = [TRACEFS, TRACEFS_IN_DEBUGFS]
+        .into_iter()
+        .map(events)
+        .find(|e| e.is_dir())
+    {
+        return Ok(found);
     }
     debug!("mounting tracefs on {TRACEFS}");
     nix::mount::mount(
@@ -135,18 +174,29 @@ fn ensure_tracefs() -> Result<(), LoadError> {
     .map_err(|errno| LoadError::Tracefs {
         path: TRACEFS,
         source: errno.into(),
-    })
+    })?;
+    Ok(events(TRACEFS))
 }
 
-/// Loads and attaches every hook in `hooks`.
+/// Loads (once each) and attaches every hook in `hooks`; optional hooks whose attach
+/// point this kernel lacks are skipped with a log line.
 pub fn attach_all(ebpf: &mut Ebpf, hooks: &[Hook]) -> Result<(), LoadError> {
-    if hooks
+    let needs_tracefs = hooks
         .iter()
-        .any(|h| matches!(h.attach, Attach::TracePoint { .. }))
-    {
-        ensure_tracefs()?;
-    }
+        .any(|h| matches!(h.attach, Attach::TracePoint { .. }));
+    let events = if needs_tracefs {
+        Some(ensure_tracefs()?)
+    } else {
+        None
+    };
     for hook in hooks {
+        if let (Attach::TracePoint { category, name }, Some(events)) = (&hook.attach, &events)
+            && hook.optional
+            && !events.join(category).join(name).is_dir()
+        {
+            info!("{category}/{name} does not exist on this kernel: not traced");
+            continue;
+        }
         attach(ebpf, hook)?;
         debug!(program = hook.program, attach = ?hook.attach, "attached");
     }
@@ -154,21 +204,26 @@ pub fn attach_all(ebpf: &mut Ebpf, hooks: &[Hook]) -> Result<(), LoadError> {
 }
 
 fn attach(ebpf: &mut Ebpf, hook: &Hook) -> Result<(), LoadError> {
-    let program = hook.program;
+    let program = hook.program.as_str();
     let failed = |action| {
         move |source| LoadError::Program {
-            program,
+            program: program.to_owned(),
             action,
             source,
         }
     };
     let prog = ebpf
         .program_mut(program)
-        .ok_or(LoadError::MissingProgram { program })?;
-    match hook.attach {
+        .ok_or_else(|| LoadError::MissingProgram {
+            program: program.to_owned(),
+        })?;
+    match &hook.attach {
         Attach::TracePoint { category, name } => {
             let tp: &mut TracePoint = prog.try_into().map_err(failed("type check"))?;
-            tp.load().map_err(failed("load"))?;
+            // One program may serve several tracepoints: load it the first time only.
+            if tp.fd().is_err() {
+                tp.load().map_err(failed("load"))?;
+            }
             tp.attach(category, name).map_err(failed("attach"))?;
         }
         Attach::Lsm { hook: lsm_hook } => {

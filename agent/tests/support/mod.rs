@@ -4,8 +4,8 @@
 use std::{fs, os::unix::fs::MetadataExt, path::PathBuf, time::Duration};
 
 use volguard::{
-    bpf::reader::EventReader,
-    decode::{Event, Mount},
+    bpf::{loader, reader::EventReader},
+    decode::{Call, Event},
 };
 
 /// Set by `cargo xtask test`: a root test may not skip itself.
@@ -50,10 +50,21 @@ pub fn own_cgroup_id() -> u64 {
         .ino()
 }
 
-/// Keeps every mount event read so far, so a test can wait for several in any order.
+/// Loads the object and attaches every syscall tracepoint.
+pub fn tracer() -> (aya::Ebpf, Recorder) {
+    tracer_with(loader::load().expect("load the embedded eBPF object"))
+}
+
+pub fn tracer_with(mut ebpf: aya::Ebpf) -> (aya::Ebpf, Recorder) {
+    loader::attach_all(&mut ebpf, &loader::trace_hooks()).expect("attach the syscall tracepoints");
+    let reader = EventReader::new(&mut ebpf).unwrap();
+    (ebpf, Recorder::new(reader))
+}
+
+/// Keeps every event read so far, so a test can wait for several in any order.
 pub struct Recorder {
     reader: EventReader,
-    seen: Vec<Mount>,
+    seen: Vec<Event>,
 }
 
 impl Recorder {
@@ -65,22 +76,56 @@ impl Recorder {
     }
 
     /// The first event matching `want`, reading more for up to 5 s if needed.
-    pub async fn wait_for(&mut self, want: impl Fn(&Mount) -> bool) -> Mount {
+    pub async fn wait_for(&mut self, want: impl Fn(&Event) -> bool) -> Event {
+        self.wait_for_n(1, want).await.remove(0)
+    }
+
+    /// The first `n` events matching `want`, in arrival order.
+    pub async fn wait_for_n(&mut self, n: usize, want: impl Fn(&Event) -> bool) -> Vec<Event> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         loop {
-            if let Some(m) = self.seen.iter().find(|m| want(m)) {
-                return m.clone();
+            let found: Vec<Event> = self
+                .seen
+                .iter()
+                .filter(|e| want(e))
+                .take(n)
+                .cloned()
+                .collect();
+            if found.len() == n {
+                return found;
             }
-            let seen = &mut self.seen;
-            let batch = self.reader.next_batch(|record| {
-                if let Ok(Event::Mount(m)) = record {
-                    seen.push(m);
-                }
-            });
+            let batch = self.read_more();
+            let got = found.len();
             tokio::time::timeout_at(deadline, batch)
                 .await
-                .expect("the expected mount event within 5 s")
+                .unwrap_or_else(|_| panic!("{n} matching events within 5 s, saw {got}"))
                 .unwrap();
         }
     }
+
+    /// Reads until nothing arrives for `quiet`; returns how many events were read.
+    pub async fn drain(&mut self, quiet: Duration) -> usize {
+        let before = self.seen.len();
+        while let Ok(batch) = tokio::time::timeout(quiet, self.read_more()).await {
+            batch.unwrap();
+        }
+        self.seen.len() - before
+    }
+
+    pub fn seen(&self) -> &[Event] {
+        &self.seen
+    }
+
+    async fn read_more(&mut self) -> std::io::Result<usize> {
+        let seen = &mut self.seen;
+        self.reader
+            .next_batch(|record| seen.push(record.expect("every record decodes")))
+            .await
+    }
+}
+
+/// Matches a mount(2) onto `target`.
+pub fn mount_onto(target: &std::path::Path) -> impl Fn(&Event) -> bool {
+    let want = std::os::unix::ffi::OsStrExt::as_bytes(target.as_os_str()).to_vec();
+    move |e| matches!(&e.call, Call::Mount { target, .. } if target.as_bytes() == want)
 }
