@@ -25,40 +25,23 @@ fn main() -> ExitCode {
 }
 
 fn build() -> Result<(), String> {
-    let manifest_dir =
-        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").ok_or("no CARGO_MANIFEST_DIR")?);
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").ok_or("no CARGO_MANIFEST_DIR")?);
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or("no OUT_DIR")?);
     let workspace = manifest_dir.parent().ok_or("agent/ has no parent")?;
     let ebpf_dir = workspace.join("agent-ebpf");
-    for watched in [
-        "agent-ebpf/src",
-        "agent-ebpf/Cargo.toml",
-        "agent-ebpf/Cargo.lock",
-        "agent-common/src",
-    ] {
-        println!(
-            "cargo:rerun-if-changed={}",
-            workspace.join(watched).display()
-        );
+    for watched in ["agent-ebpf/src", "agent-ebpf/Cargo.toml", "agent-ebpf/Cargo.lock", "agent-common/src"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=VOLGUARD_BPF_RUSTC");
 
-    let rustc = env::var_os("VOLGUARD_BPF_RUSTC")
-        .map_or_else(|| PathBuf::from(DEFAULT_BPF_RUSTC), PathBuf::from);
+    let rustc = env::var_os("VOLGUARD_BPF_RUSTC").map_or_else(|| PathBuf::from(DEFAULT_BPF_RUSTC), PathBuf::from);
     check_toolchain(&rustc)?;
 
     let target_dir = out_dir.join("ebpf-target");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&ebpf_dir)
-        .args([
-            "build",
-            "--locked",
-            "--release",
-            "--target",
-            BPF_TARGET,
-            "--target-dir",
-        ])
+        .args(["build", "--locked", "--release", "--target", BPF_TARGET, "--target-dir"])
         .arg(&target_dir)
         .env("RUSTC", &rustc)
         // aya-ebpf uses unstable features on the bpf target; Debian's rustc is stable.
@@ -66,30 +49,15 @@ fn build() -> Result<(), String> {
         // Same flags aya-build passes: debug info for BTF, and have bpf-linker emit BTF.
         .env(
             "CARGO_ENCODED_RUSTFLAGS",
-            [
-                "--cfg=bpf_target_arch=\"x86_64\"",
-                "-Cdebuginfo=2",
-                "-Clink-arg=--btf",
-            ]
-            .join("\x1f"),
+            ["--cfg=bpf_target_arch=\"x86_64\"", "-Cdebuginfo=2", "-Clink-arg=--btf"].join("\x1f"),
         );
-    for inherited in [
-        "RUSTC_WORKSPACE_WRAPPER",
-        "RUSTC_WRAPPER",
-        "RUSTFLAGS",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-    ] {
+    for inherited in ["RUSTC_WORKSPACE_WRAPPER", "RUSTC_WRAPPER", "RUSTFLAGS", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"]
+    {
         cmd.env_remove(inherited);
     }
-    let status = cmd
-        .status()
-        .map_err(|e| format!("could not run cargo for the eBPF build: {e}"))?;
+    let status = cmd.status().map_err(|e| format!("could not run cargo for the eBPF build: {e}"))?;
     if !status.success() {
-        return Err(format!(
-            "the eBPF build ({}) failed: see the compiler output above",
-            ebpf_dir.display()
-        ));
+        return Err(format!("the eBPF build ({}) failed: see the compiler output above", ebpf_dir.display()));
     }
 
     let object = target_dir.join(BPF_TARGET).join("release").join("volguard");
@@ -112,15 +80,9 @@ fn check_toolchain(rustc: &Path) -> Result<(), String> {
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
         .ok_or_else(|| missing(&format!("{} does not run", rustc.display())))?;
     if !sysroot.join("lib/rustlib").join(BPF_TARGET).exists() {
-        return Err(missing(&format!(
-            "no prebuilt core for {BPF_TARGET} under {}",
-            sysroot.display()
-        )));
+        return Err(missing(&format!("no prebuilt core for {BPF_TARGET} under {}", sysroot.display())));
     }
-    let linker_ok = Command::new("bpf-linker")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let linker_ok = Command::new("bpf-linker").arg("--version").output().is_ok_and(|o| o.status.success());
     if !linker_ok {
         return Err(missing("bpf-linker not on PATH"));
     }

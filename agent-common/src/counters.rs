@@ -16,16 +16,34 @@ pub enum Counter {
     LsmSbMountRuns = 3,
     /// Mounts the `sb_mount` LSM probe refused (only the probe source is refused).
     LsmProbeDenied = 4,
+    /// Publishes of an owned single-pod volume into another pod refused with EBUSY.
+    ConflictsBlocked = 5,
+    /// Conflicts seen in audit mode (allowed).
+    ConflictsAudited = 6,
+    /// Ownership claims taken.
+    Claims = 7,
+    /// Claims rolled back because the claiming mount failed.
+    ClaimsRolledBack = 8,
+    /// Ownerships released because the owner's publish target was unmounted.
+    Releases = 9,
+    /// An enforcement decision could not be made (map or read failure): the mount was allowed.
+    EnforceErrors = 10,
 }
 
 impl Counter {
     /// Every counter, in index order.
-    pub const ALL: [Counter; 5] = [
+    pub const ALL: [Counter; 11] = [
         Counter::EventsLost,
         Counter::ExitWithoutEntry,
         Counter::PendingInsertFailed,
         Counter::LsmSbMountRuns,
         Counter::LsmProbeDenied,
+        Counter::ConflictsBlocked,
+        Counter::ConflictsAudited,
+        Counter::Claims,
+        Counter::ClaimsRolledBack,
+        Counter::Releases,
+        Counter::EnforceErrors,
     ];
 
     /// Number of slots the map needs.
@@ -39,6 +57,12 @@ impl Counter {
             Counter::PendingInsertFailed => "pending_insert_failed",
             Counter::LsmSbMountRuns => "lsm_sb_mount_runs",
             Counter::LsmProbeDenied => "lsm_probe_denied",
+            Counter::ConflictsBlocked => "conflicts_blocked",
+            Counter::ConflictsAudited => "conflicts_audited",
+            Counter::Claims => "claims",
+            Counter::ClaimsRolledBack => "claims_rolled_back",
+            Counter::Releases => "releases",
+            Counter::EnforceErrors => "enforce_errors",
         }
     }
 }

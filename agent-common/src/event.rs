@@ -50,6 +50,9 @@ pub struct EventHeader {
     pub pid: u32,
     /// Process id (the kernel's `tgid`).
     pub tgid: u32,
+    /// Inode of the caller's mount namespace (0 when unknown).
+    pub mnt_ns: u32,
+    pub _pad: u32,
     /// cgroup v2 id of the calling task (the inode number of its cgroup directory).
     pub cgroup_id: u64,
     /// `bpf_ktime_get_ns()` at syscall entry.
@@ -78,9 +81,8 @@ pub struct SyscallEvent {
     pub name: [u8; NAME_LEN],
 }
 
-const _: () = assert!(core::mem::size_of::<EventHeader>() == 64);
-const _: () =
-    assert!(core::mem::size_of::<SyscallEvent>() == 64 + 8 * MAX_ARGS + 2 * PATH_LEN + NAME_LEN);
+const _: () = assert!(core::mem::size_of::<EventHeader>() == 72);
+const _: () = assert!(core::mem::size_of::<SyscallEvent>() == 72 + 8 * MAX_ARGS + 2 * PATH_LEN + NAME_LEN);
 
 /// How to capture one syscall: its tracepoints, how many arguments it has, and which of
 /// them are strings to copy into `path0`, `path1` and `name`.
@@ -103,14 +105,7 @@ const fn spec(
     path1: Option<usize>,
     name_arg: Option<usize>,
 ) -> SyscallSpec {
-    SyscallSpec {
-        kind,
-        name,
-        nargs,
-        path0,
-        path1,
-        name_arg,
-    }
+    SyscallSpec { kind, name, nargs, path0, path1, name_arg }
 }
 
 /// mount(source, target, fstype, flags, data): `data` is not captured.
@@ -120,14 +115,7 @@ pub const UMOUNT: SyscallSpec = spec(kind::UMOUNT, "umount", 2, Some(0), None, N
 /// open_tree(dfd, path, flags).
 pub const OPEN_TREE: SyscallSpec = spec(kind::OPEN_TREE, "open_tree", 3, Some(1), None, None);
 /// open_tree_attr(dfd, path, flags, attr, size) (Linux 6.15+).
-pub const OPEN_TREE_ATTR: SyscallSpec = spec(
-    kind::OPEN_TREE_ATTR,
-    "open_tree_attr",
-    5,
-    Some(1),
-    None,
-    None,
-);
+pub const OPEN_TREE_ATTR: SyscallSpec = spec(kind::OPEN_TREE_ATTR, "open_tree_attr", 5, Some(1), None, None);
 /// move_mount(from_dfd, from_path, to_dfd, to_path, flags).
 pub const MOVE_MOUNT: SyscallSpec = spec(kind::MOVE_MOUNT, "move_mount", 5, Some(1), Some(3), None);
 /// fsopen(fs_name, flags).
@@ -139,19 +127,8 @@ pub const FSMOUNT: SyscallSpec = spec(kind::FSMOUNT, "fsmount", 3, None, None, N
 /// fspick(dfd, path, flags).
 pub const FSPICK: SyscallSpec = spec(kind::FSPICK, "fspick", 3, Some(1), None, None);
 /// mount_setattr(dfd, path, flags, attr, size).
-pub const MOUNT_SETATTR: SyscallSpec =
-    spec(kind::MOUNT_SETATTR, "mount_setattr", 5, Some(1), None, None);
+pub const MOUNT_SETATTR: SyscallSpec = spec(kind::MOUNT_SETATTR, "mount_setattr", 5, Some(1), None, None);
 
 /// Every traced syscall.
-pub const SYSCALLS: [SyscallSpec; 10] = [
-    MOUNT,
-    UMOUNT,
-    OPEN_TREE,
-    OPEN_TREE_ATTR,
-    MOVE_MOUNT,
-    FSOPEN,
-    FSCONFIG,
-    FSMOUNT,
-    FSPICK,
-    MOUNT_SETATTR,
-];
+pub const SYSCALLS: [SyscallSpec; 10] =
+    [MOUNT, UMOUNT, OPEN_TREE, OPEN_TREE_ATTR, MOVE_MOUNT, FSOPEN, FSCONFIG, FSMOUNT, FSPICK, MOUNT_SETATTR];

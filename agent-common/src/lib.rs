@@ -6,6 +6,7 @@
 #![no_std]
 
 pub mod counters;
+pub mod enforce;
 pub mod event;
 pub mod lsm_probe;
 pub mod maps;

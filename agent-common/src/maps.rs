@@ -18,3 +18,21 @@ pub const COUNTERS: &str = "COUNTERS";
 
 /// Single-entry array holding the [`crate::lsm_probe::ProbeSource`].
 pub const LSM_PROBE_SOURCE: &str = "LSM_PROBE_SOURCE";
+
+/// Single-pod volumes (key `VolumeKey`, value a `single_pod_reason`), filled by userspace.
+pub const SINGLE_POD_VOLUMES: &str = "SINGLE_POD_VOLUMES";
+/// Owner of each claimed single-pod volume (key `VolumeKey`, value `Owner`).
+pub const OWNERS: &str = "OWNERS";
+/// Volumes tracked at once; also the size of `OWNERS`.
+pub const VOLUME_ENTRIES: u32 = 16_384;
+/// Per-thread pending claims and releases, settled at syscall exit.
+pub const CLAIMS: &str = "CLAIMS";
+/// The single `EnforceConfig` entry.
+pub const CONFIG: &str = "CONFIG";
+/// Per-CPU scratch for the LSM programs' keys (too large for the BPF stack).
+pub const ENFORCE_SCRATCH: &str = "ENFORCE_SCRATCH";
+
+/// Maps that hold enforcement state: pinned, so a restarted agent adopts them.
+pub const PINNED_MAPS: [&str; 4] = [SINGLE_POD_VOLUMES, OWNERS, CLAIMS, CONFIG];
+/// Version of the pinned maps' layout: a pin directory of another version is never reused.
+pub const PIN_LAYOUT_VERSION: u32 = 1;

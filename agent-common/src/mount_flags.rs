@@ -58,3 +58,8 @@ pub const NAMES: crate::mount_api::FlagNames = &[
     (MS_STRICTATIME, "MS_STRICTATIME"),
     (MS_LAZYTIME, "MS_LAZYTIME"),
 ];
+
+/// `flags` as the kernel sees them after dropping the old magic (fs/namespace.c).
+pub const fn without_magic(flags: u64) -> u64 {
+    if flags & MS_MGC_MSK == MS_MGC_VAL { flags & !MS_MGC_MSK } else { flags }
+}

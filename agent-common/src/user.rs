@@ -1,9 +1,25 @@
 //! Userspace-only trait impls for the wire types.
 
-use crate::{event::SyscallEvent, lsm_probe::ProbeSource};
+use crate::{
+    enforce::{ConflictEvent, EnforceConfig, Owner, PendingClaim, PodUid, VolumeKey},
+    event::SyscallEvent,
+    lsm_probe::ProbeSource,
+};
 
 // SAFETY: plain `#[repr(C)]` integers and byte arrays with explicit padding: every bit
 // pattern is a valid value.
 unsafe impl aya::Pod for SyscallEvent {}
 // SAFETY: as above.
 unsafe impl aya::Pod for ProbeSource {}
+// SAFETY: as above, for every enforcement map type.
+unsafe impl aya::Pod for VolumeKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for PodUid {}
+// SAFETY: as above.
+unsafe impl aya::Pod for Owner {}
+// SAFETY: as above.
+unsafe impl aya::Pod for PendingClaim {}
+// SAFETY: as above.
+unsafe impl aya::Pod for EnforceConfig {}
+// SAFETY: as above.
+unsafe impl aya::Pod for ConflictEvent {}

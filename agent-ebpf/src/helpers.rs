@@ -1,8 +1,6 @@
 //! Small helpers shared by the probes.
 
-use aya_ebpf::helpers::{
-    bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
-};
+use aya_ebpf::helpers::{bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes};
 use volguard_common::counters::Counter;
 
 use crate::maps::COUNTERS;

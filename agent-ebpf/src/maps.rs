@@ -3,13 +3,14 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{Array, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use volguard_common::{
     counters::Counter,
+    enforce::{EnforceConfig, Owner, PendingClaim, PodUid, VolumeKey},
     event::SyscallEvent,
     lsm_probe::ProbeSource,
-    maps::{EVENTS_BYTES, PENDING_ENTRIES},
+    maps::{EVENTS_BYTES, PENDING_ENTRIES, VOLUME_ENTRIES},
 };
 
 /// Completed syscall records for userspace.
@@ -19,8 +20,7 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 /// A traced syscall between entry and exit, keyed by `pid_tgid`. LRU so that a thread that
 /// never returns (killed mid-syscall) cannot fill it.
 #[map]
-pub static PENDING: LruHashMap<u64, SyscallEvent> =
-    LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+pub static PENDING: LruHashMap<u64, SyscallEvent> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
 
 /// Builds a record off the 512-byte BPF stack.
 #[map]
@@ -33,3 +33,31 @@ pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::C
 /// The one source path the LSM self-test refuses to bind (len 0: refuse nothing).
 #[map]
 pub static LSM_PROBE_SOURCE: Array<ProbeSource> = Array::with_max_entries(1, 0);
+
+/// Single-pod volumes, filled by userspace. Pinned: survives the agent.
+#[map]
+pub static SINGLE_POD_VOLUMES: HashMap<VolumeKey, u32> = HashMap::with_max_entries(VOLUME_ENTRIES, 0);
+
+/// Owner of each claimed single-pod volume; claimed atomically (BPF_NOEXIST). Pinned.
+#[map]
+pub static OWNERS: HashMap<VolumeKey, Owner> = HashMap::with_max_entries(VOLUME_ENTRIES, 0);
+
+/// Claims and releases waiting for their syscall's result, by `pid_tgid`. Pinned.
+#[map]
+pub static CLAIMS: LruHashMap<u64, PendingClaim> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+
+/// What the LSM programs need to know: struct offsets, the kubelet root, the mode. Pinned.
+#[map]
+pub static CONFIG: Array<EnforceConfig> = Array::with_max_entries(1, 0);
+
+/// Keys under construction (too large for the BPF stack).
+#[map]
+pub static ENFORCE_SCRATCH: PerCpuArray<EnforceScratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per-CPU working space of the enforcement programs.
+#[repr(C)]
+pub struct EnforceScratch {
+    pub volume: VolumeKey,
+    pub pod: PodUid,
+    pub claim: PendingClaim,
+}

@@ -3,7 +3,31 @@
 
 use std::{fmt, mem::size_of};
 
-use volguard_common::event::{EventHeader, SyscallEvent, kind, truncated};
+use volguard_common::{
+    enforce::{CONFLICT_EVENT_KIND, ConflictEvent, conflict_action, conflict_hook},
+    event::{EventHeader, SyscallEvent, kind, truncated},
+};
+
+/// One ring-buffer record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    Syscall(Event),
+    Conflict(Conflict),
+}
+
+/// A publish of an owned single-pod volume into another pod, seen by an LSM hook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    /// True when refused in the kernel (enforce mode); false when only reported (audit).
+    pub blocked: bool,
+    /// `sb_mount` or `move_mount`.
+    pub hook: &'static str,
+    pub caller: Caller,
+    pub time_ns: u64,
+    pub volume: RawString,
+    pub owner: RawString,
+    pub attempted_by: RawString,
+}
 
 /// One mount-family syscall, entry and exit paired in the kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +46,8 @@ pub struct Event {
 pub struct Caller {
     pub pid: u32,
     pub tgid: u32,
+    /// Inode of the caller's mount namespace (0 when unknown).
+    pub mnt_ns: u32,
     pub comm: RawString,
     pub cgroup_id: u64,
 }
@@ -114,10 +140,7 @@ impl RawString {
     /// Takes the bytes of a NUL-terminated (or NUL-padded, or full) buffer.
     pub fn from_nul_padded(buf: &[u8], truncated: bool) -> Self {
         let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        Self {
-            bytes: buf[..end].to_vec(),
-            truncated,
-        }
+        Self { bytes: buf[..end].to_vec(), truncated }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -127,10 +150,7 @@ impl RawString {
 
 impl From<&str> for RawString {
     fn from(s: &str) -> Self {
-        Self {
-            bytes: s.as_bytes().to_vec(),
-            truncated: false,
-        }
+        Self { bytes: s.as_bytes().to_vec(), truncated: false }
     }
 }
 
@@ -175,25 +195,43 @@ pub enum DecodeError {
 }
 
 /// Decodes one ring-buffer record.
-pub fn parse(record: &[u8]) -> Result<Event, DecodeError> {
-    let need = size_of::<SyscallEvent>();
-    if record.len() < need {
-        return Err(DecodeError::TooShort {
-            len: record.len(),
-            need,
-        });
+pub fn parse(record: &[u8]) -> Result<Record, DecodeError> {
+    let kind = record.get(..4).map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+    if kind == Some(CONFLICT_EVENT_KIND) {
+        return parse_conflict(record).map(Record::Conflict);
     }
-    // SAFETY: length checked above; SyscallEvent is Pod (every bit pattern valid).
-    let raw: SyscallEvent = unsafe { std::ptr::read_unaligned(record.as_ptr().cast()) };
+    parse_syscall(record).map(Record::Syscall)
+}
+
+/// Copies a plain-old-data record out of possibly unaligned bytes after a length check.
+fn read_record<T: aya::Pod>(record: &[u8]) -> Result<T, DecodeError> {
+    let need = size_of::<T>();
+    if record.len() < need {
+        return Err(DecodeError::TooShort { len: record.len(), need });
+    }
+    // SAFETY: length checked above; `T: Pod` means every bit pattern is valid.
+    Ok(unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<T>()) })
+}
+
+fn parse_conflict(record: &[u8]) -> Result<Conflict, DecodeError> {
+    let raw: ConflictEvent = read_record(record)?;
+    let text = |bytes: &[u8]| RawString::from_nul_padded(bytes, false);
+    Ok(Conflict {
+        blocked: raw.action == conflict_action::BLOCKED,
+        hook: if raw.hook == conflict_hook::MOVE_MOUNT { "move_mount" } else { "sb_mount" },
+        caller: Caller { pid: raw.pid, tgid: raw.tgid, mnt_ns: 0, comm: text(&raw.comm), cgroup_id: raw.cgroup_id },
+        time_ns: raw.time_ns,
+        volume: text(&raw.volume.name),
+        owner: text(&raw.owner.uid),
+        attempted_by: text(&raw.attempted_by.uid),
+    })
+}
+
+fn parse_syscall(record: &[u8]) -> Result<Event, DecodeError> {
+    let raw: SyscallEvent = read_record(record)?;
     let call = decode_call(&raw)?;
     let h = &raw.header;
-    Ok(Event {
-        caller: Caller::from_header(h),
-        start_ns: h.start_ns,
-        duration_ns: h.duration_ns,
-        ret: h.ret,
-        call,
-    })
+    Ok(Event { caller: Caller::from_header(h), start_ns: h.start_ns, duration_ns: h.duration_ns, ret: h.ret, call })
 }
 
 fn decode_call(raw: &SyscallEvent) -> Result<Call, DecodeError> {
@@ -205,58 +243,18 @@ fn decode_call(raw: &SyscallEvent) -> Result<Call, DecodeError> {
     // Integer arguments narrower than 64 bits are the low bits of their slot.
     let int = |i: usize| a[i] as i32;
     Ok(match raw.header.kind {
-        kind::MOUNT => Call::Mount {
-            source: path0(),
-            target: path1(),
-            fstype: name(),
-            flags: a[3],
-        },
-        kind::UMOUNT => Call::Umount {
-            target: path0(),
-            flags: a[1],
-        },
-        kind::OPEN_TREE => Call::OpenTree {
-            dfd: int(0),
-            path: path0(),
-            flags: a[2],
-        },
-        kind::OPEN_TREE_ATTR => Call::OpenTreeAttr {
-            dfd: int(0),
-            path: path0(),
-            flags: a[2],
-        },
-        kind::MOVE_MOUNT => Call::MoveMount {
-            from_dfd: int(0),
-            from_path: path0(),
-            to_dfd: int(2),
-            to_path: path1(),
-            flags: a[4],
-        },
-        kind::FSOPEN => Call::Fsopen {
-            fs_name: name(),
-            flags: a[1],
-        },
-        kind::FSCONFIG => Call::Fsconfig {
-            fd: int(0),
-            cmd: a[1] as u32,
-            key: name(),
-            aux: int(4),
-        },
-        kind::FSMOUNT => Call::Fsmount {
-            fs_fd: int(0),
-            flags: a[1],
-            attr_flags: a[2],
-        },
-        kind::FSPICK => Call::Fspick {
-            dfd: int(0),
-            path: path0(),
-            flags: a[2],
-        },
-        kind::MOUNT_SETATTR => Call::MountSetattr {
-            dfd: int(0),
-            path: path0(),
-            flags: a[2],
-        },
+        kind::MOUNT => Call::Mount { source: path0(), target: path1(), fstype: name(), flags: a[3] },
+        kind::UMOUNT => Call::Umount { target: path0(), flags: a[1] },
+        kind::OPEN_TREE => Call::OpenTree { dfd: int(0), path: path0(), flags: a[2] },
+        kind::OPEN_TREE_ATTR => Call::OpenTreeAttr { dfd: int(0), path: path0(), flags: a[2] },
+        kind::MOVE_MOUNT => {
+            Call::MoveMount { from_dfd: int(0), from_path: path0(), to_dfd: int(2), to_path: path1(), flags: a[4] }
+        }
+        kind::FSOPEN => Call::Fsopen { fs_name: name(), flags: a[1] },
+        kind::FSCONFIG => Call::Fsconfig { fd: int(0), cmd: a[1] as u32, key: name(), aux: int(4) },
+        kind::FSMOUNT => Call::Fsmount { fs_fd: int(0), flags: a[1], attr_flags: a[2] },
+        kind::FSPICK => Call::Fspick { dfd: int(0), path: path0(), flags: a[2] },
+        kind::MOUNT_SETATTR => Call::MountSetattr { dfd: int(0), path: path0(), flags: a[2] },
         other => return Err(DecodeError::UnknownKind(other)),
     })
 }
@@ -266,6 +264,7 @@ impl Caller {
         Self {
             pid: h.pid,
             tgid: h.tgid,
+            mnt_ns: h.mnt_ns,
             comm: RawString::from_nul_padded(&h.comm, false),
             cgroup_id: h.cgroup_id,
         }
@@ -284,20 +283,15 @@ mod tests {
         buf
     }
 
-    fn raw(
-        kind: u32,
-        args: [u64; MAX_ARGS],
-        path0: &[u8],
-        path1: &[u8],
-        name: &[u8],
-        cut: u32,
-    ) -> SyscallEvent {
+    fn raw(kind: u32, args: [u64; MAX_ARGS], path0: &[u8], path1: &[u8], name: &[u8], cut: u32) -> SyscallEvent {
         SyscallEvent {
             header: EventHeader {
                 kind,
                 truncated: cut,
                 pid: 11,
                 tgid: 10,
+                mnt_ns: 4026531841,
+                _pad: 0,
                 cgroup_id: 4242,
                 start_ns: 1_000,
                 duration_ns: 2_500,
@@ -311,156 +305,56 @@ mod tests {
         }
     }
 
+    fn syscall(bytes: &[u8]) -> Result<Event, DecodeError> {
+        match parse(bytes)? {
+            Record::Syscall(e) => Ok(e),
+            other => panic!("not a syscall: {other:?}"),
+        }
+    }
+
     fn bytes_of(value: &SyscallEvent) -> Vec<u8> {
         // SAFETY: Pod values are plain bytes.
-        unsafe {
-            std::slice::from_raw_parts(
-                (value as *const SyscallEvent).cast::<u8>(),
-                size_of::<SyscallEvent>(),
-            )
-        }
-        .to_vec()
+        unsafe { std::slice::from_raw_parts((value as *const SyscallEvent).cast::<u8>(), size_of::<SyscallEvent>()) }
+            .to_vec()
     }
 
     #[test]
     fn round_trips_the_header_and_a_mount() {
-        let record = raw(
-            kind::MOUNT,
-            [0, 0, 0, 4096, 0, 0],
-            b"/dev/vdb1",
-            b"/mnt",
-            b"ext4",
-            truncated::PATH1,
-        );
-        let e = parse(&bytes_of(&record)).unwrap();
-        assert_eq!(
-            (e.caller.pid, e.caller.tgid, e.caller.cgroup_id),
-            (11, 10, 4242)
-        );
+        let record = raw(kind::MOUNT, [0, 0, 0, 4096, 0, 0], b"/dev/vdb1", b"/mnt", b"ext4", truncated::PATH1);
+        let e = syscall(&bytes_of(&record)).unwrap();
+        assert_eq!((e.caller.pid, e.caller.tgid, e.caller.cgroup_id, e.caller.mnt_ns), (11, 10, 4242, 4026531841));
         assert_eq!(e.caller.comm.as_bytes(), b"mount");
         assert_eq!((e.start_ns, e.duration_ns, e.ret), (1_000, 2_500, -2));
-        let Call::Mount {
-            source,
-            target,
-            fstype,
-            flags,
-        } = e.call
-        else {
-            panic!("{:?}", e.call)
-        };
-        assert_eq!(
-            (source.as_bytes(), fstype.as_bytes(), flags),
-            (&b"/dev/vdb1"[..], &b"ext4"[..], 4096)
-        );
-        assert_eq!(
-            target,
-            RawString {
-                bytes: b"/mnt".to_vec(),
-                truncated: true
-            }
-        );
+        let Call::Mount { source, target, fstype, flags } = e.call else { panic!("{:?}", e.call) };
+        assert_eq!((source.as_bytes(), fstype.as_bytes(), flags), (&b"/dev/vdb1"[..], &b"ext4"[..], 4096));
+        assert_eq!(target, RawString { bytes: b"/mnt".to_vec(), truncated: true });
         assert!(!source.truncated && !fstype.truncated);
     }
 
     #[test]
     fn every_kind_puts_arguments_in_the_right_fields() {
         let args = [(-100i64) as u64, 0, 7, 0, 0x44, 0];
-        let decode = |kind| {
-            parse(&bytes_of(&raw(kind, args, b"/p0", b"/p1", b"key", 0)))
-                .unwrap()
-                .call
-        };
-        let (p0, p1, name) = (
-            RawString::from("/p0"),
-            RawString::from("/p1"),
-            RawString::from("key"),
-        );
-        assert_eq!(
-            decode(kind::UMOUNT),
-            Call::Umount {
-                target: p0.clone(),
-                flags: 0
-            }
-        );
-        assert_eq!(
-            decode(kind::OPEN_TREE),
-            Call::OpenTree {
-                dfd: -100,
-                path: p0.clone(),
-                flags: 7
-            }
-        );
-        assert_eq!(
-            decode(kind::OPEN_TREE_ATTR),
-            Call::OpenTreeAttr {
-                dfd: -100,
-                path: p0.clone(),
-                flags: 7
-            }
-        );
+        let decode = |kind| syscall(&bytes_of(&raw(kind, args, b"/p0", b"/p1", b"key", 0))).unwrap().call;
+        let (p0, p1, name) = (RawString::from("/p0"), RawString::from("/p1"), RawString::from("key"));
+        assert_eq!(decode(kind::UMOUNT), Call::Umount { target: p0.clone(), flags: 0 });
+        assert_eq!(decode(kind::OPEN_TREE), Call::OpenTree { dfd: -100, path: p0.clone(), flags: 7 });
+        assert_eq!(decode(kind::OPEN_TREE_ATTR), Call::OpenTreeAttr { dfd: -100, path: p0.clone(), flags: 7 });
         assert_eq!(
             decode(kind::MOVE_MOUNT),
-            Call::MoveMount {
-                from_dfd: -100,
-                from_path: p0.clone(),
-                to_dfd: 7,
-                to_path: p1,
-                flags: 0x44
-            }
+            Call::MoveMount { from_dfd: -100, from_path: p0.clone(), to_dfd: 7, to_path: p1, flags: 0x44 }
         );
-        assert_eq!(
-            decode(kind::FSOPEN),
-            Call::Fsopen {
-                fs_name: name.clone(),
-                flags: 0
-            }
-        );
-        assert_eq!(
-            decode(kind::FSCONFIG),
-            Call::Fsconfig {
-                fd: -100,
-                cmd: 0,
-                key: name,
-                aux: 0x44
-            }
-        );
-        assert_eq!(
-            decode(kind::FSMOUNT),
-            Call::Fsmount {
-                fs_fd: -100,
-                flags: 0,
-                attr_flags: 7
-            }
-        );
-        assert_eq!(
-            decode(kind::FSPICK),
-            Call::Fspick {
-                dfd: -100,
-                path: p0.clone(),
-                flags: 7
-            }
-        );
-        assert_eq!(
-            decode(kind::MOUNT_SETATTR),
-            Call::MountSetattr {
-                dfd: -100,
-                path: p0,
-                flags: 7
-            }
-        );
+        assert_eq!(decode(kind::FSOPEN), Call::Fsopen { fs_name: name.clone(), flags: 0 });
+        assert_eq!(decode(kind::FSCONFIG), Call::Fsconfig { fd: -100, cmd: 0, key: name, aux: 0x44 });
+        assert_eq!(decode(kind::FSMOUNT), Call::Fsmount { fs_fd: -100, flags: 0, attr_flags: 7 });
+        assert_eq!(decode(kind::FSPICK), Call::Fspick { dfd: -100, path: p0.clone(), flags: 7 });
+        assert_eq!(decode(kind::MOUNT_SETATTR), Call::MountSetattr { dfd: -100, path: p0, flags: 7 });
     }
 
     #[test]
     fn every_spec_kind_decodes_and_names_its_syscall() {
         for spec in SYSCALLS {
-            let call = parse(&bytes_of(&raw(spec.kind, [0; MAX_ARGS], b"", b"", b"", 0)))
-                .unwrap()
-                .call;
-            assert_eq!(
-                call.name().trim_end_matches('2'),
-                spec.name,
-                "umount2's tracepoint is `umount`"
-            );
+            let call = syscall(&bytes_of(&raw(spec.kind, [0; MAX_ARGS], b"", b"", b"", 0))).unwrap().call;
+            assert_eq!(call.name().trim_end_matches('2'), spec.name, "umount2's tracepoint is `umount`");
         }
     }
 
@@ -468,7 +362,7 @@ mod tests {
     fn ring_buffer_padding_after_the_record_is_ignored() {
         let mut bytes = bytes_of(&raw(kind::MOUNT, [0; MAX_ARGS], b"", b"", b"", 0));
         bytes.extend_from_slice(&[0xff; 8]);
-        assert!(parse(&bytes).is_ok());
+        assert!(syscall(&bytes).is_ok());
     }
 
     #[test]
@@ -476,39 +370,56 @@ mod tests {
         let bytes = bytes_of(&raw(kind::MOUNT, [0; MAX_ARGS], b"", b"", b"", 0));
         let need = size_of::<SyscallEvent>();
         assert_eq!(parse(&[]), Err(DecodeError::TooShort { len: 0, need }));
-        assert_eq!(
-            parse(&bytes[..100]),
-            Err(DecodeError::TooShort { len: 100, need })
-        );
+        assert_eq!(parse(&bytes[..100]), Err(DecodeError::TooShort { len: 100, need }));
         let mut unknown = bytes;
         unknown[..4].copy_from_slice(&7u32.to_ne_bytes());
         assert_eq!(parse(&unknown), Err(DecodeError::UnknownKind(7)));
+        let short_conflict = CONFLICT_EVENT_KIND.to_ne_bytes();
+        let need = size_of::<ConflictEvent>();
+        assert_eq!(parse(&short_conflict), Err(DecodeError::TooShort { len: 4, need }));
+    }
+
+    #[test]
+    fn conflict_records_name_the_volume_and_both_pods() {
+        use volguard_common::enforce::{PodUid, VolumeKey};
+        let raw = ConflictEvent {
+            kind: CONFLICT_EVENT_KIND,
+            action: conflict_action::BLOCKED,
+            hook: conflict_hook::MOVE_MOUNT,
+            pid: 5,
+            tgid: 4,
+            _pad: 0,
+            cgroup_id: 9,
+            time_ns: 77,
+            comm: padded::<COMM_LEN>(b"csi-node"),
+            volume: VolumeKey { name: padded(b"pvc-1") },
+            owner: PodUid { uid: padded(b"pod-a") },
+            attempted_by: PodUid { uid: padded(b"pod-b") },
+        };
+        // SAFETY: Pod values are plain bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((&raw as *const ConflictEvent).cast::<u8>(), size_of::<ConflictEvent>())
+        };
+        let Ok(Record::Conflict(c)) = parse(bytes) else { panic!() };
+        assert!(c.blocked);
+        assert_eq!((c.hook, c.caller.pid, c.caller.tgid, c.time_ns), ("move_mount", 5, 4, 77));
+        assert_eq!(
+            (c.volume.to_string(), c.owner.to_string(), c.attempted_by.to_string()),
+            ("pvc-1".into(), "pod-a".into(), "pod-b".into())
+        );
     }
 
     #[test]
     fn a_full_buffer_without_nul_keeps_every_byte() {
         assert_eq!(RawString::from_nul_padded(b"abc", false).as_bytes(), b"abc");
-        assert_eq!(
-            RawString::from_nul_padded(b"ab\0c", false).as_bytes(),
-            b"ab"
-        );
+        assert_eq!(RawString::from_nul_padded(b"ab\0c", false).as_bytes(), b"ab");
     }
 
     #[test]
     fn odd_bytes_are_escaped_when_shown() {
-        let s = RawString {
-            bytes: b"/var/lib/a b\n\xff\"\\".to_vec(),
-            truncated: false,
-        };
+        let s = RawString { bytes: b"/var/lib/a b\n\xff\"\\".to_vec(), truncated: false };
         assert_eq!(s.to_string(), r#"/var/lib/a b\n\xff\"\\"#);
         assert_eq!(RawString::from("/ü").to_string(), "/ü");
-        assert_eq!(
-            RawString {
-                bytes: b"/long".to_vec(),
-                truncated: true
-            }
-            .to_string(),
-            "/long…"
-        );
+        assert_eq!(RawString { bytes: b"/long".to_vec(), truncated: true }.to_string(), "/long…");
     }
 }

@@ -2,18 +2,13 @@
 
 use volguard_common::{
     mount_api::{AT_FDCWD, FSCONFIG_CMDS, FlagNames},
-    mount_flags::{MS_MGC_MSK, MS_MGC_VAL, NAMES},
+    mount_flags::{NAMES, without_magic},
 };
 
 /// `mount(2)` flags: `MS_BIND|MS_REC`; the old magic in the top bits is dropped as the
 /// kernel drops it.
 pub fn mount(flags: u64) -> String {
-    let flags = if flags & MS_MGC_MSK == MS_MGC_VAL {
-        flags & !MS_MGC_MSK
-    } else {
-        flags
-    };
-    describe(flags, NAMES)
+    describe(without_magic(flags), NAMES)
 }
 
 /// `A|B` by the names in `names`, `0` for none; bits without a name are appended in hex.
@@ -37,23 +32,17 @@ pub fn describe(flags: u64, names: FlagNames) -> String {
 
 /// A `dfd` argument: `AT_FDCWD` or the number.
 pub fn dfd(fd: i32) -> String {
-    if fd == AT_FDCWD {
-        "AT_FDCWD".to_owned()
-    } else {
-        fd.to_string()
-    }
+    if fd == AT_FDCWD { "AT_FDCWD".to_owned() } else { fd.to_string() }
 }
 
 /// An fsconfig(2) command by name, or its number.
 pub fn fsconfig_cmd(cmd: u32) -> String {
-    FSCONFIG_CMDS
-        .get(cmd as usize)
-        .map_or_else(|| cmd.to_string(), |name| (*name).to_owned())
+    FSCONFIG_CMDS.get(cmd as usize).map_or_else(|| cmd.to_string(), |name| (*name).to_owned())
 }
 
 #[cfg(test)]
 mod tests {
-    use volguard_common::{mount_api as api, mount_flags as ms};
+    use volguard_common::{mount_api as api, mount_flags as ms, mount_flags::MS_MGC_VAL};
 
     use super::*;
 
@@ -90,26 +79,16 @@ mod tests {
         for (ours, theirs) in libc_values {
             assert_eq!(ours, theirs);
         }
-        assert_eq!(
-            NAMES.len(),
-            libc_values.len() - 1,
-            "every flag but the magic has a name"
-        );
+        assert_eq!(NAMES.len(), libc_values.len() - 1, "every flag but the magic has a name");
     }
 
     #[test]
     fn names_flags_in_bit_order() {
         assert_eq!(mount(0), "0");
         assert_eq!(mount(ms::MS_BIND | ms::MS_REC), "MS_BIND|MS_REC");
+        assert_eq!(mount(ms::MS_REMOUNT | ms::MS_BIND | ms::MS_RDONLY), "MS_RDONLY|MS_REMOUNT|MS_BIND");
         assert_eq!(
-            mount(ms::MS_REMOUNT | ms::MS_BIND | ms::MS_RDONLY),
-            "MS_RDONLY|MS_REMOUNT|MS_BIND"
-        );
-        assert_eq!(
-            describe(
-                api::MOVE_MOUNT_F_EMPTY_PATH | api::MOVE_MOUNT_T_SYMLINKS,
-                api::MOVE_MOUNT_NAMES
-            ),
+            describe(api::MOVE_MOUNT_F_EMPTY_PATH | api::MOVE_MOUNT_T_SYMLINKS, api::MOVE_MOUNT_NAMES),
             "MOVE_MOUNT_F_EMPTY_PATH|MOVE_MOUNT_T_SYMLINKS"
         );
     }
@@ -140,10 +119,7 @@ mod tests {
     fn dfds_and_fsconfig_commands() {
         assert_eq!(dfd(-100), "AT_FDCWD");
         assert_eq!(dfd(3), "3");
-        assert_eq!(
-            fsconfig_cmd(api::FSCONFIG_CMD_CREATE),
-            "FSCONFIG_CMD_CREATE"
-        );
+        assert_eq!(fsconfig_cmd(api::FSCONFIG_CMD_CREATE), "FSCONFIG_CMD_CREATE");
         assert_eq!(fsconfig_cmd(42), "42");
     }
 }

@@ -1,9 +1,13 @@
 //! volguard's userspace agent: loads the eBPF programs, decodes what they report, and
 //! (in later layers) keeps the node model, enforcement state, metrics and debug API.
 
+pub mod agent;
 pub mod bpf;
+pub mod btf;
 pub mod decode;
+pub mod enforce;
 pub mod flags;
+pub mod kubelet;
 pub mod lsm_probe;
 pub mod mountns;
 pub mod render;

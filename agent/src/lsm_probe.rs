@@ -73,29 +73,17 @@ pub enum ProbeError {
 
 /// Attaches the probe program to `ebpf` and tests it with one real bind mount.
 pub fn probe(ebpf: &mut Ebpf) -> Result<LsmProbeReport, ProbeError> {
-    let lsm_list = fs::read_to_string(LSM_LIST)
-        .ok()
-        .map(|s| s.trim().to_owned());
+    let lsm_list = fs::read_to_string(LSM_LIST).ok().map(|s| s.trim().to_owned());
     if let Err(e) = loader::attach_all(ebpf, &[loader::lsm_probe_hook()]) {
         let reason = error_chain(&e);
-        return Ok(LsmProbeReport {
-            status: LsmStatus::Unavailable { reason },
-            sb_mount_runs: 0,
-            lsm_list,
-        });
+        return Ok(LsmProbeReport { status: LsmStatus::Unavailable { reason }, sb_mount_runs: 0, lsm_list });
     }
 
     let scratch = ScratchDirs::create()?;
     set_probe_source(ebpf, Some(&scratch.source))?;
     let (source, target) = (scratch.source.clone(), scratch.target.clone());
     let mounted = run_in_private_mount_ns("volguard-probe", move || {
-        mount(
-            Some(source.as_path()),
-            target.as_path(),
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
+        mount(Some(source.as_path()), target.as_path(), None::<&str>, MsFlags::MS_BIND, None::<&str>)
     });
     set_probe_source(ebpf, None)?;
     let mounted = mounted?;
@@ -111,28 +99,16 @@ pub fn probe(ebpf: &mut Ebpf) -> Result<LsmProbeReport, ProbeError> {
             ),
         },
         Ok(()) => LsmStatus::Inactive {
-            reason: format!(
-                "the sb_mount program ran {runs} times but did not refuse the probe mount"
-            ),
+            reason: format!("the sb_mount program ran {runs} times but did not refuse the probe mount"),
         },
-        Err(errno) => LsmStatus::Inactive {
-            reason: format!("the probe bind mount failed with {errno}, not EBUSY"),
-        },
+        Err(errno) => LsmStatus::Inactive { reason: format!("the probe bind mount failed with {errno}, not EBUSY") },
     };
-    Ok(LsmProbeReport {
-        status,
-        sb_mount_runs: runs,
-        lsm_list,
-    })
+    Ok(LsmProbeReport { status, sb_mount_runs: runs, lsm_list })
 }
 
 /// Sets (or with `None`, clears) the one source path the probe program refuses.
 pub fn set_probe_source(ebpf: &mut Ebpf, source: Option<&Path>) -> Result<(), ProbeError> {
-    let mut value = ProbeSource {
-        len: 0,
-        _pad: 0,
-        path: [0; PROBE_SOURCE_LEN],
-    };
+    let mut value = ProbeSource { len: 0, _pad: 0, path: [0; PROBE_SOURCE_LEN] };
     if let Some(source) = source {
         let bytes = source.as_os_str().as_encoded_bytes();
         if bytes.len() > PROBE_SOURCE_MAX {
@@ -147,11 +123,7 @@ pub fn set_probe_source(ebpf: &mut Ebpf, source: Option<&Path>) -> Result<(), Pr
         value.path[..bytes.len()].copy_from_slice(bytes);
         value.len = bytes.len() as u32;
     }
-    let map = ebpf
-        .map_mut(LSM_PROBE_SOURCE)
-        .ok_or(LoadError::MissingMap {
-            map: LSM_PROBE_SOURCE,
-        })?;
+    let map = ebpf.map_mut(LSM_PROBE_SOURCE).ok_or(LoadError::MissingMap { map: LSM_PROBE_SOURCE })?;
     let mut array: Array<_, ProbeSource> = Array::try_from(map).map_err(ProbeError::Map)?;
     array.set(0, value, 0).map_err(ProbeError::Map)
 }
@@ -169,24 +141,14 @@ struct ScratchDirs {
 
 impl ScratchDirs {
     fn create() -> Result<Self, ProbeError> {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let root =
-            std::env::temp_dir().join(format!("volguard-lsm-probe-{}-{nanos}", std::process::id()));
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let root = std::env::temp_dir().join(format!("volguard-lsm-probe-{}-{nanos}", std::process::id()));
         let source = root.join("source");
         let target = root.join("target");
         for dir in [&source, &target] {
-            fs::create_dir_all(dir).map_err(|source| ProbeError::Scratch {
-                dir: dir.display().to_string(),
-                source,
-            })?;
+            fs::create_dir_all(dir).map_err(|source| ProbeError::Scratch { dir: dir.display().to_string(), source })?;
         }
-        Ok(Self {
-            root,
-            source,
-            target,
-        })
+        Ok(Self { root, source, target })
     }
 }
 

@@ -1,23 +1,27 @@
 //! `volguard`: the node agent and the CLI for people on the node.
 
-use std::time::Duration;
+use std::{path::PathBuf, time::Duration};
+
+use aya::maps::MapData;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::warn;
 use volguard::{
+    agent::{self, RunOptions},
     bpf::{counters::Counters, loader, reader::EventReader},
+    enforce::{
+        ModeChoice, kernel,
+        pins::{DEFAULT_PIN_ROOT, Pins},
+    },
     lsm_probe::{self, LsmStatus},
     render,
 };
-use volguard_common::counters::Counter;
+use volguard_common::{counters::Counter, maps::OWNERS};
 
 #[derive(Parser)]
-#[command(
-    version,
-    about = "Kubernetes node agent: traces mounts and keeps ReadWriteOncePod volumes to one pod"
-)]
+#[command(version, about = "Kubernetes node agent: traces mounts and keeps ReadWriteOncePod volumes to one pod")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -25,21 +29,77 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the node agent: trace mounts and keep single-pod volumes to one pod (needs root).
+    Run(RunArgs),
+    /// Remove volguard's pinned programs and state from bpffs (enforcement stops).
+    Uninstall {
+        /// bpffs directory of the pins.
+        #[arg(long, default_value = DEFAULT_PIN_ROOT)]
+        pin_root: PathBuf,
+    },
+    /// Show which pod owns each single-pod volume, from the pinned kernel state.
+    Owners {
+        #[arg(long, default_value = DEFAULT_PIN_ROOT)]
+        pin_root: PathBuf,
+    },
     /// Print every mount-family syscall on this node as it happens, one line each (needs root).
     Trace,
     /// Check whether BPF LSM enforcement really works on this kernel (needs root).
     LsmProbe,
 }
 
+#[derive(clap::Args)]
+struct RunArgs {
+    /// kubelet's --root-dir.
+    #[arg(long, default_value = "/var/lib/kubelet")]
+    kubelet_root: PathBuf,
+    /// A single-pod volume by spec name (the PV name); repeat for more.
+    #[arg(long = "single-pod-volume", value_name = "NAME")]
+    single_pod_volumes: Vec<String>,
+    /// enforce, quarantine or audit; auto picks enforce when BPF LSM really works,
+    /// else quarantine.
+    #[arg(long, value_enum, default_value = "auto")]
+    mode: ModeChoice,
+    /// bpffs directory for pinned programs and state.
+    #[arg(long, default_value = DEFAULT_PIN_ROOT)]
+    pin_root: PathBuf,
+    /// Leave enforcement in the kernel when the agent exits (a new agent adopts it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    keep_enforcement_on_exit: bool,
+    /// Print every traced syscall, one line each.
+    #[arg(long)]
+    print_events: bool,
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     match Cli::parse().command {
+        Command::Run(args) => Ok(agent::run(RunOptions {
+            kubelet_root: args.kubelet_root,
+            single_pod_volumes: args.single_pod_volumes,
+            mode: args.mode,
+            pin_root: args.pin_root,
+            keep_enforcement_on_exit: args.keep_enforcement_on_exit,
+            print_events: args.print_events,
+        })
+        .await?),
+        Command::Uninstall { pin_root } => {
+            let removed = Pins::new(&pin_root).uninstall()?;
+            println!("{}", if removed { "removed volguard's pins: enforcement stopped" } else { "nothing pinned" });
+            Ok(())
+        }
+        Command::Owners { pin_root } => {
+            let path = Pins::new(&pin_root).map_path(OWNERS);
+            let map = MapData::from_pin(&path).with_context(|| format!("no pinned state at {}", path.display()))?;
+            for (volume, pod) in kernel::owners_in(&aya::maps::Map::HashMap(map))? {
+                println!("{volume}\t{pod}");
+            }
+            Ok(())
+        }
         Command::Trace => trace().await,
         Command::LsmProbe => lsm_probe_command(),
     }
@@ -48,21 +108,19 @@ async fn main() -> anyhow::Result<()> {
 async fn trace() -> anyhow::Result<()> {
     let mut ebpf = loader::load()?;
     loader::start_kernel_log(&mut ebpf);
-    loader::attach_all(&mut ebpf, &loader::trace_hooks())
-        .context("attaching the mount syscall tracepoints")?;
+    loader::attach_all(&mut ebpf, &loader::trace_hooks()).context("attaching the mount syscall tracepoints")?;
     let mut reader = EventReader::new(&mut ebpf)?;
     let counters = Counters::new(&ebpf)?;
     eprintln!("volguard: tracing mount-family syscalls on this node; Ctrl-C to stop");
 
     let (mut shown, mut undecodable, mut lost_reported) = (0u64, 0u64, 0u64);
     let mut lost_check = tokio::time::interval(Duration::from_secs(1));
-    let mut terminate =
-        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     loop {
         tokio::select! {
             batch = reader.next_batch(|record| match record {
                 Ok(event) => {
-                    println!("{}", render::line(&event));
+                    println!("{}", render::record(&event));
                     shown += 1;
                 }
                 Err(e) => {
@@ -81,24 +139,15 @@ async fn trace() -> anyhow::Result<()> {
             _ = terminate.recv() => break,
         }
     }
-    eprintln!(
-        "volguard: {shown} events shown, {} lost, {undecodable} undecodable",
-        counters.get(Counter::EventsLost)
-    );
+    eprintln!("volguard: {shown} events shown, {} lost, {undecodable} undecodable", counters.get(Counter::EventsLost));
     Ok(())
 }
 
 fn lsm_probe_command() -> anyhow::Result<()> {
     let mut ebpf = loader::load()?;
     let report = lsm_probe::probe(&mut ebpf)?;
-    println!(
-        "active LSMs: {}",
-        report.lsm_list.as_deref().unwrap_or("(unreadable)")
-    );
-    println!(
-        "sb_mount program runs during the probe: {}",
-        report.sb_mount_runs
-    );
+    println!("active LSMs: {}", report.lsm_list.as_deref().unwrap_or("(unreadable)"));
+    println!("sb_mount program runs during the probe: {}", report.sb_mount_runs);
     match report.status {
         LsmStatus::Active => {
             println!("BPF LSM: active (a probe bind mount was refused in the kernel with EBUSY)")

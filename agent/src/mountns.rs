@@ -31,14 +31,8 @@ where
         .spawn(move || {
             // CLONE_NEWNS implies CLONE_FS: only this thread moves to the new namespace.
             unshare(CloneFlags::CLONE_NEWNS).map_err(MountNsError::Unshare)?;
-            mount(
-                None::<&str>,
-                "/",
-                None::<&str>,
-                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-                None::<&str>,
-            )
-            .map_err(MountNsError::MakePrivate)?;
+            mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+                .map_err(MountNsError::MakePrivate)?;
             Ok(work())
         })
         .map_err(MountNsError::Spawn)?

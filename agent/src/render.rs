@@ -2,14 +2,37 @@
 
 use nix::errno::Errno;
 use volguard_common::mount_api::{
-    FSMOUNT_NAMES, FSOPEN_NAMES, FSPICK_NAMES, MOUNT_ATTR_NAMES, MOUNT_SETATTR_NAMES,
-    MOVE_MOUNT_NAMES, OPEN_TREE_NAMES, UMOUNT_NAMES,
+    FSMOUNT_NAMES, FSOPEN_NAMES, FSPICK_NAMES, MOUNT_ATTR_NAMES, MOUNT_SETATTR_NAMES, MOVE_MOUNT_NAMES,
+    OPEN_TREE_NAMES, UMOUNT_NAMES,
 };
 
 use crate::{
-    decode::{Call, Event, RawString},
+    decode::{Call, Conflict, Event, RawString, Record},
     flags::{self, describe, dfd},
 };
+
+/// Renders a record as a single line (no trailing newline).
+pub fn record(record: &Record) -> String {
+    match record {
+        Record::Syscall(event) => line(event),
+        Record::Conflict(c) => conflict(c),
+    }
+}
+
+/// `CONFLICT blocked ...`: a refused (or, in audit mode, reported) publish.
+pub fn conflict(c: &Conflict) -> String {
+    format!(
+        "CONFLICT {action} {hook}: volume {volume} is owned by pod {owner}; pod {attempted} tried to publish it \
+         (pid={pid} comm={comm})",
+        action = if c.blocked { "blocked (EBUSY)" } else { "audited (allowed)" },
+        hook = c.hook,
+        volume = quoted(&c.volume),
+        owner = c.owner,
+        attempted = c.attempted_by,
+        pid = c.caller.pid,
+        comm = quoted(&c.caller.comm),
+    )
+}
 
 /// Renders an event as a single line (no trailing newline).
 pub fn line(event: &Event) -> String {
@@ -29,47 +52,18 @@ pub fn line(event: &Event) -> String {
 
 fn arguments(call: &Call) -> String {
     match call {
-        Call::Mount {
-            source,
-            target,
-            fstype,
-            flags,
-        } => format!(
+        Call::Mount { source, target, fstype, flags } => format!(
             "source={} target={} fstype={} flags={}",
             quoted(source),
             quoted(target),
             quoted(fstype),
             flags::mount(*flags)
         ),
-        Call::Umount { target, flags } => format!(
-            "target={} flags={}",
-            quoted(target),
-            describe(*flags, UMOUNT_NAMES)
-        ),
-        Call::OpenTree {
-            dfd: fd,
-            path,
-            flags,
+        Call::Umount { target, flags } => format!("target={} flags={}", quoted(target), describe(*flags, UMOUNT_NAMES)),
+        Call::OpenTree { dfd: fd, path, flags } | Call::OpenTreeAttr { dfd: fd, path, flags } => {
+            format!("dfd={} path={} flags={}", dfd(*fd), quoted(path), describe(*flags, OPEN_TREE_NAMES))
         }
-        | Call::OpenTreeAttr {
-            dfd: fd,
-            path,
-            flags,
-        } => {
-            format!(
-                "dfd={} path={} flags={}",
-                dfd(*fd),
-                quoted(path),
-                describe(*flags, OPEN_TREE_NAMES)
-            )
-        }
-        Call::MoveMount {
-            from_dfd,
-            from_path,
-            to_dfd,
-            to_path,
-            flags,
-        } => format!(
+        Call::MoveMount { from_dfd, from_path, to_dfd, to_path, flags } => format!(
             "from={}:{} to={}:{} flags={}",
             dfd(*from_dfd),
             quoted(from_path),
@@ -77,50 +71,20 @@ fn arguments(call: &Call) -> String {
             quoted(to_path),
             describe(*flags, MOVE_MOUNT_NAMES)
         ),
-        Call::Fsopen { fs_name, flags } => format!(
-            "fs={} flags={}",
-            quoted(fs_name),
-            describe(*flags, FSOPEN_NAMES)
-        ),
+        Call::Fsopen { fs_name, flags } => format!("fs={} flags={}", quoted(fs_name), describe(*flags, FSOPEN_NAMES)),
         Call::Fsconfig { fd, cmd, key, aux } => {
-            format!(
-                "fd={fd} cmd={} key={} aux={aux}",
-                flags::fsconfig_cmd(*cmd),
-                quoted(key)
-            )
+            format!("fd={fd} cmd={} key={} aux={aux}", flags::fsconfig_cmd(*cmd), quoted(key))
         }
-        Call::Fsmount {
-            fs_fd,
-            flags,
-            attr_flags,
-        } => format!(
+        Call::Fsmount { fs_fd, flags, attr_flags } => format!(
             "fs_fd={fs_fd} flags={} attr={}",
             describe(*flags, FSMOUNT_NAMES),
             describe(*attr_flags, MOUNT_ATTR_NAMES)
         ),
-        Call::Fspick {
-            dfd: fd,
-            path,
-            flags,
-        } => {
-            format!(
-                "dfd={} path={} flags={}",
-                dfd(*fd),
-                quoted(path),
-                describe(*flags, FSPICK_NAMES)
-            )
+        Call::Fspick { dfd: fd, path, flags } => {
+            format!("dfd={} path={} flags={}", dfd(*fd), quoted(path), describe(*flags, FSPICK_NAMES))
         }
-        Call::MountSetattr {
-            dfd: fd,
-            path,
-            flags,
-        } => {
-            format!(
-                "dfd={} path={} flags={}",
-                dfd(*fd),
-                quoted(path),
-                describe(*flags, MOUNT_SETATTR_NAMES)
-            )
+        Call::MountSetattr { dfd: fd, path, flags } => {
+            format!("dfd={} path={} flags={}", dfd(*fd), quoted(path), describe(*flags, MOUNT_SETATTR_NAMES))
         }
     }
 }
@@ -162,29 +126,15 @@ mod tests {
     use crate::decode::Caller;
 
     fn event(call: Call, ret: i64) -> Event {
-        let caller = Caller {
-            pid: 7,
-            tgid: 6,
-            comm: RawString::from("kubelet"),
-            cgroup_id: 99,
-        };
-        Event {
-            caller,
-            start_ns: 0,
-            duration_ns: 12_345,
-            ret,
-            call,
-        }
+        let caller = Caller { pid: 7, tgid: 6, mnt_ns: 0, comm: RawString::from("kubelet"), cgroup_id: 99 };
+        Event { caller, start_ns: 0, duration_ns: 12_345, ret, call }
     }
 
     #[test]
     fn mount_line_names_every_field() {
         let call = Call::Mount {
             source: RawString::from("/a b"),
-            target: RawString {
-                bytes: b"/t".to_vec(),
-                truncated: true,
-            },
+            target: RawString { bytes: b"/t".to_vec(), truncated: true },
             fstype: RawString::default(),
             flags: volguard_common::mount_flags::MS_BIND,
         };
@@ -214,20 +164,9 @@ mod tests {
             flags: MOVE_MOUNT_F_EMPTY_PATH,
         };
         let line = line(&event(call, 0));
-        assert!(
-            line.contains("from=5:\"\" to=AT_FDCWD:\"/mnt\" flags=MOVE_MOUNT_F_EMPTY_PATH"),
-            "{line}"
-        );
-        let fsconfig = line_of(Call::Fsconfig {
-            fd: 3,
-            cmd: 1,
-            key: RawString::from("size"),
-            aux: 0,
-        });
-        assert!(
-            fsconfig.contains("fd=3 cmd=FSCONFIG_SET_STRING key=\"size\" aux=0"),
-            "{fsconfig}"
-        );
+        assert!(line.contains("from=5:\"\" to=AT_FDCWD:\"/mnt\" flags=MOVE_MOUNT_F_EMPTY_PATH"), "{line}");
+        let fsconfig = line_of(Call::Fsconfig { fd: 3, cmd: 1, key: RawString::from("size"), aux: 0 });
+        assert!(fsconfig.contains("fd=3 cmd=FSCONFIG_SET_STRING key=\"size\" aux=0"), "{fsconfig}");
     }
 
     fn line_of(call: Call) -> String {

@@ -29,10 +29,7 @@ fn cstr(path: &Path) -> CString {
 }
 
 fn raw(path: &Path) -> RawString {
-    RawString {
-        bytes: path.as_os_str().as_bytes().to_vec(),
-        truncated: false,
-    }
+    RawString { bytes: path.as_os_str().as_bytes().to_vec(), truncated: false }
 }
 
 /// A raw syscall's result as `Ok(value)` or the errno.
@@ -66,20 +63,11 @@ fn new_api_sequence(source: &Path, tree_target: &Path, fs_target: &Path) -> Resu
     let (source, tree_target, fs_target) = (cstr(source), cstr(tree_target), cstr(fs_target));
     let empty = c"";
     let null = std::ptr::null::<libc::c_char>();
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
+    let attr = MountAttr { attr_set: MOUNT_ATTR_RDONLY, attr_clr: 0, propagation: 0, userns_fd: 0 };
     // SAFETY: raw syscalls with valid NUL-terminated strings and a valid struct pointer.
     unsafe {
-        let tree = check(libc::syscall(
-            libc::SYS_open_tree,
-            AT_FDCWD,
-            source.as_ptr(),
-            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
-        ))?;
+        let tree =
+            check(libc::syscall(libc::SYS_open_tree, AT_FDCWD, source.as_ptr(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC))?;
         check(libc::syscall(
             libc::SYS_move_mount,
             tree,
@@ -88,33 +76,10 @@ fn new_api_sequence(source: &Path, tree_target: &Path, fs_target: &Path) -> Resu
             tree_target.as_ptr(),
             MOVE_MOUNT_F_EMPTY_PATH,
         ))?;
-        let fs = check(libc::syscall(
-            libc::SYS_fsopen,
-            c"tmpfs".as_ptr(),
-            FSOPEN_CLOEXEC,
-        ))?;
-        check(libc::syscall(
-            libc::SYS_fsconfig,
-            fs,
-            FSCONFIG_SET_STRING,
-            c"size".as_ptr(),
-            c"1m".as_ptr(),
-            0,
-        ))?;
-        check(libc::syscall(
-            libc::SYS_fsconfig,
-            fs,
-            FSCONFIG_CMD_CREATE,
-            null,
-            null,
-            0,
-        ))?;
-        let mnt = check(libc::syscall(
-            libc::SYS_fsmount,
-            fs,
-            FSMOUNT_CLOEXEC,
-            MOUNT_ATTR_NODEV,
-        ))?;
+        let fs = check(libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC))?;
+        check(libc::syscall(libc::SYS_fsconfig, fs, FSCONFIG_SET_STRING, c"size".as_ptr(), c"1m".as_ptr(), 0))?;
+        check(libc::syscall(libc::SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, null, null, 0))?;
+        let mnt = check(libc::syscall(libc::SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV))?;
         check(libc::syscall(
             libc::SYS_move_mount,
             mnt,
@@ -123,35 +88,13 @@ fn new_api_sequence(source: &Path, tree_target: &Path, fs_target: &Path) -> Resu
             fs_target.as_ptr(),
             MOVE_MOUNT_F_EMPTY_PATH,
         ))?;
-        let picked = check(libc::syscall(
-            libc::SYS_fspick,
-            AT_FDCWD,
-            fs_target.as_ptr(),
-            FSPICK_CLOEXEC,
-        ))?;
-        check(libc::syscall(
-            libc::SYS_mount_setattr,
-            AT_FDCWD,
-            fs_target.as_ptr(),
-            0,
-            &attr,
-            size_of::<MountAttr>(),
-        ))?;
-        check(libc::syscall(
-            libc::SYS_umount2,
-            tree_target.as_ptr(),
-            MNT_DETACH,
-        ))?;
+        let picked = check(libc::syscall(libc::SYS_fspick, AT_FDCWD, fs_target.as_ptr(), FSPICK_CLOEXEC))?;
+        check(libc::syscall(libc::SYS_mount_setattr, AT_FDCWD, fs_target.as_ptr(), 0, &attr, size_of::<MountAttr>()))?;
+        check(libc::syscall(libc::SYS_umount2, tree_target.as_ptr(), MNT_DETACH))?;
         for fd in [tree, fs, mnt, picked] {
             libc::close(fd as i32);
         }
-        Ok(Made {
-            tid: gettid().as_raw() as u32,
-            tree,
-            fs,
-            mnt,
-            picked,
-        })
+        Ok(Made { tid: gettid().as_raw() as u32, tree, fs, mnt, picked })
     }
 }
 
@@ -173,23 +116,14 @@ async fn new_mount_api_and_umount_are_traced_with_arguments_and_results() {
     let [source, tree_target, fs_target] = scratch_dirs(tmp.path(), ["source", "tree", "fs"]);
 
     let (s, t, f) = (source.clone(), tree_target.clone(), fs_target.clone());
-    let made = run_in_private_mount_ns("vg-newapi-test", move || new_api_sequence(&s, &t, &f))
-        .unwrap()
-        .unwrap();
+    let made = run_in_private_mount_ns("vg-newapi-test", move || new_api_sequence(&s, &t, &f)).unwrap().unwrap();
 
     // The namespace thread's make-private mount(2), then the ten calls above.
     let events = recorder.wait_for_n(11, |e| e.caller.pid == made.tid).await;
     let calls: Vec<(&Call, i64)> = events[1..].iter().map(|e| (&e.call, e.ret)).collect();
     let (key, none) = (RawString::from("size"), RawString::default());
     let expected: Vec<(Call, i64)> = vec![
-        (
-            Call::OpenTree {
-                dfd: AT_FDCWD,
-                path: raw(&source),
-                flags: OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
-            },
-            made.tree,
-        ),
+        (Call::OpenTree { dfd: AT_FDCWD, path: raw(&source), flags: OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC }, made.tree),
         (
             Call::MoveMount {
                 from_dfd: made.tree as i32,
@@ -200,39 +134,10 @@ async fn new_mount_api_and_umount_are_traced_with_arguments_and_results() {
             },
             0,
         ),
-        (
-            Call::Fsopen {
-                fs_name: RawString::from("tmpfs"),
-                flags: FSOPEN_CLOEXEC,
-            },
-            made.fs,
-        ),
-        (
-            Call::Fsconfig {
-                fd: made.fs as i32,
-                cmd: FSCONFIG_SET_STRING,
-                key,
-                aux: 0,
-            },
-            0,
-        ),
-        (
-            Call::Fsconfig {
-                fd: made.fs as i32,
-                cmd: FSCONFIG_CMD_CREATE,
-                key: none.clone(),
-                aux: 0,
-            },
-            0,
-        ),
-        (
-            Call::Fsmount {
-                fs_fd: made.fs as i32,
-                flags: FSMOUNT_CLOEXEC,
-                attr_flags: MOUNT_ATTR_NODEV,
-            },
-            made.mnt,
-        ),
+        (Call::Fsopen { fs_name: RawString::from("tmpfs"), flags: FSOPEN_CLOEXEC }, made.fs),
+        (Call::Fsconfig { fd: made.fs as i32, cmd: FSCONFIG_SET_STRING, key, aux: 0 }, 0),
+        (Call::Fsconfig { fd: made.fs as i32, cmd: FSCONFIG_CMD_CREATE, key: none.clone(), aux: 0 }, 0),
+        (Call::Fsmount { fs_fd: made.fs as i32, flags: FSMOUNT_CLOEXEC, attr_flags: MOUNT_ATTR_NODEV }, made.mnt),
         (
             Call::MoveMount {
                 from_dfd: made.mnt as i32,
@@ -243,35 +148,12 @@ async fn new_mount_api_and_umount_are_traced_with_arguments_and_results() {
             },
             0,
         ),
-        (
-            Call::Fspick {
-                dfd: AT_FDCWD,
-                path: raw(&fs_target),
-                flags: FSPICK_CLOEXEC,
-            },
-            made.picked,
-        ),
-        (
-            Call::MountSetattr {
-                dfd: AT_FDCWD,
-                path: raw(&fs_target),
-                flags: 0,
-            },
-            0,
-        ),
-        (
-            Call::Umount {
-                target: raw(&tree_target),
-                flags: MNT_DETACH,
-            },
-            0,
-        ),
+        (Call::Fspick { dfd: AT_FDCWD, path: raw(&fs_target), flags: FSPICK_CLOEXEC }, made.picked),
+        (Call::MountSetattr { dfd: AT_FDCWD, path: raw(&fs_target), flags: 0 }, 0),
+        (Call::Umount { target: raw(&tree_target), flags: MNT_DETACH }, 0),
     ];
     let expected: Vec<(&Call, i64)> = expected.iter().map(|(c, r)| (c, *r)).collect();
-    assert_eq!(
-        calls, expected,
-        "each entry's arguments paired with its own exit's result, in order"
-    );
+    assert_eq!(calls, expected, "each entry's arguments paired with its own exit's result, in order");
     for e in &events {
         assert!(e.duration_ns > 0, "{e:?}");
         assert_eq!(e.caller.comm.as_bytes(), b"vg-newapi-test");
@@ -285,9 +167,7 @@ async fn open_tree_attr_is_traced_where_the_kernel_has_it() {
     }
     let (_ebpf, mut recorder) = tracer();
     if !Path::new("/sys/kernel/tracing/events/syscalls/sys_enter_open_tree_attr").is_dir() {
-        eprintln!(
-            "open_tree_attr does not exist before Linux 6.15: checked only that attaching skipped it"
-        );
+        eprintln!("open_tree_attr does not exist before Linux 6.15: checked only that attaching skipped it");
         return;
     }
     const SYS_OPEN_TREE_ATTR: libc::c_long = 467; // x86_64, Linux 6.15
@@ -296,14 +176,7 @@ async fn open_tree_attr_is_traced_where_the_kernel_has_it() {
     let (tid, fd) = run_in_private_mount_ns("vg-otattr-test", move || {
         // SAFETY: valid path; a NULL attr with size 0 asks for a plain open_tree.
         let ret = unsafe {
-            libc::syscall(
-                SYS_OPEN_TREE_ATTR,
-                AT_FDCWD,
-                path.as_ptr(),
-                OPEN_TREE_CLONE,
-                std::ptr::null::<u8>(),
-                0,
-            )
+            libc::syscall(SYS_OPEN_TREE_ATTR, AT_FDCWD, path.as_ptr(), OPEN_TREE_CLONE, std::ptr::null::<u8>(), 0)
         };
         (gettid().as_raw() as u32, check(ret))
     })
@@ -311,17 +184,8 @@ async fn open_tree_attr_is_traced_where_the_kernel_has_it() {
     let fd = fd.unwrap();
     // SAFETY: our own fd.
     unsafe { libc::close(fd as i32) };
-    let e = recorder
-        .wait_for(|e| e.caller.pid == tid && matches!(e.call, Call::OpenTreeAttr { .. }))
-        .await;
-    assert_eq!(
-        e.call,
-        Call::OpenTreeAttr {
-            dfd: AT_FDCWD,
-            path: raw(tmp.path()),
-            flags: OPEN_TREE_CLONE
-        }
-    );
+    let e = recorder.wait_for(|e| e.caller.pid == tid && matches!(e.call, Call::OpenTreeAttr { .. })).await;
+    assert_eq!(e.call, Call::OpenTreeAttr { dfd: AT_FDCWD, path: raw(tmp.path()), flags: OPEN_TREE_CLONE });
     assert_eq!(e.ret, fd);
 }
 
@@ -338,13 +202,7 @@ async fn a_full_ring_buffer_counts_every_lost_event() {
     const BURST: usize = 200;
     let tid = run_in_private_mount_ns("vg-lost-test", move || {
         for _ in 0..BURST {
-            let failed = mount(
-                Some(&missing),
-                &target,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            );
+            let failed = mount(Some(&missing), &target, None::<&str>, MsFlags::MS_BIND, None::<&str>);
             assert_eq!(failed, Err(Errno::ENOENT));
         }
         gettid().as_raw() as u32
@@ -352,16 +210,9 @@ async fn a_full_ring_buffer_counts_every_lost_event() {
     .unwrap();
 
     recorder.drain(Duration::from_millis(300)).await;
-    let delivered = recorder
-        .seen()
-        .iter()
-        .filter(|e: &&Event| e.caller.pid == tid)
-        .count();
+    let delivered = recorder.seen().iter().filter(|e: &&Event| e.caller.pid == tid).count();
     let lost = Counters::new(&ebpf).unwrap().get(Counter::EventsLost) - lost_before;
-    assert!(
-        delivered < BURST,
-        "the small ring cannot hold the burst ({delivered} delivered)"
-    );
+    assert!(delivered < BURST, "the small ring cannot hold the burst ({delivered} delivered)");
     // Every one of our syscalls (the burst plus the make-private mount) was either
     // delivered or counted; other processes' drops can only add to the count.
     let ours = BURST as u64 + 1;

@@ -22,15 +22,7 @@ use volguard_common::event::PATH_LEN;
 
 /// The mount(2) arguments of `event`, which must be a mount.
 fn mount_args(event: &Event) -> (&RawString, &RawString, &RawString, u64) {
-    let Call::Mount {
-        source,
-        target,
-        fstype,
-        flags,
-    } = &event.call
-    else {
-        panic!("not a mount: {event:?}")
-    };
+    let Call::Mount { source, target, fstype, flags } = &event.call else { panic!("not a mount: {event:?}") };
     (source, target, fstype, *flags)
 }
 
@@ -55,29 +47,18 @@ async fn bind_mount_is_traced_with_every_field() {
     let (tid, result) = run_in_private_mount_ns("vg-bind-test", move || {
         // NULL fstype, as runc passes for binds.
         let flags = MsFlags::MS_BIND | MsFlags::MS_REC;
-        (
-            gettid().as_raw() as u32,
-            mount(Some(&s), &t, None::<&str>, flags, None::<&str>),
-        )
+        (gettid().as_raw() as u32, mount(Some(&s), &t, None::<&str>, flags, None::<&str>))
     })
     .unwrap();
     result.unwrap();
 
     let e = recorder.wait_for(mount_onto(&target)).await;
     assert_eq!(e.caller.pid, tid, "pid is the calling thread");
-    assert_eq!(
-        e.caller.tgid,
-        getpid().as_raw() as u32,
-        "tgid is this process"
-    );
+    assert_eq!(e.caller.tgid, getpid().as_raw() as u32, "tgid is this process");
     assert_eq!(e.caller.comm.as_bytes(), b"vg-bind-test");
     assert_eq!(e.caller.cgroup_id, own_cgroup_id());
     assert_eq!(e.ret, 0);
-    assert!(
-        e.duration_ns > 0 && e.duration_ns < 5_000_000_000,
-        "duration {} ns",
-        e.duration_ns
-    );
+    assert!(e.duration_ns > 0 && e.duration_ns < 5_000_000_000, "duration {} ns", e.duration_ns);
     let (m_source, m_target, m_fstype, m_flags) = mount_args(&e);
     assert_eq!(m_source.as_bytes(), source.as_os_str().as_bytes());
     assert_eq!(m_fstype.as_bytes(), b"", "NULL fstype reads as empty");
@@ -99,13 +80,7 @@ async fn tmpfs_and_failed_mounts_carry_type_flags_and_errno() {
     let results = run_in_private_mount_ns("vg-tmpfs-test", move || {
         let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
         (
-            mount(
-                Some("volguard-test"),
-                &t,
-                Some("tmpfs"),
-                flags,
-                Some("size=1m"),
-            ),
+            mount(Some("volguard-test"), &t, Some("tmpfs"), flags, Some("size=1m")),
             mount(Some(&s), &f, None::<&str>, MsFlags::MS_BIND, None::<&str>),
         )
     })
@@ -114,21 +89,12 @@ async fn tmpfs_and_failed_mounts_carry_type_flags_and_errno() {
 
     let ok = recorder.wait_for(mount_onto(&tmpfs_target)).await;
     let (source, _, fstype, flags) = mount_args(&ok);
-    assert_eq!(
-        (source.as_bytes(), fstype.as_bytes(), ok.ret),
-        (&b"volguard-test"[..], &b"tmpfs"[..], 0)
-    );
+    assert_eq!((source.as_bytes(), fstype.as_bytes(), ok.ret), (&b"volguard-test"[..], &b"tmpfs"[..], 0));
     assert_eq!(flags, (MsFlags::MS_NOSUID | MsFlags::MS_NODEV).bits());
     let failed = recorder.wait_for(mount_onto(&failed_target)).await;
     assert_eq!(failed.ret, -(Errno::ENOENT as i64));
-    assert_eq!(
-        mount_args(&failed).0.as_bytes(),
-        missing.as_os_str().as_bytes()
-    );
-    assert!(
-        failed.caller.pid == ok.caller.pid && failed.start_ns > ok.start_ns,
-        "same thread, in order"
-    );
+    assert_eq!(mount_args(&failed).0.as_bytes(), missing.as_os_str().as_bytes());
+    assert!(failed.caller.pid == ok.caller.pid && failed.start_ns > ok.start_ns, "same thread, in order");
 }
 
 /// A directory under `root` whose absolute path is exactly `len` bytes long.
@@ -167,16 +133,10 @@ async fn long_paths_are_cut_at_the_bound_and_flagged_exactly() {
     assert_eq!(results, (Ok(()), Ok(())));
 
     let exact = recorder.wait_for(mount_onto(&fits)).await;
-    assert!(
-        !mount_args(&exact).1.truncated,
-        "a path of exactly PATH_LEN-1 bytes fits"
-    );
+    assert!(!mount_args(&exact).1.truncated, "a path of exactly PATH_LEN-1 bytes fits");
     let kept = cut.as_os_str().as_bytes()[..PATH_LEN - 1].to_vec();
-    let long = recorder
-        .wait_for(
-            move |e| matches!(&e.call, Call::Mount { target, .. } if target.as_bytes() == kept),
-        )
-        .await;
+    let long =
+        recorder.wait_for(move |e| matches!(&e.call, Call::Mount { target, .. } if target.as_bytes() == kept)).await;
     let (source, target, _, _) = mount_args(&long);
     assert!(target.truncated, "a longer path is flagged");
     assert!(!source.truncated);

@@ -17,10 +17,7 @@ use volguard::{
 use volguard_common::counters::Counter;
 
 fn active_lsms() -> String {
-    fs::read_to_string(LSM_LIST)
-        .expect("securityfs mounted")
-        .trim()
-        .to_owned()
+    fs::read_to_string(LSM_LIST).expect("securityfs mounted").trim().to_owned()
 }
 
 fn bpf_in_lsm_list() -> bool {
@@ -39,27 +36,11 @@ fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
 }
 
 /// Binds `source` then `other` onto `target` in a private mount namespace.
-fn bind_both(
-    source: PathBuf,
-    other: PathBuf,
-    target: PathBuf,
-) -> (nix::Result<()>, nix::Result<()>) {
+fn bind_both(source: PathBuf, other: PathBuf, target: PathBuf) -> (nix::Result<()>, nix::Result<()>) {
     run_in_private_mount_ns("vg-lsm-test", move || {
         (
-            mount(
-                Some(&source),
-                &target,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            ),
-            mount(
-                Some(&other),
-                &target,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            ),
+            mount(Some(&source), &target, None::<&str>, MsFlags::MS_BIND, None::<&str>),
+            mount(Some(&other), &target, None::<&str>, MsFlags::MS_BIND, None::<&str>),
         )
     })
     .unwrap()
@@ -68,31 +49,19 @@ fn bind_both(
 #[test]
 #[ignore = "needs a kernel booted with bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn lsm_active_refuses_only_the_probe_bind() {
-    assert!(
-        bpf_in_lsm_list(),
-        "precondition: booted with bpf in lsm=, active LSMs are {}",
-        active_lsms()
-    );
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=, active LSMs are {}", active_lsms());
     {
         let mut ebpf = loader::load().unwrap();
-        loader::attach_all(&mut ebpf, &[loader::lsm_probe_hook()])
-            .expect("LSM program loads and attaches");
+        loader::attach_all(&mut ebpf, &[loader::lsm_probe_hook()]).expect("LSM program loads and attaches");
         let (_tmp, source, other, target) = scratch();
         lsm_probe::set_probe_source(&mut ebpf, Some(&source)).unwrap();
 
         let (probe_bind, other_bind) = bind_both(source, other, target);
-        assert_eq!(
-            probe_bind,
-            Err(Errno::EBUSY),
-            "the probe source is refused in the kernel"
-        );
+        assert_eq!(probe_bind, Err(Errno::EBUSY), "the probe source is refused in the kernel");
         assert_eq!(other_bind, Ok(()), "any other bind mount goes through");
         let counters = Counters::new(&ebpf).unwrap();
         assert_eq!(counters.get(Counter::LsmProbeDenied), 1);
-        assert!(
-            counters.get(Counter::LsmSbMountRuns) >= 2,
-            "the hook ran for both mounts"
-        );
+        assert!(counters.get(Counter::LsmSbMountRuns) >= 2, "the hook ran for both mounts");
     }
     // The agent's own probe reaches the same verdict.
     let report = lsm_probe::probe(&mut loader::load().unwrap()).unwrap();
@@ -102,11 +71,7 @@ fn lsm_active_refuses_only_the_probe_bind() {
 #[test]
 #[ignore = "needs a kernel booted without bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn lsm_inactive_program_attaches_but_never_runs() {
-    assert!(
-        !bpf_in_lsm_list(),
-        "precondition: booted without bpf in lsm=, active LSMs are {}",
-        active_lsms()
-    );
+    assert!(!bpf_in_lsm_list(), "precondition: booted without bpf in lsm=, active LSMs are {}", active_lsms());
     {
         let mut ebpf = loader::load().unwrap();
         loader::attach_all(&mut ebpf, &[loader::lsm_probe_hook()])
@@ -115,21 +80,11 @@ fn lsm_inactive_program_attaches_but_never_runs() {
         lsm_probe::set_probe_source(&mut ebpf, Some(&source)).unwrap();
 
         let (probe_bind, other_bind) = bind_both(source, other, target);
-        assert_eq!(
-            (probe_bind, other_bind),
-            (Ok(()), Ok(())),
-            "nothing is refused"
-        );
-        assert_eq!(
-            Counters::new(&ebpf).unwrap().get(Counter::LsmSbMountRuns),
-            0,
-            "the program never ran"
-        );
+        assert_eq!((probe_bind, other_bind), (Ok(()), Ok(())), "nothing is refused");
+        assert_eq!(Counters::new(&ebpf).unwrap().get(Counter::LsmSbMountRuns), 0, "the program never ran");
     }
     let report = lsm_probe::probe(&mut loader::load().unwrap()).unwrap();
-    let LsmStatus::Inactive { reason } = &report.status else {
-        panic!("expected inactive: {report:?}")
-    };
+    let LsmStatus::Inactive { reason } = &report.status else { panic!("expected inactive: {report:?}") };
     assert!(reason.contains("never ran"), "{reason}");
     assert_eq!(report.sb_mount_runs, 0);
 }

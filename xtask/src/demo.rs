@@ -34,10 +34,8 @@ pub fn run() -> anyhow::Result<()> {
     println!("   a bind mount of it, a read-only remount, and a bind of a missing path (fails).");
     println!("   Everything else that mounts on this host shows up too. Ctrl-C to stop.\n");
     let agent = target_dir().join("release/volguard");
-    let mut tracer = Command::new(&agent)
-        .arg("trace")
-        .spawn()
-        .with_context(|| format!("starting {}", agent.display()))?;
+    let mut tracer =
+        Command::new(&agent).arg("trace").spawn().with_context(|| format!("starting {}", agent.display()))?;
     thread::sleep(Duration::from_millis(1500));
     run_cmd(Command::new("sh").arg("-c").arg(SAMPLE_MOUNTS)).context("making the sample mounts")?;
     tracer.wait()?;

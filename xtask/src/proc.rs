@@ -10,10 +10,7 @@ use anyhow::{Context, bail};
 
 /// The workspace root (the parent of xtask/).
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask/ lives in the workspace")
-        .to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask/ lives in the workspace").to_path_buf()
 }
 
 /// Cargo's target directory.
@@ -41,8 +38,7 @@ pub fn put_cargo_bin_on_path() {
     if env::split_paths(&path).any(|p| p == bin) {
         return;
     }
-    let joined =
-        env::join_paths(std::iter::once(bin).chain(env::split_paths(&path))).expect("PATH entries");
+    let joined = env::join_paths(std::iter::once(bin).chain(env::split_paths(&path))).expect("PATH entries");
     // SAFETY: called first thing in main, before any other thread exists.
     unsafe { env::set_var("PATH", joined) };
 }
@@ -54,9 +50,7 @@ pub fn is_root() -> bool {
 
 pub fn require_root(what: &str) -> anyhow::Result<()> {
     if !is_root() {
-        bail!(
-            "`cargo xtask {what}` must run as root (it installs packages, loads eBPF programs and makes mounts)"
-        );
+        bail!("`cargo xtask {what}` must run as root (it installs packages, loads eBPF programs and makes mounts)");
     }
     Ok(())
 }
@@ -74,9 +68,7 @@ fn describe(cmd: &Command) -> String {
 pub fn run_cmd(cmd: &mut Command) -> anyhow::Result<()> {
     let line = describe(cmd);
     println!("$ {line}");
-    let status = cmd
-        .status()
-        .with_context(|| format!("could not start `{line}`"))?;
+    let status = cmd.status().with_context(|| format!("could not start `{line}`"))?;
     if !status.success() {
         bail!("`{line}` failed ({status})");
     }
@@ -86,16 +78,9 @@ pub fn run_cmd(cmd: &mut Command) -> anyhow::Result<()> {
 /// Runs `cmd` quietly and returns its stdout; fails with its stderr.
 pub fn output(cmd: &mut Command) -> anyhow::Result<String> {
     let line = describe(cmd);
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not start `{line}`"))?;
+    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("could not start `{line}`"))?;
     if !out.status.success() {
-        bail!(
-            "`{line}` failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        bail!("`{line}` failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -12,22 +12,10 @@ use crate::proc::{output, require_root, run_cmd};
 
 /// Debian packages, each with why we need it.
 const APT_PACKAGES: &[(&str, &str)] = &[
-    (
-        "rustc-web",
-        "Debian's rustc, which has a prebuilt core for the BPF targets",
-    ),
-    (
-        "libstd-rust-web-dev-bpf",
-        "that prebuilt core for bpfel-unknown-none",
-    ),
-    (
-        "llvm-22-dev",
-        "LLVM 22, the same major as rustc-web, to build bpf-linker",
-    ),
-    (
-        "libpolly-22-dev",
-        "needed to link bpf-linker against LLVM 22",
-    ),
+    ("rustc-web", "Debian's rustc, which has a prebuilt core for the BPF targets"),
+    ("libstd-rust-web-dev-bpf", "that prebuilt core for bpfel-unknown-none"),
+    ("llvm-22-dev", "LLVM 22, the same major as rustc-web, to build bpf-linker"),
+    ("libpolly-22-dev", "needed to link bpf-linker against LLVM 22"),
     ("libzstd-dev", "needed to link bpf-linker"),
     ("zlib1g-dev", "needed to link bpf-linker"),
     ("qemu-system-x86", "boots the VM kernel for BPF LSM tests"),
@@ -80,10 +68,7 @@ fn is_installed(package: &str) -> bool {
 }
 
 fn install_apt_packages(apt: &mut Apt) -> anyhow::Result<()> {
-    let missing: Vec<_> = APT_PACKAGES
-        .iter()
-        .filter(|(p, _)| !is_installed(p))
-        .collect();
+    let missing: Vec<_> = APT_PACKAGES.iter().filter(|(p, _)| !is_installed(p)).collect();
     if missing.is_empty() {
         println!("setup: apt packages present ({})", APT_PACKAGES.len());
         return Ok(());
@@ -110,31 +95,18 @@ fn install_bpf_linker() -> anyhow::Result<()> {
         println!("setup: {} present", version.trim());
         return Ok(());
     }
-    println!(
-        "setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (takes a few minutes)"
-    );
-    let path = format!(
-        "{LLVM_PREFIX}/bin:{}",
-        std::env::var("PATH").unwrap_or_default()
-    );
+    println!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (takes a few minutes)");
+    let path = format!("{LLVM_PREFIX}/bin:{}", std::env::var("PATH").unwrap_or_default());
     run_cmd(
         crate::proc::cargo()
             .env("LLVM_PREFIX", LLVM_PREFIX)
             .env("PATH", path)
-            .args([
-                "install",
-                "bpf-linker",
-                "--version",
-                BPF_LINKER_VERSION,
-                "--force",
-            ])
+            .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--force"])
             .args(["--no-default-features", "--features", "llvm-22"]),
     )?;
     match bpf_linker_version() {
         Some(v) if v.contains(BPF_LINKER_VERSION) => Ok(()),
-        other => bail!(
-            "bpf-linker installed but `bpf-linker --version` says {other:?}; is $CARGO_HOME/bin on PATH?"
-        ),
+        other => bail!("bpf-linker installed but `bpf-linker --version` says {other:?}; is $CARGO_HOME/bin on PATH?"),
     }
 }
 
@@ -143,10 +115,7 @@ pub fn find_vm_kernel() -> Option<PathBuf> {
     let mut kernels: Vec<PathBuf> = fs::read_dir(VM_KERNEL_DIR)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
-        })
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
         .collect();
     kernels.sort();
     kernels.pop()
@@ -170,11 +139,7 @@ fn install_vm_kernel(apt: &mut Apt) -> anyhow::Result<PathBuf> {
     let work = Path::new(VM_KERNEL_DIR).join("download");
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    run_cmd(
-        Command::new("apt-get")
-            .current_dir(&work)
-            .args(["download", &package]),
-    )?;
+    run_cmd(Command::new("apt-get").current_dir(&work).args(["download", &package]))?;
     let deb = fs::read_dir(&work)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "deb"))
@@ -183,10 +148,7 @@ fn install_vm_kernel(apt: &mut Apt) -> anyhow::Result<PathBuf> {
     run_cmd(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&extracted))?;
     let vmlinuz = fs::read_dir(extracted.join("boot"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
-        })
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
         .with_context(|| format!("{package} has no boot/vmlinuz-*"))?;
     let kept = Path::new(VM_KERNEL_DIR).join(vmlinuz.file_name().expect("a file name"));
     fs::copy(&vmlinuz, &kept).with_context(|| format!("copying {}", vmlinuz.display()))?;
@@ -199,13 +161,7 @@ fn cloud_kernel_package() -> anyhow::Result<String> {
     let depends = output(Command::new("apt-cache").args(["depends", VM_KERNEL_META_PACKAGE]))?;
     depends
         .split_whitespace()
-        .find(|w| {
-            w.starts_with("linux-image-")
-                && w.ends_with("-cloud-amd64")
-                && w != &VM_KERNEL_META_PACKAGE
-        })
+        .find(|w| w.starts_with("linux-image-") && w.ends_with("-cloud-amd64") && w != &VM_KERNEL_META_PACKAGE)
         .map(str::to_owned)
-        .with_context(|| {
-            format!("no versioned kernel in `apt-cache depends {VM_KERNEL_META_PACKAGE}`")
-        })
+        .with_context(|| format!("no versioned kernel in `apt-cache depends {VM_KERNEL_META_PACKAGE}`"))
 }

@@ -25,31 +25,16 @@ pub fn run() -> anyhow::Result<()> {
     };
 
     if step("setup", &mut setup::run) {
-        step(
-            "unit and host eBPF tests (root, private mount namespaces)",
-            &mut || {
-                // Root tests must not skip themselves here.
-                run_cmd(
-                    cargo()
-                        .env("VOLGUARD_REQUIRE_ROOT_TESTS", "1")
-                        .args(["test", "--workspace"]),
-                )
-            },
-        );
-        step("VM tests (BPF LSM, qemu)", &mut || {
-            vm::run(&vm::Options {
-                timeout: 600,
-                ..Default::default()
-            })
+        step("unit and host eBPF tests (root, private mount namespaces)", &mut || {
+            // Root tests must not skip themselves here.
+            run_cmd(cargo().env("VOLGUARD_REQUIRE_ROOT_TESTS", "1").args(["test", "--workspace"]))
         });
+        step("VM tests (BPF LSM, qemu)", &mut || vm::run(&vm::Options { timeout: 600, ..Default::default() }));
     }
 
     println!("\n=== summary");
     for (name, result, seconds) in &steps {
-        println!(
-            "{:<6} {seconds:>7.1} s  {name}",
-            if result.is_ok() { "ok" } else { "FAILED" }
-        );
+        println!("{:<6} {seconds:>7.1} s  {name}", if result.is_ok() { "ok" } else { "FAILED" });
     }
     if steps.iter().any(|(_, r, _)| r.is_err()) {
         bail!("some tests failed");

@@ -53,14 +53,7 @@ const BOOTS: &[Boot] = &[
         name: BootName::LsmBpf,
         lsm: "lockdown,capability,bpf",
         runs: &[
-            (
-                "vm_lsm",
-                &[
-                    "--ignored",
-                    "--exact",
-                    "lsm_active_refuses_only_the_probe_bind",
-                ],
-            ),
+            ("vm_lsm", &["--ignored", "--exact", "lsm_active_refuses_only_the_probe_bind"]),
             // The tracing programs on this kernel too (verifier and BTF differ from the host's).
             ("host_trace", &[]),
             ("host_mount_api", &[]),
@@ -69,14 +62,7 @@ const BOOTS: &[Boot] = &[
     Boot {
         name: BootName::LsmNoBpf,
         lsm: "lockdown,capability",
-        runs: &[(
-            "vm_lsm",
-            &[
-                "--ignored",
-                "--exact",
-                "lsm_inactive_program_attaches_but_never_runs",
-            ],
-        )],
+        runs: &[("vm_lsm", &["--ignored", "--exact", "lsm_inactive_program_attaches_but_never_runs"])],
     },
 ];
 
@@ -86,35 +72,19 @@ const VERDICT: &str = "volguard-vm: result failed=";
 pub fn run(options: &Options) -> anyhow::Result<()> {
     let kernel = match &options.kernel {
         Some(k) => k.clone(),
-        None => setup::find_vm_kernel().with_context(|| {
-            format!(
-                "no VM kernel in {}: run `cargo xtask setup` as root",
-                setup::VM_KERNEL_DIR
-            )
-        })?,
+        None => setup::find_vm_kernel()
+            .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))?,
     };
     let binaries = build_test_binaries()?;
     let mut failed = Vec::new();
-    for boot in BOOTS
-        .iter()
-        .filter(|b| options.boots.is_empty() || options.boots.contains(&b.name))
-    {
+    for boot in BOOTS.iter().filter(|b| options.boots.is_empty() || options.boots.contains(&b.name)) {
         let work = target_dir().join("vm").join(format!("{:?}", boot.name));
         let initrd = build_initramfs(&work, boot, &binaries)?;
-        println!(
-            "vm-test: booting {} with lsm={} ({:?})",
-            kernel.display(),
-            boot.lsm,
-            boot.name
-        );
+        println!("vm-test: booting {} with lsm={} ({:?})", kernel.display(), boot.lsm, boot.name);
         let started = Instant::now();
         let passed = boot_and_judge(&kernel, &initrd, boot, Duration::from_secs(options.timeout))?;
         let seconds = started.elapsed().as_secs_f64();
-        println!(
-            "vm-test: {:?} {} in {seconds:.1} s",
-            boot.name,
-            if passed { "passed" } else { "FAILED" }
-        );
+        println!("vm-test: {:?} {} in {seconds:.1} s", boot.name, if passed { "passed" } else { "FAILED" });
         if !passed {
             failed.push(boot.name);
         }
@@ -127,20 +97,11 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 
 /// Builds the integration test binaries and returns their paths by test target name.
 fn build_test_binaries() -> anyhow::Result<BTreeMap<String, PathBuf>> {
-    let mut wanted: Vec<&str> = BOOTS
-        .iter()
-        .flat_map(|b| b.runs.iter().map(|(t, _)| *t))
-        .collect();
+    let mut wanted: Vec<&str> = BOOTS.iter().flat_map(|b| b.runs.iter().map(|(t, _)| *t)).collect();
     wanted.sort_unstable();
     wanted.dedup();
     let mut cmd = cargo();
-    cmd.args([
-        "test",
-        "--no-run",
-        "--message-format=json",
-        "-p",
-        "volguard",
-    ]);
+    cmd.args(["test", "--no-run", "--message-format=json", "-p", "volguard"]);
     for test in &wanted {
         cmd.args(["--test", test]);
     }
@@ -194,29 +155,18 @@ poweroff -f
 
 /// Lays out busybox, the stripped test binaries and their shared libraries, and packs
 /// them with the init script into `work/initrd.gz`.
-fn build_initramfs(
-    work: &Path,
-    boot: &Boot,
-    binaries: &BTreeMap<String, PathBuf>,
-) -> anyhow::Result<PathBuf> {
+fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf>) -> anyhow::Result<PathBuf> {
     let root = work.join("root");
     let _ = fs::remove_dir_all(&root);
     for dir in ["bin", "proc", "sys", "dev", "tmp", "root", "tests"] {
         fs::create_dir_all(root.join(dir))?;
     }
-    fs::copy("/bin/busybox", root.join("bin/busybox"))
-        .context("copying /bin/busybox (busybox-static)")?;
+    fs::copy("/bin/busybox", root.join("bin/busybox")).context("copying /bin/busybox (busybox-static)")?;
     symlink("busybox", root.join("bin/sh"))?;
     let mut libraries = Vec::new();
     for (test, _) in boot.runs {
         let binary = &binaries[*test];
-        run_cmd(
-            Command::new("strip")
-                .arg("--strip-debug")
-                .arg("-o")
-                .arg(root.join("tests").join(test))
-                .arg(binary),
-        )?;
+        run_cmd(Command::new("strip").arg("--strip-debug").arg("-o").arg(root.join("tests").join(test)).arg(binary))?;
         libraries.extend(shared_libraries(binary)?);
     }
     libraries.sort();
@@ -231,45 +181,27 @@ fn build_initramfs(
     fs::set_permissions(&init, fs::Permissions::from_mode(0o755))?;
 
     let initrd = work.join("initrd.gz");
-    run_cmd(Command::new("sh").current_dir(&root).arg("-c").arg(format!(
-        "find . -print0 | cpio --null -o -H newc --quiet | gzip -1 > '{}'",
-        initrd.display()
-    )))?;
+    run_cmd(
+        Command::new("sh")
+            .current_dir(&root)
+            .arg("-c")
+            .arg(format!("find . -print0 | cpio --null -o -H newc --quiet | gzip -1 > '{}'", initrd.display())),
+    )?;
     Ok(initrd)
 }
 
 /// The absolute paths `ldd` lists for `binary` (the loader included).
 fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let listing = output(Command::new("ldd").arg(binary))?;
-    Ok(listing
-        .lines()
-        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
-        .map(PathBuf::from)
-        .collect())
+    Ok(listing.lines().filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/'))).map(PathBuf::from).collect())
 }
 
 /// Boots, echoes the console, and passes only on a zero verdict line.
-fn boot_and_judge(
-    kernel: &Path,
-    initrd: &Path,
-    boot: &Boot,
-    timeout: Duration,
-) -> anyhow::Result<bool> {
+fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) -> anyhow::Result<bool> {
     let append = format!("console=ttyS0 quiet lsm={} rdinit=/init panic=-1", boot.lsm);
     let mut child = Command::new("qemu-system-x86_64")
         // KVM is present on these machines but fails with an emulation error.
-        .args([
-            "-accel",
-            "tcg",
-            "-cpu",
-            "max",
-            "-m",
-            "1024",
-            "-smp",
-            "1",
-            "-nographic",
-            "-no-reboot",
-        ])
+        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1", "-nographic", "-no-reboot"])
         .arg("-kernel")
         .arg(kernel)
         .arg("-initrd")
@@ -282,14 +214,8 @@ fn boot_and_judge(
         .context("starting qemu-system-x86_64 (run `cargo xtask setup`)")?;
     let (tx, rx) = mpsc::channel();
     for stream in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
     ]
     .into_iter()
     .flatten()

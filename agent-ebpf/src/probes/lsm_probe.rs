@@ -34,10 +34,7 @@ pub fn sb_mount_probe(ctx: LsmContext) -> i32 {
         return 0;
     }
     count(Counter::LsmProbeDenied);
-    info!(
-        &ctx,
-        "volguard lsm probe: refused bind mount of the probe source"
-    );
+    info!(&ctx, "volguard lsm probe: refused bind mount of the probe source");
     -DENY_ERRNO
 }
 

@@ -1,4 +1,6 @@
 //! One module per hook family.
 
+pub mod enforce;
+pub mod kernel_path;
 mod lsm_probe;
 mod syscalls;

@@ -6,9 +6,7 @@
 //! at 16 (see /sys/kernel/tracing/events/syscalls/*/format); stable since they exist.
 
 use aya_ebpf::{
-    helpers::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
-    },
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::tracepoint,
     programs::TracePointContext,
 };
@@ -17,9 +15,10 @@ use volguard_common::{
     event::{self, MAX_ARGS, SyscallEvent, SyscallSpec, truncated},
 };
 
+use super::{enforce::settle_claim, kernel_path::current_mnt_ns};
 use crate::{
     helpers::{count, read_user_str},
-    maps::{EVENTS, PENDING, SCRATCH},
+    maps::{CONFIG, EVENTS, PENDING, SCRATCH},
 };
 
 const ARG0: usize = 16;
@@ -69,6 +68,8 @@ fn enter(ctx: &TracePointContext, spec: &SyscallSpec) -> Result<(), i32> {
     header.kind = spec.kind;
     header.pid = pid_tgid as u32;
     header.tgid = (pid_tgid >> 32) as u32;
+    header.mnt_ns = CONFIG.get(0).map_or(0, |cfg| current_mnt_ns(&cfg.layout));
+    header._pad = 0;
     // SAFETY: helper without preconditions.
     header.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
     header.comm = bpf_get_current_comm().unwrap_or([0; 16]);
@@ -119,14 +120,16 @@ fn exit(ctx: &TracePointContext) -> Result<(), i32> {
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: reading this tracepoint's own return-value slot.
+    let ret = unsafe { ctx.read_at::<i64>(EXIT_RET)? };
+    settle_claim(pid_tgid, ret);
     let Some(event) = PENDING.get_ptr_mut(&pid_tgid) else {
         count(Counter::ExitWithoutEntry);
         return Ok(());
     };
     // SAFETY: this thread's own entry; no other thread uses its key.
     let event = unsafe { &mut *event };
-    // SAFETY: reading this tracepoint's own return-value slot.
-    event.header.ret = unsafe { ctx.read_at::<i64>(EXIT_RET)? };
+    event.header.ret = ret;
     event.header.duration_ns = now.saturating_sub(event.header.start_ns);
     if EVENTS.output::<SyscallEvent>(&*event, 0).is_err() {
         count(Counter::EventsLost);

@@ -12,18 +12,13 @@ pub struct Counters<'a> {
 
 impl<'a> Counters<'a> {
     pub fn new(ebpf: &'a Ebpf) -> Result<Self, LoadError> {
-        let map = ebpf
-            .map(COUNTERS)
-            .ok_or(LoadError::MissingMap { map: COUNTERS })?;
-        let map =
-            PerCpuArray::try_from(map).map_err(|_| LoadError::MissingMap { map: COUNTERS })?;
+        let map = ebpf.map(COUNTERS).ok_or(LoadError::MissingMap { map: COUNTERS })?;
+        let map = PerCpuArray::try_from(map).map_err(|_| LoadError::MissingMap { map: COUNTERS })?;
         Ok(Self { map })
     }
 
     /// The sum over all CPUs; an unreadable slot reads as 0.
     pub fn get(&self, counter: Counter) -> u64 {
-        self.map
-            .get(&(counter as u32), 0)
-            .map_or(0, |per_cpu| per_cpu.iter().sum())
+        self.map.get(&(counter as u32), 0).map_or(0, |per_cpu| per_cpu.iter().sum())
     }
 }

@@ -4,22 +4,23 @@ use std::path::{Path, PathBuf};
 
 use aya::{
     Btf, Ebpf, EbpfError, EbpfLoader,
-    programs::{Lsm, ProgramError, TracePoint},
+    programs::{Lsm, ProgramError, TracePoint, links::FdLink},
 };
 use tokio::io::{Interest, unix::AsyncFd};
 use tracing::{debug, info, warn};
-use volguard_common::{event::SYSCALLS, maps::EVENTS};
+use volguard_common::{
+    event::SYSCALLS,
+    maps::{EVENTS, PINNED_MAPS},
+};
 
 use super::OBJECT;
+use crate::enforce::pins::Pins;
 
 /// Where a program attaches.
 #[derive(Clone, Debug)]
 pub enum Attach {
     /// A tracepoint `category/name` (under /sys/kernel/tracing/events).
-    TracePoint {
-        category: &'static str,
-        name: String,
-    },
+    TracePoint { category: &'static str, name: String },
     /// A BPF LSM hook (`security_<hook>` in the kernel).
     Lsm { hook: &'static str },
 }
@@ -50,18 +51,12 @@ pub fn trace_hooks() -> Vec<Hook> {
             [
                 Hook {
                     program: enter.clone(),
-                    attach: Attach::TracePoint {
-                        category: "syscalls",
-                        name: enter,
-                    },
+                    attach: Attach::TracePoint { category: "syscalls", name: enter },
                     optional,
                 },
                 Hook {
                     program: SYSCALL_EXIT_PROGRAM.to_owned(),
-                    attach: Attach::TracePoint {
-                        category: "syscalls",
-                        name: exit,
-                    },
+                    attach: Attach::TracePoint { category: "syscalls", name: exit },
                     optional,
                 },
             ]
@@ -69,13 +64,27 @@ pub fn trace_hooks() -> Vec<Hook> {
         .collect()
 }
 
+/// The enforcement programs (see `agent-ebpf/src/probes/enforce.rs`).
+pub fn enforce_hooks() -> Vec<Hook> {
+    [("sb_mount_enforce", "sb_mount"), ("move_mount_enforce", "move_mount"), ("sb_umount_release", "sb_umount")]
+        .into_iter()
+        .map(|(program, hook)| Hook { program: program.to_owned(), attach: Attach::Lsm { hook }, optional: false })
+        .collect()
+}
+
+impl Hook {
+    /// A stable name for this attachment's pinned link.
+    pub fn link_name(&self) -> String {
+        match &self.attach {
+            Attach::TracePoint { name, .. } => format!("tp-{name}"),
+            Attach::Lsm { .. } => format!("lsm-{}", self.program),
+        }
+    }
+}
+
 /// The BPF LSM self-test (see `volguard_common::lsm_probe`).
 pub fn lsm_probe_hook() -> Hook {
-    Hook {
-        program: "sb_mount_probe".to_owned(),
-        attach: Attach::Lsm { hook: "sb_mount" },
-        optional: false,
-    }
+    Hook { program: "sb_mount_probe".to_owned(), attach: Attach::Lsm { hook: "sb_mount" }, optional: false }
 }
 
 /// Why loading or attaching failed.
@@ -93,6 +102,13 @@ pub enum LoadError {
     /// The kernel's BTF (needed for LSM programs) could not be read.
     #[error("reading kernel BTF from /sys/kernel/btf/vmlinux failed")]
     Btf(#[source] aya::BtfError),
+    /// A link could not become a pinnable bpf_link (kernels before 5.15 for tracepoints).
+    #[error("{program}: link cannot be pinned")]
+    Link {
+        program: String,
+        #[source]
+        source: aya::programs::links::LinkError,
+    },
     /// tracefs is not mounted and could not be mounted.
     #[error("tracefs is not mounted and mounting it on {path} failed")]
     Tracefs {
@@ -115,12 +131,19 @@ pub fn load() -> Result<Ebpf, LoadError> {
     EbpfLoader::new().load(OBJECT).map_err(LoadError::Object)
 }
 
+/// As [`load`], with the enforcement maps pinned under `pins`: an earlier agent's maps
+/// are reused as they are, or created and pinned.
+pub fn load_pinned(pins: &Pins) -> Result<Ebpf, LoadError> {
+    let mut loader = EbpfLoader::new();
+    for name in PINNED_MAPS {
+        loader.map_pin_path(name, pins.map_path(name));
+    }
+    loader.load(OBJECT).map_err(LoadError::Object)
+}
+
 /// As [`load`], with an event ring buffer of `bytes` (a power-of-two number of pages).
 pub fn load_with_ring_size(bytes: u32) -> Result<Ebpf, LoadError> {
-    EbpfLoader::new()
-        .map_max_entries(EVENTS, bytes)
-        .load(OBJECT)
-        .map_err(LoadError::Object)
+    EbpfLoader::new().map_max_entries(EVENTS, bytes).load(OBJECT).map_err(LoadError::Object)
 }
 
 /// Starts forwarding the programs' aya-log records to `tracing`. The logger owns the log
@@ -132,9 +155,7 @@ pub fn start_kernel_log(ebpf: &mut Ebpf) {
             // the logger.
             let registered = unsafe { AsyncFd::register_with_interest(logger, Interest::READABLE) };
             let Ok(mut logger) = registered else {
-                warn!(
-                    "kernel log: cannot poll the log ring buffer; kernel log lines are not shown"
-                );
+                warn!("kernel log: cannot poll the log ring buffer; kernel log lines are not shown");
                 return;
             };
             tokio::spawn(async move {
@@ -156,39 +177,31 @@ const TRACEFS_IN_DEBUGFS: &str = "/sys/kernel/debug/tracing";
 /// Returns the tracefs `events` directory.
 fn ensure_tracefs() -> Result<PathBuf, LoadError> {
     let events = |dir: &str| Path::new(dir).join("events");
-    if let Some(found) = [TRACEFS, TRACEFS_IN_DEBUGFS]
-        .into_iter()
-        .map(events)
-        .find(|e| e.is_dir())
-    {
+    if let Some(found) = [TRACEFS, TRACEFS_IN_DEBUGFS].into_iter().map(events).find(|e| e.is_dir()) {
         return Ok(found);
     }
     debug!("mounting tracefs on {TRACEFS}");
-    nix::mount::mount(
-        Some("tracefs"),
-        TRACEFS,
-        Some("tracefs"),
-        nix::mount::MsFlags::empty(),
-        None::<&str>,
-    )
-    .map_err(|errno| LoadError::Tracefs {
-        path: TRACEFS,
-        source: errno.into(),
-    })?;
+    nix::mount::mount(Some("tracefs"), TRACEFS, Some("tracefs"), nix::mount::MsFlags::empty(), None::<&str>)
+        .map_err(|errno| LoadError::Tracefs { path: TRACEFS, source: errno.into() })?;
     Ok(events(TRACEFS))
 }
 
-/// Loads (once each) and attaches every hook in `hooks`; optional hooks whose attach
-/// point this kernel lacks are skipped with a log line.
+/// Loads (once each) and attaches every hook in `hooks`; the links stay with `ebpf` and
+/// detach when it is dropped. Optional hooks whose attach point this kernel lacks are
+/// skipped with a log line.
 pub fn attach_all(ebpf: &mut Ebpf, hooks: &[Hook]) -> Result<(), LoadError> {
-    let needs_tracefs = hooks
-        .iter()
-        .any(|h| matches!(h.attach, Attach::TracePoint { .. }));
-    let events = if needs_tracefs {
-        Some(ensure_tracefs()?)
-    } else {
-        None
-    };
+    attach_hooks(ebpf, hooks, false).map(|_| ())
+}
+
+/// As [`attach_all`], but hands back each link by [`Hook::link_name`], for pinning.
+pub fn attach_all_taking_links(ebpf: &mut Ebpf, hooks: &[Hook]) -> Result<Vec<(String, FdLink)>, LoadError> {
+    attach_hooks(ebpf, hooks, true)
+}
+
+fn attach_hooks(ebpf: &mut Ebpf, hooks: &[Hook], take: bool) -> Result<Vec<(String, FdLink)>, LoadError> {
+    let mut links = Vec::new();
+    let needs_tracefs = hooks.iter().any(|h| matches!(h.attach, Attach::TracePoint { .. }));
+    let events = if needs_tracefs { Some(ensure_tracefs()?) } else { None };
     for hook in hooks {
         if let (Attach::TracePoint { category, name }, Some(events)) = (&hook.attach, &events)
             && hook.optional
@@ -197,26 +210,18 @@ pub fn attach_all(ebpf: &mut Ebpf, hooks: &[Hook]) -> Result<(), LoadError> {
             info!("{category}/{name} does not exist on this kernel: not traced");
             continue;
         }
-        attach(ebpf, hook)?;
+        if let Some(link) = attach(ebpf, hook, take)? {
+            links.push((hook.link_name(), link));
+        }
         debug!(program = hook.program, attach = ?hook.attach, "attached");
     }
-    Ok(())
+    Ok(links)
 }
 
-fn attach(ebpf: &mut Ebpf, hook: &Hook) -> Result<(), LoadError> {
+fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool) -> Result<Option<FdLink>, LoadError> {
     let program = hook.program.as_str();
-    let failed = |action| {
-        move |source| LoadError::Program {
-            program: program.to_owned(),
-            action,
-            source,
-        }
-    };
-    let prog = ebpf
-        .program_mut(program)
-        .ok_or_else(|| LoadError::MissingProgram {
-            program: program.to_owned(),
-        })?;
+    let failed = |action| move |source| LoadError::Program { program: program.to_owned(), action, source };
+    let prog = ebpf.program_mut(program).ok_or_else(|| LoadError::MissingProgram { program: program.to_owned() })?;
     match &hook.attach {
         Attach::TracePoint { category, name } => {
             let tp: &mut TracePoint = prog.try_into().map_err(failed("type check"))?;
@@ -224,14 +229,23 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook) -> Result<(), LoadError> {
             if tp.fd().is_err() {
                 tp.load().map_err(failed("load"))?;
             }
-            tp.attach(category, name).map_err(failed("attach"))?;
+            let id = tp.attach(category, name).map_err(failed("attach"))?;
+            if take {
+                let link = tp.take_link(id).map_err(failed("take link"))?;
+                let link =
+                    FdLink::try_from(link).map_err(|e| LoadError::Link { program: program.to_owned(), source: e })?;
+                return Ok(Some(link));
+            }
         }
         Attach::Lsm { hook: lsm_hook } => {
             let btf = Btf::from_sys_fs().map_err(LoadError::Btf)?;
             let lsm: &mut Lsm = prog.try_into().map_err(failed("type check"))?;
             lsm.load(lsm_hook, &btf).map_err(failed("load"))?;
-            lsm.attach().map_err(failed("attach"))?;
+            let id = lsm.attach().map_err(failed("attach"))?;
+            if take {
+                return Ok(Some(lsm.take_link(id).map_err(failed("take link"))?.into()));
+            }
         }
     }
-    Ok(())
+    Ok(None)
 }

@@ -8,7 +8,7 @@ use tokio::io::{Interest, unix::AsyncFd};
 use volguard_common::maps::EVENTS;
 
 use super::loader::LoadError;
-use crate::decode::{self, DecodeError, Event};
+use crate::decode::{self, DecodeError, Record};
 
 /// Owns the ring buffer; hand it to one task.
 pub struct EventReader {
@@ -23,17 +23,13 @@ impl EventReader {
         let ring = RingBuf::try_from(map).map_err(|_| missing())?;
         // SAFETY: the RingBuf owns its map fd, keeps it open until dropped, and always
         // returns the same fd; the AsyncFd owns the RingBuf.
-        let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
-            .map_err(|_| missing())?;
+        let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }.map_err(|_| missing())?;
         Ok(Self { ring })
     }
 
     /// Waits until records are available, then decodes all of them into `sink`.
     /// Returns how many records were handed over (decode failures included).
-    pub async fn next_batch(
-        &mut self,
-        mut sink: impl FnMut(Result<Event, DecodeError>),
-    ) -> std::io::Result<usize> {
+    pub async fn next_batch(&mut self, mut sink: impl FnMut(Result<Record, DecodeError>)) -> std::io::Result<usize> {
         let mut guard = self.ring.readable_mut().await?;
         let ring = guard.get_inner_mut();
         let mut n = 0;

@@ -5,7 +5,7 @@ use std::{fs, os::unix::fs::MetadataExt, path::PathBuf, time::Duration};
 
 use volguard::{
     bpf::{loader, reader::EventReader},
-    decode::{Call, Event},
+    decode::{Call, Conflict, Event, Record},
 };
 
 /// Set by `cargo xtask test`: a root test may not skip itself.
@@ -17,37 +17,24 @@ pub fn have_root(test: &str) -> bool {
     if nix::unistd::geteuid().is_root() {
         return true;
     }
-    assert!(
-        std::env::var_os(REQUIRE_ROOT).is_none(),
-        "{test}: needs root but {REQUIRE_ROOT} is set"
-    );
-    eprintln!(
-        "SKIPPED {test}: needs root (loads eBPF programs, makes mounts); run `cargo xtask test` as root"
-    );
+    assert!(std::env::var_os(REQUIRE_ROOT).is_none(), "{test}: needs root but {REQUIRE_ROOT} is set");
+    eprintln!("SKIPPED {test}: needs root (loads eBPF programs, makes mounts); run `cargo xtask test` as root");
     false
 }
 
 /// The cgroup v2 id (inode of the cgroup directory) of this process.
 pub fn own_cgroup_id() -> u64 {
     let cgroups = fs::read_to_string("/proc/self/cgroup").unwrap();
-    let path = cgroups
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .expect("a cgroup v2 line in /proc/self/cgroup");
+    let path = cgroups.lines().find_map(|l| l.strip_prefix("0::")).expect("a cgroup v2 line in /proc/self/cgroup");
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let root = mountinfo
         .lines()
         .find_map(|l| {
             let (left, right) = l.split_once(" - ")?;
-            right
-                .starts_with("cgroup2 ")
-                .then(|| left.split(' ').nth(4).map(PathBuf::from))
-                .flatten()
+            right.starts_with("cgroup2 ").then(|| left.split(' ').nth(4).map(PathBuf::from)).flatten()
         })
         .expect("cgroup2 mounted");
-    fs::metadata(root.join(path.trim_start_matches('/')))
-        .unwrap()
-        .ino()
+    fs::metadata(root.join(path.trim_start_matches('/'))).unwrap().ino()
 }
 
 /// Loads the object and attaches every syscall tracepoint.
@@ -65,14 +52,12 @@ pub fn tracer_with(mut ebpf: aya::Ebpf) -> (aya::Ebpf, Recorder) {
 pub struct Recorder {
     reader: EventReader,
     seen: Vec<Event>,
+    conflicts: Vec<Conflict>,
 }
 
 impl Recorder {
     pub fn new(reader: EventReader) -> Self {
-        Self {
-            reader,
-            seen: Vec::new(),
-        }
+        Self { reader, seen: Vec::new(), conflicts: Vec::new() }
     }
 
     /// The first event matching `want`, reading more for up to 5 s if needed.
@@ -84,13 +69,7 @@ impl Recorder {
     pub async fn wait_for_n(&mut self, n: usize, want: impl Fn(&Event) -> bool) -> Vec<Event> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         loop {
-            let found: Vec<Event> = self
-                .seen
-                .iter()
-                .filter(|e| want(e))
-                .take(n)
-                .cloned()
-                .collect();
+            let found: Vec<Event> = self.seen.iter().filter(|e| want(e)).take(n).cloned().collect();
             if found.len() == n {
                 return found;
             }
@@ -117,9 +96,12 @@ impl Recorder {
     }
 
     async fn read_more(&mut self) -> std::io::Result<usize> {
-        let seen = &mut self.seen;
+        let (seen, conflicts) = (&mut self.seen, &mut self.conflicts);
         self.reader
-            .next_batch(|record| seen.push(record.expect("every record decodes")))
+            .next_batch(|record| match record.expect("every record decodes") {
+                Record::Syscall(event) => seen.push(event),
+                Record::Conflict(conflict) => conflicts.push(conflict),
+            })
             .await
     }
 }

@@ -1,0 +1,218 @@
+//! ReadWriteOncePod enforcement on the LSM mount hooks.
+//!
+//! The first publish of a single-pod volume claims it for the publishing pod atomically
+//! (BPF_NOEXIST insert into `OWNERS`); a publish of an owned volume into another pod is
+//! refused with EBUSY before anything is mounted. The claim is rolled back if the
+//! claiming syscall fails, and released when the owner's publish target is unmounted;
+//! both are settled at syscall exit (`settle_claim`, called by the exit tracepoint).
+//!
+//! match-proto: int security_sb_mount(const char *dev_name, const struct path *path,
+//!                                    const char *type, unsigned long flags, void *data)
+//! match-proto: int security_move_mount(const struct path *from_path, const struct path *to_path)
+//! match-proto: int security_sb_umount(struct vfsmount *mnt, int flags)
+
+use aya_ebpf::{
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::lsm,
+    programs::LsmContext,
+};
+use volguard_common::{
+    counters::Counter,
+    enforce::{
+        CONFLICT_EVENT_KIND, ConflictEvent, EnforceConfig, MountOp, Owner, POD_UID_LEN, PodUid, claim_kind,
+        conflict_action, conflict_hook, kernel_mode,
+    },
+    lsm_probe::DENY_ERRNO,
+};
+
+use super::kernel_path::{publish_identity, read_field};
+use crate::{
+    helpers::count,
+    maps::{CLAIMS, CONFIG, ENFORCE_SCRATCH, EVENTS, EnforceScratch, OWNERS, SINGLE_POD_VOLUMES},
+};
+
+#[lsm(hook = "sb_mount")]
+pub fn sb_mount_enforce(ctx: LsmContext) -> i32 {
+    let previous: i32 = ctx.arg(5);
+    if previous != 0 {
+        return previous;
+    }
+    let flags: u64 = ctx.arg(3);
+    if !MountOp::of(flags).attaches() {
+        return 0;
+    }
+    let path: *const u8 = ctx.arg(1);
+    decide(path, conflict_hook::SB_MOUNT)
+}
+
+#[lsm(hook = "move_mount")]
+pub fn move_mount_enforce(ctx: LsmContext) -> i32 {
+    let previous: i32 = ctx.arg(2);
+    if previous != 0 {
+        return previous;
+    }
+    let to_path: *const u8 = ctx.arg(1);
+    decide(to_path, conflict_hook::MOVE_MOUNT)
+}
+
+/// Never refuses: notes a release to settle if the unmount succeeds.
+#[lsm(hook = "sb_umount")]
+pub fn sb_umount_release(ctx: LsmContext) -> i32 {
+    let previous: i32 = ctx.arg(2);
+    if previous != 0 {
+        return previous;
+    }
+    let vfsmount: *const u8 = ctx.arg(0);
+    let _ = note_release(vfsmount);
+    0
+}
+
+fn config() -> Option<&'static EnforceConfig> {
+    let cfg = CONFIG.get(0)?;
+    (cfg.mode != kernel_mode::OFF).then_some(cfg)
+}
+
+/// A zeroed scratch area for this CPU.
+#[inline(always)]
+fn scratch() -> Option<&'static mut EnforceScratch> {
+    let s = ENFORCE_SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: per-CPU, used only while this program runs.
+    let s = unsafe { &mut *s };
+    s.volume.name = [0; volguard_common::enforce::VOLUME_NAME_LEN];
+    s.pod.uid = [0; POD_UID_LEN];
+    Some(s)
+}
+
+#[inline(always)]
+fn same_pod(a: &PodUid, b: &PodUid) -> bool {
+    for i in 0..POD_UID_LEN {
+        if a.uid[i] != b.uid[i] {
+            return false;
+        }
+    }
+    true
+}
+
+/// The verdict for attaching something at `path` (a `struct path *`).
+#[inline(always)]
+fn decide(path: *const u8, hook: u32) -> i32 {
+    let Some(cfg) = config() else { return 0 };
+    let Some(dentry) = read_field::<*const u8>(path, cfg.layout.path_dentry) else {
+        count(Counter::EnforceErrors);
+        return 0;
+    };
+    let Some(s) = scratch() else {
+        count(Counter::EnforceErrors);
+        return 0;
+    };
+    if !publish_identity(cfg, dentry, &mut s.volume, &mut s.pod) {
+        return 0;
+    }
+    // SAFETY: read-only lookup; values are plain data.
+    if unsafe { SINGLE_POD_VOLUMES.get(&s.volume) }.is_none() {
+        return 0;
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let claim = Owner { pod: s.pod, claim_pid_tgid: pid_tgid, claimed_ns: now };
+    if OWNERS.insert(&s.volume, &claim, BPF_NOEXIST as u64).is_ok() {
+        count(Counter::Claims);
+        s.claim.volume = s.volume;
+        s.claim.pod = s.pod;
+        s.claim.kind = claim_kind::CLAIM;
+        s.claim.claimed_ns = now;
+        if CLAIMS.insert(&pid_tgid, &s.claim, 0).is_err() {
+            count(Counter::EnforceErrors);
+        }
+        return 0;
+    }
+    // Owned already (or claimed by a racing thread an instant ago).
+    // SAFETY: read-only lookup.
+    let Some(owner) = (unsafe { OWNERS.get(&s.volume) }) else {
+        count(Counter::EnforceErrors);
+        return 0;
+    };
+    if same_pod(&owner.pod, &s.pod) {
+        return 0;
+    }
+    let blocked = cfg.mode == kernel_mode::ENFORCE;
+    report_conflict(s, &owner.pod, hook, blocked);
+    if blocked { -DENY_ERRNO } else { 0 }
+}
+
+fn report_conflict(s: &EnforceScratch, owner: &PodUid, hook: u32, blocked: bool) {
+    count(if blocked { Counter::ConflictsBlocked } else { Counter::ConflictsAudited });
+    let Some(mut entry) = EVENTS.reserve::<ConflictEvent>(0) else {
+        count(Counter::EventsLost);
+        return;
+    };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let event = entry.as_mut_ptr();
+    // SAFETY: the reservation is ours and sized for a ConflictEvent; every field is set.
+    unsafe {
+        (*event).kind = CONFLICT_EVENT_KIND;
+        (*event).action = if blocked { conflict_action::BLOCKED } else { conflict_action::AUDITED };
+        (*event).hook = hook;
+        (*event).pid = pid_tgid as u32;
+        (*event).tgid = (pid_tgid >> 32) as u32;
+        (*event)._pad = 0;
+        (*event).cgroup_id = bpf_get_current_cgroup_id();
+        (*event).time_ns = bpf_ktime_get_ns();
+        (*event).comm = bpf_get_current_comm().unwrap_or([0; 16]);
+        (*event).volume = s.volume;
+        (*event).owner = *owner;
+        (*event).attempted_by = s.pod;
+    }
+    entry.submit(0);
+}
+
+/// If `vfsmount` is mounted on its owner's publish target, notes a pending release.
+#[inline(always)]
+fn note_release(vfsmount: *const u8) -> Option<()> {
+    let cfg = config()?;
+    let l = &cfg.layout;
+    // container_of(vfsmount, struct mount, mnt)->mnt_mountpoint
+    let mount = vfsmount.wrapping_sub(l.mount_mnt as usize);
+    let mountpoint = read_field::<*const u8>(mount, l.mount_mnt_mountpoint)?;
+    let s = scratch()?;
+    if !publish_identity(cfg, mountpoint, &mut s.volume, &mut s.pod) {
+        return None;
+    }
+    // SAFETY: read-only lookup.
+    let owner = unsafe { OWNERS.get(&s.volume) }?;
+    if !same_pod(&owner.pod, &s.pod) {
+        return None;
+    }
+    s.claim.volume = s.volume;
+    s.claim.pod = s.pod;
+    s.claim.kind = claim_kind::RELEASE;
+    // SAFETY: helper without preconditions.
+    s.claim.claimed_ns = unsafe { bpf_ktime_get_ns() };
+    if CLAIMS.insert(&bpf_get_current_pid_tgid(), &s.claim, 0).is_err() {
+        count(Counter::EnforceErrors);
+    }
+    Some(())
+}
+
+/// At syscall exit: rolls back this thread's claim if the syscall failed, or completes
+/// its release if the unmount succeeded.
+#[inline(always)]
+pub fn settle_claim(pid_tgid: u64, ret: i64) {
+    let Some(claim) = CLAIMS.get_ptr(&pid_tgid) else { return };
+    // SAFETY: this thread's own entry.
+    let claim = unsafe { &*claim };
+    // SAFETY: read-only lookup.
+    if let Some(owner) = unsafe { OWNERS.get(&claim.volume) } {
+        let ours = owner.claim_pid_tgid == pid_tgid && owner.claimed_ns == claim.claimed_ns;
+        if claim.kind == claim_kind::CLAIM && ret < 0 && ours {
+            let _ = OWNERS.remove(&claim.volume);
+            count(Counter::ClaimsRolledBack);
+        } else if claim.kind == claim_kind::RELEASE && ret == 0 && same_pod(&owner.pod, &claim.pod) {
+            let _ = OWNERS.remove(&claim.volume);
+            count(Counter::Releases);
+        }
+    }
+    let _ = CLAIMS.remove(&pid_tgid);
+}

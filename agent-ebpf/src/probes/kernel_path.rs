@@ -1,0 +1,147 @@
+//! Reads kernel path structures at offsets userspace found in the running kernel's BTF,
+//! and recognises kubelet's publish targets from a resolved dentry.
+
+use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes};
+use volguard_common::enforce::{EnforceConfig, KernelLayout, LAYOUT_NAME_LEN, PodUid, VolumeKey};
+
+/// Reads a `T` at `base + offset` in kernel memory.
+#[inline(always)]
+pub fn read_field<T>(base: *const u8, offset: u32) -> Option<T> {
+    if base.is_null() {
+        return None;
+    }
+    // SAFETY: the helper faults cleanly on a bad address.
+    unsafe { bpf_probe_read_kernel(base.wrapping_add(offset as usize).cast::<T>()) }.ok()
+}
+
+/// Inode of the current task's mount namespace, or 0 when the layout is not known.
+#[inline(always)]
+pub fn current_mnt_ns(l: &KernelLayout) -> u32 {
+    if l.task_nsproxy == 0 {
+        return 0;
+    }
+    // SAFETY: helper without preconditions.
+    let task = unsafe { bpf_get_current_task() } as *const u8;
+    let Some(nsproxy) = read_field::<*const u8>(task, l.task_nsproxy) else { return 0 };
+    let Some(mnt_ns) = read_field::<*const u8>(nsproxy, l.nsproxy_mnt_ns) else { return 0 };
+    read_field::<u32>(mnt_ns, l.mnt_namespace_ns + l.ns_common_inum).unwrap_or(0)
+}
+
+#[inline(always)]
+fn parent(l: &KernelLayout, dentry: *const u8) -> Option<*const u8> {
+    read_field::<*const u8>(dentry, l.dentry_d_parent)
+}
+
+/// The dentry's name as (length, pointer to its bytes).
+#[inline(always)]
+fn name_of(l: &KernelLayout, dentry: *const u8) -> Option<(u32, *const u8)> {
+    let len = read_field::<u32>(dentry, l.dentry_d_name + l.qstr_len)?;
+    let name = read_field::<*const u8>(dentry, l.dentry_d_name + l.qstr_name)?;
+    Some((len, name))
+}
+
+/// Whether the dentry's name is exactly `expected` (at most `LAYOUT_NAME_LEN - 1` bytes).
+#[inline(always)]
+fn name_is(l: &KernelLayout, dentry: *const u8, expected: &[u8]) -> bool {
+    let Some((len, name)) = name_of(l, dentry) else { return false };
+    if len as usize != expected.len() {
+        return false;
+    }
+    let mut buf = [0u8; LAYOUT_NAME_LEN];
+    // SAFETY: bounded by `buf`; faults cleanly.
+    let Ok(read) = (unsafe { bpf_probe_read_kernel_str_bytes(name, &mut buf) }) else { return false };
+    if read.len() != expected.len() {
+        return false;
+    }
+    for i in 0..expected.len() {
+        if buf[i] != expected[i] {
+            return false;
+        }
+    }
+    true
+}
+
+/// Copies the dentry's name into a zeroed `dst`; false if it does not fit whole.
+#[inline(always)]
+fn copy_name(l: &KernelLayout, dentry: *const u8, dst: &mut [u8]) -> bool {
+    let Some((len, name)) = name_of(l, dentry) else { return false };
+    if len == 0 || len as usize >= dst.len() {
+        return false;
+    }
+    // SAFETY: bounded by `dst`; faults cleanly.
+    match unsafe { bpf_probe_read_kernel_str_bytes(name, dst) } {
+        Ok(read) => read.len() == len as usize,
+        Err(_) => false,
+    }
+}
+
+/// Whether `dentry` is the kubelet root directory (same inode on the same device).
+#[inline(always)]
+fn is_kubelet_root(cfg: &EnforceConfig, dentry: *const u8) -> bool {
+    let l = &cfg.layout;
+    let Some(inode) = read_field::<*const u8>(dentry, l.dentry_d_inode) else { return false };
+    let Some(sb) = read_field::<*const u8>(dentry, l.dentry_d_sb) else { return false };
+    let ino = read_field::<u64>(inode, l.inode_i_ino);
+    let dev = read_field::<u32>(sb, l.super_block_s_dev);
+    ino == Some(cfg.kubelet_root_ino) && dev == Some(cfg.kubelet_root_dev)
+}
+
+/// If `target` (a resolved dentry) is a kubelet publish target, writes its volume and
+/// pod into the zeroed `volume` and `pod` and returns true.
+#[inline(always)]
+pub fn publish_identity(cfg: &EnforceConfig, target: *const u8, volume: &mut VolumeKey, pod: &mut PodUid) -> bool {
+    let l = &cfg.layout;
+    if name_is(l, target, b"mount") {
+        // <root>/pods/<pod>/volumes/kubernetes.io~csi/<volume>/mount
+        let Some(d1) = parent(l, target) else { return false };
+        if !copy_name(l, d1, &mut volume.name) {
+            return false;
+        }
+        let Some(d2) = parent(l, d1) else { return false };
+        if !name_is(l, d2, b"kubernetes.io~csi") {
+            return false;
+        }
+        let Some(d3) = parent(l, d2) else { return false };
+        if !name_is(l, d3, b"volumes") {
+            return false;
+        }
+        let Some(d4) = parent(l, d3) else { return false };
+        if !copy_name(l, d4, &mut pod.uid) {
+            return false;
+        }
+        let Some(d5) = parent(l, d4) else { return false };
+        if !name_is(l, d5, b"pods") {
+            return false;
+        }
+        let Some(root) = parent(l, d5) else { return false };
+        return is_kubelet_root(cfg, root);
+    }
+    // <root>/plugins/kubernetes.io/csi/volumeDevices/publish/<volume>/<pod>
+    if !copy_name(l, target, &mut pod.uid) {
+        return false;
+    }
+    let Some(d1) = parent(l, target) else { return false };
+    let Some(d2) = parent(l, d1) else { return false };
+    if !name_is(l, d2, b"publish") || !copy_name(l, d1, &mut volume.name) {
+        return false;
+    }
+    // Written out, not looped: each comparison needs a constant bound for the verifier.
+    let Some(d3) = parent(l, d2) else { return false };
+    if !name_is(l, d3, b"volumeDevices") {
+        return false;
+    }
+    let Some(d4) = parent(l, d3) else { return false };
+    if !name_is(l, d4, b"csi") {
+        return false;
+    }
+    let Some(d5) = parent(l, d4) else { return false };
+    if !name_is(l, d5, b"kubernetes.io") {
+        return false;
+    }
+    let Some(d6) = parent(l, d5) else { return false };
+    if !name_is(l, d6, b"plugins") {
+        return false;
+    }
+    let Some(root) = parent(l, d6) else { return false };
+    is_kubelet_root(cfg, root)
+}

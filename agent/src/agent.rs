@@ -1,0 +1,248 @@
+//! `volguard run`: the node agent. Chooses the mode by probing the kernel, attaches the
+//! programs (pinned, adopting an earlier agent's, when the kernel enforces), then
+//! handles events until SIGTERM or Ctrl-C.
+
+use std::{
+    os::unix::ffi::OsStrExt as _,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use aya::Ebpf;
+use tokio::signal::unix::{SignalKind, signal};
+use tracing::{debug, info, warn};
+use volguard_common::{
+    counters::Counter,
+    enforce::{KernelLayout, MountOp, kernel_mode, single_pod_reason},
+    mount_api::AT_FDCWD,
+    mount_flags::without_magic,
+};
+
+use crate::{
+    bpf::{
+        counters::Counters,
+        loader::{self, LoadError},
+        reader::EventReader,
+    },
+    btf::{Btf, BtfError, VMLINUX_BTF},
+    decode::{Call, Event, RawString, Record},
+    enforce::{
+        self, Mode, ModeChoice, ModeDecision, ModeError,
+        kernel::{self, KernelError},
+        ownership::{Ownership, Publish},
+        pins::{PinError, Pins},
+        quarantine,
+    },
+    kubelet::{PublishTarget, publish_target},
+    lsm_probe::{self, ProbeError},
+    render,
+};
+
+/// Everything `volguard run` is told.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub kubelet_root: PathBuf,
+    pub single_pod_volumes: Vec<String>,
+    pub mode: ModeChoice,
+    pub pin_root: PathBuf,
+    pub keep_enforcement_on_exit: bool,
+    pub print_events: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Mode(#[from] ModeError),
+    #[error("probing BPF LSM: {0}")]
+    Probe(#[from] ProbeError),
+    #[error("reading kernel BTF: {0}")]
+    Btf(#[from] BtfError),
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    #[error(transparent)]
+    Pin(#[from] PinError),
+    #[error("kubelet root {0} is not a directory")]
+    KubeletRoot(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The line printed once the programs are attached and the state is loaded.
+pub const READY: &str = "volguard: ready:";
+
+pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
+    if !opts.kubelet_root.is_dir() {
+        return Err(AgentError::KubeletRoot(opts.kubelet_root.display().to_string()));
+    }
+    let probe = match enforce::needs_probe(opts.mode) {
+        true => Some(lsm_probe::probe(&mut loader::load()?)?),
+        false => None,
+    };
+    let decision = enforce::decide(opts.mode, probe.as_ref())?;
+    info!("mode {}: {}", decision.mode, decision.reason);
+
+    let pins = Pins::new(&opts.pin_root);
+    let layout = Btf::from_file(Path::new(VMLINUX_BTF))?.kernel_layout()?;
+    let mut ebpf = match decision.in_kernel {
+        true => start_in_kernel(&opts, &decision, &pins, layout)?,
+        false => start_userspace(&opts, layout)?,
+    };
+    let mut reader = EventReader::new(&mut ebpf)?;
+    let mut ownership = Ownership::new(opts.single_pod_volumes.iter().cloned());
+    eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
+
+    let result = event_loop(&opts, &decision, &ebpf, &mut reader, &mut ownership).await;
+    if decision.in_kernel && !opts.keep_enforcement_on_exit {
+        info!("removing pinned programs and state (--keep-enforcement-on-exit=false)");
+        pins.uninstall()?;
+    }
+    result
+}
+
+/// Loads with pinned maps, configures the LSM programs and swaps the pinned links.
+fn start_in_kernel(
+    opts: &RunOptions,
+    decision: &ModeDecision,
+    pins: &Pins,
+    layout: KernelLayout,
+) -> Result<Ebpf, AgentError> {
+    pins.prepare()?;
+    let adopting = pins.has_state();
+    let mut ebpf = loader::load_pinned(pins)?;
+    loader::start_kernel_log(&mut ebpf);
+    let mode = kernel::kernel_mode_for(decision.mode, true);
+    kernel::configure(&mut ebpf, layout, &opts.kubelet_root, mode)?;
+    let volumes = opts.single_pod_volumes.iter().map(String::as_str);
+    kernel::add_single_pod_volumes(&mut ebpf, volumes, single_pod_reason::READ_WRITE_ONCE_POD)?;
+    // Tracing first: the exit tracepoints settle the claims the LSM programs make.
+    let mut links = loader::attach_all_taking_links(&mut ebpf, &loader::trace_hooks())?;
+    links.extend(loader::attach_all_taking_links(&mut ebpf, &loader::enforce_hooks())?);
+    let replaced = pins.install_links(links)?;
+    let owners = kernel::owners(&ebpf)?;
+    if adopting {
+        info!(
+            "adopted the pinned enforcement state in {}: {} owned volumes, {replaced} links replaced",
+            pins.root().display(),
+            owners.len()
+        );
+    }
+    for (volume, pod) in owners {
+        info!("volume {volume} is owned by pod {pod}");
+    }
+    Ok(ebpf)
+}
+
+fn start_userspace(opts: &RunOptions, layout: KernelLayout) -> Result<Ebpf, AgentError> {
+    let mut ebpf = loader::load()?;
+    loader::start_kernel_log(&mut ebpf);
+    kernel::configure(&mut ebpf, layout, &opts.kubelet_root, kernel_mode::OFF)?;
+    loader::attach_all(&mut ebpf, &loader::trace_hooks())?;
+    Ok(ebpf)
+}
+
+async fn event_loop(
+    opts: &RunOptions,
+    decision: &ModeDecision,
+    ebpf: &Ebpf,
+    reader: &mut EventReader,
+    ownership: &mut Ownership,
+) -> Result<(), AgentError> {
+    let io = |context| move |source| AgentError::Io { context, source };
+    let mut terminate = signal(SignalKind::terminate()).map_err(io("installing the SIGTERM handler"))?;
+    let counters = Counters::new(ebpf)?;
+    let mut lost_reported = 0;
+    let mut lost_check = tokio::time::interval(Duration::from_secs(1));
+    let own_pid = std::process::id();
+    loop {
+        tokio::select! {
+            batch = reader.next_batch(|record| match record {
+                Ok(Record::Conflict(c)) => warn!("{}", render::conflict(&c)),
+                Ok(Record::Syscall(event)) => {
+                    if opts.print_events {
+                        println!("{}", render::line(&event));
+                    }
+                    if !decision.in_kernel && event.caller.tgid != own_pid {
+                        observe(&opts.kubelet_root, decision.mode, ownership, &event);
+                    }
+                }
+                Err(e) => warn!("skipped an undecodable record: {e}"),
+            }) => { batch.map_err(io("reading the event ring buffer"))?; }
+            _ = lost_check.tick() => {
+                let lost = counters.get(Counter::EventsLost);
+                if lost > lost_reported {
+                    warn!("{} events lost: the ring buffer was full", lost - lost_reported);
+                    lost_reported = lost;
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+        }
+    }
+    info!("stopping");
+    Ok(())
+}
+
+/// The path a successful publish-capable syscall attached something at, when the event
+/// names it absolutely (userspace sees strings, not resolved paths).
+fn attached_target(call: &Call) -> Option<&RawString> {
+    match call {
+        Call::Mount { target, flags, .. } if MountOp::of(without_magic(*flags)).attaches() => Some(target),
+        Call::MoveMount { to_dfd, to_path, .. } if *to_dfd == AT_FDCWD || to_path.as_bytes().starts_with(b"/") => {
+            Some(to_path)
+        }
+        _ => None,
+    }
+}
+
+fn classify(root: &Path, path: &RawString) -> Option<(PublishTarget, PathBuf)> {
+    if path.truncated {
+        return None;
+    }
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(path.as_bytes()));
+    Some((publish_target(root, &path)?, path))
+}
+
+/// Userspace ownership for modes where the kernel does not decide.
+fn observe(root: &Path, mode: Mode, ownership: &mut Ownership, event: &Event) {
+    if event.ret != 0 {
+        return;
+    }
+    if let Call::Umount { target, .. } = &event.call {
+        if let Some((t, _)) = classify(root, target)
+            && ownership.unpublished(&t)
+        {
+            info!("volume {} released: pod {} unmounted its publish target", t.volume, t.pod_uid);
+        }
+        return;
+    }
+    let Some(path) = attached_target(&event.call) else { return };
+    let Some((target, path)) = classify(root, path) else {
+        debug!("not a recognisable publish target: {}", render::line(event));
+        return;
+    };
+    match ownership.published(&target) {
+        Publish::Untracked | Publish::Owner => {}
+        Publish::Claimed => info!("volume {} claimed by pod {}", target.volume, target.pod_uid),
+        Publish::Conflict { owner } if mode == Mode::Quarantine => match quarantine::quarantine(&event.caller, path) {
+            Ok(done) => warn!(
+                "CONFLICT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it; \
+                     detached {} mount(s) and masked the target read-only in {} ({} µs)",
+                target.volume, target.pod_uid, done.detached, done.namespace, done.micros
+            ),
+            Err(e) => warn!(
+                "CONFLICT NOT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it: {e}",
+                target.volume, target.pod_uid
+            ),
+        },
+        Publish::Conflict { owner } => warn!(
+            "CONFLICT audited (allowed): volume \"{}\" is owned by pod {owner}; pod {} published it",
+            target.volume, target.pod_uid
+        ),
+    }
+}

@@ -1,0 +1,295 @@
+//! A small reader of BTF (the kernel's type information, /sys/kernel/btf/vmlinux) that
+//! finds struct member offsets. Rust eBPF has no CO-RE relocations, so the LSM programs
+//! read kernel structs at offsets found here, in the kernel that is actually running.
+//! Format: Documentation/bpf/btf.rst.
+
+use std::{collections::HashMap, path::Path};
+
+use volguard_common::enforce::KernelLayout;
+
+/// The running kernel's BTF.
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+const MAGIC: u16 = 0xeb9f;
+const KIND_STRUCT: u8 = 4;
+const KIND_UNION: u8 = 5;
+const KIND_TYPEDEF: u8 = 8;
+const KIND_VOLATILE: u8 = 9;
+const KIND_CONST: u8 = 10;
+const KIND_RESTRICT: u8 = 11;
+const KIND_TYPE_TAG: u8 = 18;
+
+/// Why BTF could not be read or lacks what we need.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BtfError {
+    #[error("reading {path} failed: {message}")]
+    Read { path: String, message: String },
+    #[error("not BTF (bad magic or header)")]
+    BadHeader,
+    #[error("BTF ends inside a type record (at byte {0})")]
+    Truncated(usize),
+    #[error("unknown BTF kind {0}")]
+    UnknownKind(u8),
+    #[error("struct {0} not found in BTF")]
+    NoStruct(String),
+    #[error("struct {strukt} has no member {member}")]
+    NoMember { strukt: String, member: String },
+    #[error("{strukt}.{member} is a bitfield")]
+    Bitfield { strukt: String, member: String },
+}
+
+#[derive(Debug)]
+struct Member {
+    name_off: u32,
+    type_id: u32,
+    bit_offset: u32,
+    bitfield: bool,
+}
+
+#[derive(Debug)]
+struct Type {
+    kind: u8,
+    name_off: u32,
+    /// Referenced type for modifiers and typedefs.
+    type_ref: u32,
+    members: Vec<Member>,
+}
+
+/// Parsed type section and string table.
+pub struct Btf {
+    /// Type id `i` is `types[i - 1]` (id 0 is void).
+    types: Vec<Type>,
+    strings: Vec<u8>,
+    structs_by_name: HashMap<String, u32>,
+}
+
+fn u32_at(data: &[u8], at: usize) -> Result<u32, BtfError> {
+    data.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok_or(BtfError::Truncated(at))
+}
+
+impl Btf {
+    pub fn from_file(path: &Path) -> Result<Self, BtfError> {
+        let data = std::fs::read(path)
+            .map_err(|e| BtfError::Read { path: path.display().to_string(), message: e.to_string() })?;
+        Self::parse(&data)
+    }
+
+    pub fn parse(data: &[u8]) -> Result<Self, BtfError> {
+        if data.len() < 24 || u16::from_le_bytes([data[0], data[1]]) != MAGIC {
+            return Err(BtfError::BadHeader);
+        }
+        let hdr_len = u32_at(data, 4)? as usize;
+        let (type_off, type_len) = (u32_at(data, 8)? as usize, u32_at(data, 12)? as usize);
+        let (str_off, str_len) = (u32_at(data, 16)? as usize, u32_at(data, 20)? as usize);
+        let type_start = hdr_len.checked_add(type_off).ok_or(BtfError::BadHeader)?;
+        let type_end = type_start.checked_add(type_len).ok_or(BtfError::BadHeader)?;
+        let str_start = hdr_len.checked_add(str_off).ok_or(BtfError::BadHeader)?;
+        let strings = data.get(str_start..str_start + str_len).ok_or(BtfError::BadHeader)?.to_vec();
+        let section = data.get(type_start..type_end).ok_or(BtfError::BadHeader)?;
+
+        let mut types = Vec::new();
+        let mut at = 0;
+        while at < section.len() {
+            let (name_off, info, size_or_type) =
+                (u32_at(section, at)?, u32_at(section, at + 4)?, u32_at(section, at + 8)?);
+            at += 12;
+            let kind = ((info >> 24) & 0x1f) as u8;
+            let vlen = (info & 0xffff) as usize;
+            let kind_flag = info >> 31 == 1;
+            let mut members = Vec::new();
+            let extra = match kind {
+                2 | 7..=12 | 16 | 18 => 0,
+                1 | 14 | 17 => 4,
+                3 => 12,
+                KIND_STRUCT | KIND_UNION => {
+                    for i in 0..vlen {
+                        let m = at + 12 * i;
+                        let raw = u32_at(section, m + 8)?;
+                        members.push(Member {
+                            name_off: u32_at(section, m)?,
+                            type_id: u32_at(section, m + 4)?,
+                            bit_offset: if kind_flag { raw & 0xff_ffff } else { raw },
+                            bitfield: kind_flag && raw >> 24 != 0,
+                        });
+                    }
+                    12 * vlen
+                }
+                6 | 13 => 8 * vlen,
+                15 | 19 => 12 * vlen,
+                other => return Err(BtfError::UnknownKind(other)),
+            };
+            at += extra;
+            if at > section.len() {
+                return Err(BtfError::Truncated(type_start + at));
+            }
+            types.push(Type { kind, name_off, type_ref: size_or_type, members });
+        }
+
+        let mut btf = Self { types, strings, structs_by_name: HashMap::new() };
+        for (index, ty) in btf.types.iter().enumerate() {
+            if ty.kind == KIND_STRUCT && !ty.members.is_empty() {
+                let name = btf.name(ty.name_off).to_owned();
+                btf.structs_by_name.entry(name).or_insert(index as u32 + 1);
+            }
+        }
+        Ok(btf)
+    }
+
+    fn name(&self, offset: u32) -> &str {
+        let rest = self.strings.get(offset as usize..).unwrap_or_default();
+        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        std::str::from_utf8(&rest[..end]).unwrap_or("")
+    }
+
+    fn get(&self, id: u32) -> Option<&Type> {
+        id.checked_sub(1).and_then(|i| self.types.get(i as usize))
+    }
+
+    /// Follows typedefs and qualifiers to the underlying type.
+    fn resolve(&self, mut id: u32) -> Option<&Type> {
+        for _ in 0..32 {
+            let ty = self.get(id)?;
+            match ty.kind {
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => id = ty.type_ref,
+                _ => return Some(ty),
+            }
+        }
+        None
+    }
+
+    /// Byte offset of `member` in `struct strukt`, looking inside anonymous structs and
+    /// unions as C does.
+    pub fn member_offset(&self, strukt: &str, member: &str) -> Result<u32, BtfError> {
+        let id = *self.structs_by_name.get(strukt).ok_or_else(|| BtfError::NoStruct(strukt.to_owned()))?;
+        let ty = self.get(id).ok_or_else(|| BtfError::NoStruct(strukt.to_owned()))?;
+        let no_member = || BtfError::NoMember { strukt: strukt.to_owned(), member: member.to_owned() };
+        let (bits, bitfield) = self.find_member(ty, member, 0, 0).ok_or_else(no_member)?;
+        if bitfield || bits % 8 != 0 {
+            return Err(BtfError::Bitfield { strukt: strukt.to_owned(), member: member.to_owned() });
+        }
+        Ok(bits / 8)
+    }
+
+    fn find_member(&self, ty: &Type, member: &str, base_bits: u32, depth: u32) -> Option<(u32, bool)> {
+        if depth > 8 {
+            return None;
+        }
+        for m in &ty.members {
+            let bits = base_bits + m.bit_offset;
+            if m.name_off != 0 && self.name(m.name_off) == member {
+                return Some((bits, m.bitfield));
+            }
+            if m.name_off == 0
+                && let Some(inner) = self.resolve(m.type_id).filter(|t| matches!(t.kind, KIND_STRUCT | KIND_UNION))
+                && let Some(found) = self.find_member(inner, member, bits, depth + 1)
+            {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    /// The offsets the enforcement programs need.
+    pub fn kernel_layout(&self) -> Result<KernelLayout, BtfError> {
+        Ok(KernelLayout {
+            dentry_d_parent: self.member_offset("dentry", "d_parent")?,
+            dentry_d_name: self.member_offset("dentry", "d_name")?,
+            dentry_d_inode: self.member_offset("dentry", "d_inode")?,
+            dentry_d_sb: self.member_offset("dentry", "d_sb")?,
+            qstr_len: self.member_offset("qstr", "len")?,
+            qstr_name: self.member_offset("qstr", "name")?,
+            inode_i_ino: self.member_offset("inode", "i_ino")?,
+            super_block_s_dev: self.member_offset("super_block", "s_dev")?,
+            path_dentry: self.member_offset("path", "dentry")?,
+            mount_mnt: self.member_offset("mount", "mnt")?,
+            mount_mnt_mountpoint: self.member_offset("mount", "mnt_mountpoint")?,
+            task_nsproxy: self.member_offset("task_struct", "nsproxy")?,
+            nsproxy_mnt_ns: self.member_offset("nsproxy", "mnt_ns")?,
+            mnt_namespace_ns: self.member_offset("mnt_namespace", "ns")?,
+            ns_common_inum: self.member_offset("ns_common", "inum")?,
+            _pad: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds BTF for: struct qstr { union { struct { u32 hash; u32 len; }; u64 hash_len; };
+    /// const char *name; }, plus a typedef and a bitfield struct.
+    fn sample() -> Vec<u8> {
+        let strings = b"\0qstr\0hash\0len\0hash_len\0name\0u32\0flags\0bits\0".to_vec();
+        let s = |name: &str| {
+            strings
+                .windows(name.len() + 2)
+                .position(|w| w[0] == 0 && &w[1..=name.len()] == name.as_bytes() && w[name.len() + 1] == 0)
+                .unwrap() as u32
+                + 1
+        };
+        let mut types: Vec<u32> = Vec::new();
+        let mut push = |words: &[u32]| types.extend_from_slice(words);
+        // 1: int u32
+        push(&[s("u32"), 1 << 24, 4, 32]);
+        // 2: anonymous struct { hash; len; }
+        push(&[0, (4 << 24) | 2, 8, s("hash"), 1, 0, s("len"), 1, 32]);
+        // 3: anonymous union { struct; u64 hash_len (as u32 id 1 for brevity) }
+        push(&[0, (5 << 24) | 2, 8, 0, 2, 0, s("hash_len"), 1, 0]);
+        // 4: ptr to u32
+        push(&[0, 2 << 24, 1]);
+        // 5: struct qstr { union; name }
+        push(&[s("qstr"), (4 << 24) | 2, 16, 0, 3, 0, s("name"), 4, 64]);
+        // 6: struct flags { u32 bits:3 } (kind_flag set, bitfield size 3 in the top byte)
+        push(&[s("flags"), (1 << 31) | (4 << 24) | 1, 4, s("bits"), 1, (3 << 24) | 0]);
+        let type_bytes: Vec<u8> = types.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let mut data = Vec::new();
+        data.extend_from_slice(&MAGIC.to_le_bytes());
+        data.extend_from_slice(&[1, 0]);
+        for word in [24u32, 0, type_bytes.len() as u32, type_bytes.len() as u32, strings.len() as u32] {
+            data.extend_from_slice(&word.to_le_bytes());
+        }
+        data.extend_from_slice(&type_bytes);
+        data.extend_from_slice(&strings);
+        data
+    }
+
+    #[test]
+    fn finds_members_inside_anonymous_unions_and_structs() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert_eq!(btf.member_offset("qstr", "len"), Ok(4));
+        assert_eq!(btf.member_offset("qstr", "hash"), Ok(0));
+        assert_eq!(btf.member_offset("qstr", "name"), Ok(8));
+    }
+
+    #[test]
+    fn missing_things_and_bitfields_are_named_errors() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert_eq!(btf.member_offset("dentry", "d_name"), Err(BtfError::NoStruct("dentry".into())));
+        assert!(matches!(btf.member_offset("qstr", "nope"), Err(BtfError::NoMember { .. })));
+        assert!(matches!(btf.member_offset("flags", "bits"), Err(BtfError::Bitfield { .. })));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert_eq!(Btf::parse(b"").err(), Some(BtfError::BadHeader));
+        let mut data = sample();
+        data.truncate(40);
+        assert!(Btf::parse(&data).is_err());
+        for len in 0..sample().len() {
+            let _ = Btf::parse(&sample()[..len]);
+        }
+    }
+
+    #[test]
+    fn the_running_kernel_has_every_offset_we_need() {
+        let Ok(btf) = Btf::from_file(Path::new(VMLINUX_BTF)) else {
+            eprintln!("SKIPPED: no {VMLINUX_BTF} on this machine");
+            return;
+        };
+        let layout = btf.kernel_layout().unwrap();
+        // Stable facts of these structs, whatever the kernel version.
+        assert_eq!((layout.path_dentry, layout.qstr_len, layout.qstr_name), (8, 4, 8));
+        assert!(layout.dentry_d_name > layout.dentry_d_parent);
+        assert!(layout.mount_mnt_mountpoint < layout.mount_mnt, "mountpoint precedes the embedded vfsmount");
+    }
+}

@@ -1,0 +1,95 @@
+//! Userspace ownership of single-pod volumes, for modes where the kernel does not decide
+//! (quarantine, and audit without BPF LSM): fed by successful publish and unmount events.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::kubelet::PublishTarget;
+
+/// What a successful publish means for ownership.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Publish {
+    /// Not a single-pod volume: nothing to do.
+    Untracked,
+    /// The first publish: this pod now owns the volume.
+    Claimed,
+    /// The owner published again.
+    Owner,
+    /// Another pod owns the volume.
+    Conflict { owner: String },
+}
+
+/// Owners of the single-pod volumes on this node.
+#[derive(Debug, Default)]
+pub struct Ownership {
+    single_pod: HashSet<String>,
+    owners: HashMap<String, String>,
+}
+
+impl Ownership {
+    pub fn new(single_pod: impl IntoIterator<Item = String>) -> Self {
+        Self { single_pod: single_pod.into_iter().collect(), owners: HashMap::new() }
+    }
+
+    /// Records a successful publish and says what it means.
+    pub fn published(&mut self, target: &PublishTarget) -> Publish {
+        if !self.single_pod.contains(&target.volume) {
+            return Publish::Untracked;
+        }
+        match self.owners.get(&target.volume) {
+            None => {
+                self.owners.insert(target.volume.clone(), target.pod_uid.clone());
+                Publish::Claimed
+            }
+            Some(owner) if *owner == target.pod_uid => Publish::Owner,
+            Some(owner) => Publish::Conflict { owner: owner.clone() },
+        }
+    }
+
+    /// Records a successful unmount of a publish target; true if that released ownership.
+    pub fn unpublished(&mut self, target: &PublishTarget) -> bool {
+        if self.owners.get(&target.volume) == Some(&target.pod_uid) {
+            self.owners.remove(&target.volume);
+            return true;
+        }
+        false
+    }
+
+    pub fn owner(&self, volume: &str) -> Option<&str> {
+        self.owners.get(volume).map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(pod: &str, volume: &str) -> PublishTarget {
+        PublishTarget { pod_uid: pod.into(), volume: volume.into(), block: false }
+    }
+
+    #[test]
+    fn first_publish_claims_the_owner_may_republish_others_conflict() {
+        let mut o = Ownership::new(["rwop".to_owned()]);
+        assert_eq!(o.published(&target("a", "rwop")), Publish::Claimed);
+        assert_eq!(o.published(&target("a", "rwop")), Publish::Owner);
+        assert_eq!(o.published(&target("b", "rwop")), Publish::Conflict { owner: "a".into() });
+        assert_eq!(o.owner("rwop"), Some("a"));
+    }
+
+    #[test]
+    fn only_the_owner_unmounting_releases() {
+        let mut o = Ownership::new(["rwop".to_owned()]);
+        o.published(&target("a", "rwop"));
+        assert!(!o.unpublished(&target("b", "rwop")), "a quarantined pod's unmount releases nothing");
+        assert!(o.unpublished(&target("a", "rwop")));
+        assert_eq!(o.published(&target("b", "rwop")), Publish::Claimed, "a replacement pod may publish");
+    }
+
+    #[test]
+    fn other_volumes_are_never_tracked() {
+        let mut o = Ownership::new(["rwop".to_owned()]);
+        assert_eq!(o.published(&target("a", "rwo")), Publish::Untracked);
+        assert_eq!(o.published(&target("b", "rwo")), Publish::Untracked);
+        assert!(!o.unpublished(&target("a", "rwo")));
+    }
+}

@@ -1,0 +1,182 @@
+//! Quarantine (no BPF LSM): a conflicting publish has already succeeded when we see its
+//! syscall exit, so detach it at once and mask the target with an empty read-only tmpfs:
+//! the second pod can write neither into the volume nor, silently, onto the node's disk.
+//!
+//! It is done in the mount namespace where the mount was made, found by the inode the
+//! kernel recorded with the event: the mounting thread's, or, since mount(8) has usually
+//! exited by now, any live task's in that namespace. If none is left, the namespace and
+//! its mounts are gone; a copy propagated into the agent's own namespace is handled there.
+
+use std::{
+    fs::{self, File},
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+    time::Instant,
+};
+
+use nix::{
+    errno::Errno,
+    mount::{MntFlags, MsFlags, mount, umount2},
+    sched::{CloneFlags, setns, unshare},
+};
+
+use crate::decode::Caller;
+
+/// Source name of the masking mount, visible in the mount table.
+pub const MASK_SOURCE: &str = "volguard-quarantine";
+/// Most mounts stacked on one target that we detach.
+const MAX_STACKED: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum QuarantineError {
+    #[error(
+        "the mount namespace {mnt_ns} of pid {tgid} is gone and {target} is not mounted in ours: nothing to quarantine"
+    )]
+    Gone { mnt_ns: u32, tgid: u32, target: String },
+    #[error("entering the mount namespace {0}: {1}")]
+    Setns(String, Errno),
+    #[error("detaching the mount on {target}: {source}")]
+    Detach { target: String, source: Errno },
+    #[error("masking {target} with a read-only tmpfs: {source}")]
+    Mask { target: String, source: Errno },
+    #[error("the quarantine thread failed to start or panicked")]
+    Thread,
+}
+
+/// What was done, for the log and the metrics.
+#[derive(Debug)]
+pub struct Quarantined {
+    /// Mounts detached from the target.
+    pub detached: usize,
+    /// The namespace file it was done in.
+    pub namespace: String,
+    /// Microseconds from the call to the mask being in place.
+    pub micros: u128,
+}
+
+/// Detaches every mount on `target` where `caller` mounted it, and masks it read-only.
+pub fn quarantine(caller: &Caller, target: PathBuf) -> Result<Quarantined, QuarantineError> {
+    let started = Instant::now();
+    let (namespace, file) = match find_namespace(caller) {
+        Some(found) => found,
+        None if is_mount_point(Path::new("/proc/self/mountinfo"), &target) => {
+            let own = "/proc/self/ns/mnt".to_owned();
+            let file = File::open(&own)
+                .map_err(|e| QuarantineError::Setns(own.clone(), Errno::from_raw(e.raw_os_error().unwrap_or(0))))?;
+            (own, file)
+        }
+        None => {
+            return Err(QuarantineError::Gone {
+                mnt_ns: caller.mnt_ns,
+                tgid: caller.tgid,
+                target: target.display().to_string(),
+            });
+        }
+    };
+    let ns_name = namespace.clone();
+    let detached = std::thread::Builder::new()
+        .name("vg-quarantine".into())
+        .spawn(move || detach_and_mask(&file, &ns_name, &target))
+        .map_err(|_| QuarantineError::Thread)?
+        .join()
+        .map_err(|_| QuarantineError::Thread)??;
+    Ok(Quarantined { detached, namespace, micros: started.elapsed().as_micros() })
+}
+
+fn detach_and_mask(ns: &File, ns_name: &str, target: &Path) -> Result<usize, QuarantineError> {
+    let text = || target.display().to_string();
+    // setns(CLONE_NEWNS) needs a thread that shares no fs state with the others.
+    unshare(CloneFlags::CLONE_FS).map_err(|e| QuarantineError::Setns(ns_name.to_owned(), e))?;
+    setns(ns, CloneFlags::CLONE_NEWNS).map_err(|e| QuarantineError::Setns(ns_name.to_owned(), e))?;
+    let mut detached = 0;
+    while detached < MAX_STACKED {
+        match umount2(target, MntFlags::MNT_DETACH) {
+            Ok(()) => detached += 1,
+            Err(Errno::EINVAL) => break, // no longer a mount point
+            Err(source) => return Err(QuarantineError::Detach { target: text(), source }),
+        }
+    }
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some(MASK_SOURCE), target, Some("tmpfs"), flags, Some("size=4k,mode=0555"))
+        .map_err(|source| QuarantineError::Mask { target: text(), source })?;
+    Ok(detached)
+}
+
+/// An open mount-namespace file whose inode is the caller's namespace.
+fn find_namespace(caller: &Caller) -> Option<(String, File)> {
+    let (tgid, tid, wanted) = (caller.tgid, caller.pid, u64::from(caller.mnt_ns));
+    let matches = |path: &str| fs::metadata(path).is_ok_and(|m| wanted == 0 || m.ino() == wanted);
+    let direct = [format!("/proc/{tgid}/task/{tid}/ns/mnt"), format!("/proc/{tgid}/ns/mnt")];
+    let open = |path: String| File::open(&path).ok().map(|f| (path, f));
+    if let Some(found) = direct.into_iter().filter(|p| matches(p)).find_map(open) {
+        return Some(found);
+    }
+    if wanted == 0 {
+        return None;
+    }
+    // mount(8) has exited: find any live task still in that namespace.
+    for process in fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(tasks) = fs::read_dir(process.path().join("task")) else { continue };
+        for task in tasks.flatten() {
+            let path = task.path().join("ns/mnt").display().to_string();
+            if matches(&path)
+                && let Some(found) = open(path)
+            {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+/// Whether `target` is a mount point in the given mountinfo (octal escapes decoded).
+fn is_mount_point(mountinfo: &Path, target: &Path) -> bool {
+    let Ok(text) = fs::read(mountinfo) else { return false };
+    let wanted = target.as_os_str().as_encoded_bytes();
+    text.split(|&b| b == b'\n')
+        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
+        .any(|field| unescape(field) == wanted)
+}
+
+/// Decodes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal =
+            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        assert_eq!(unescape(br"/var/lib/kubelet/pods/a\040b/mount"), b"/var/lib/kubelet/pods/a b/mount");
+        assert_eq!(unescape(br"/x\134y\012"), b"/x\\y\n");
+        assert_eq!(unescape(br"/trailing\04"), br"/trailing\04", "a cut escape stays as it is");
+    }
+
+    #[test]
+    fn finds_mount_points_in_a_mountinfo_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let info = dir.path().join("mountinfo");
+        fs::write(&info, "36 35 98:0 /mnt1 /mnt/a\\040b rw,noatime master:1 - ext3 /dev/root rw\n").unwrap();
+        assert!(is_mount_point(&info, Path::new("/mnt/a b")));
+        assert!(!is_mount_point(&info, Path::new("/mnt/a")));
+        assert!(!is_mount_point(&dir.path().join("missing"), Path::new("/")));
+    }
+}
