@@ -240,7 +240,7 @@ mod tests {
         // 5: struct qstr { union; name }
         push(&[s("qstr"), (4 << 24) | 2, 16, 0, 3, 0, s("name"), 4, 64]);
         // 6: struct flags { u32 bits:3 } (kind_flag set, bitfield size 3 in the top byte)
-        push(&[s("flags"), (1 << 31) | (4 << 24) | 1, 4, s("bits"), 1, (3 << 24) | 0]);
+        push(&[s("flags"), (1 << 31) | (4 << 24) | 1, 4, s("bits"), 1, 3 << 24]);
         let type_bytes: Vec<u8> = types.iter().flat_map(|w| w.to_le_bytes()).collect();
         let mut data = Vec::new();
         data.extend_from_slice(&MAGIC.to_le_bytes());

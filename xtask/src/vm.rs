@@ -54,6 +54,7 @@ const BOOTS: &[Boot] = &[
         lsm: "lockdown,capability,bpf",
         runs: &[
             ("vm_lsm", &["--ignored", "--exact", "lsm_active_refuses_only_the_probe_bind"]),
+            ("vm_enforce", &["--ignored", "enforce"]),
             // The tracing programs on this kernel too (verifier and BTF differ from the host's).
             ("host_trace", &[]),
             ("host_mount_api", &[]),
@@ -62,7 +63,11 @@ const BOOTS: &[Boot] = &[
     Boot {
         name: BootName::LsmNoBpf,
         lsm: "lockdown,capability",
-        runs: &[("vm_lsm", &["--ignored", "--exact", "lsm_inactive_program_attaches_but_never_runs"])],
+        runs: &[
+            ("vm_lsm", &["--ignored", "--exact", "lsm_inactive_program_attaches_but_never_runs"]),
+            ("vm_enforce", &["--ignored", "--exact", "without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"]),
+            ("host_quarantine", &[]),
+        ],
     },
 ];
 
@@ -95,7 +100,11 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the integration test binaries and returns their paths by test target name.
+/// The agent binary, which the tests start by its absolute build path.
+const AGENT_BINARY: &str = "volguard";
+
+/// Builds the integration test binaries (and the agent binary they start) and returns
+/// their paths by target name.
 fn build_test_binaries() -> anyhow::Result<BTreeMap<String, PathBuf>> {
     let mut wanted: Vec<&str> = BOOTS.iter().flat_map(|b| b.runs.iter().map(|(t, _)| *t)).collect();
     wanted.sort_unstable();
@@ -112,13 +121,13 @@ fn build_test_binaries() -> anyhow::Result<BTreeMap<String, PathBuf>> {
             continue;
         };
         let name = message["target"]["name"].as_str().unwrap_or_default();
-        if let (Some(exe), true) = (message["executable"].as_str(), wanted.contains(&name)) {
+        if let (Some(exe), true) = (message["executable"].as_str(), wanted.contains(&name) || name == AGENT_BINARY) {
             found.insert(name.to_owned(), PathBuf::from(exe));
         }
     }
-    for test in wanted {
-        if !found.contains_key(test) {
-            bail!("cargo built no test binary named {test}");
+    for name in wanted.into_iter().chain([AGENT_BINARY]) {
+        if !found.contains_key(name) {
+            bail!("cargo built no binary named {name}");
         }
     }
     Ok(found)
@@ -169,6 +178,12 @@ fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf
         run_cmd(Command::new("strip").arg("--strip-debug").arg("-o").arg(root.join("tests").join(test)).arg(binary))?;
         libraries.extend(shared_libraries(binary)?);
     }
+    // The tests start the agent by its absolute build path: put it at the same path.
+    let agent = &binaries[AGENT_BINARY];
+    let agent_copy = root.join(agent.strip_prefix("/").context("the agent's path is absolute")?);
+    fs::create_dir_all(agent_copy.parent().expect("a parent"))?;
+    run_cmd(Command::new("strip").arg("--strip-debug").arg("-o").arg(&agent_copy).arg(agent))?;
+    libraries.extend(shared_libraries(agent)?);
     libraries.sort();
     libraries.dedup();
     for lib in libraries {

@@ -12,8 +12,12 @@
 //! match-proto: int security_sb_umount(struct vfsmount *mnt, int flags)
 
 use aya_ebpf::{
+    EbpfContext as _,
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
+        bpf_probe_read_kernel,
+    },
     macros::lsm,
     programs::LsmContext,
 };
@@ -42,8 +46,7 @@ pub fn sb_mount_enforce(ctx: LsmContext) -> i32 {
     if !MountOp::of(flags).attaches() {
         return 0;
     }
-    let path: *const u8 = ctx.arg(1);
-    decide(path, conflict_hook::SB_MOUNT)
+    decide(arg_address(&ctx, 1), conflict_hook::SB_MOUNT)
 }
 
 #[lsm(hook = "move_mount")]
@@ -52,8 +55,7 @@ pub fn move_mount_enforce(ctx: LsmContext) -> i32 {
     if previous != 0 {
         return previous;
     }
-    let to_path: *const u8 = ctx.arg(1);
-    decide(to_path, conflict_hook::MOVE_MOUNT)
+    decide(arg_address(&ctx, 1), conflict_hook::MOVE_MOUNT)
 }
 
 /// Never refuses: notes a release to settle if the unmount succeeds.
@@ -63,9 +65,18 @@ pub fn sb_umount_release(ctx: LsmContext) -> i32 {
     if previous != 0 {
         return previous;
     }
-    let vfsmount: *const u8 = ctx.arg(0);
-    let _ = note_release(vfsmount);
+    let _ = note_release(arg_address(&ctx, 0));
     0
+}
+
+/// Hook argument `n` as a plain address. Read as a typed BTF pointer, the verifier
+/// forbids the arithmetic we need (e.g. from a `vfsmount` back to its `struct mount`);
+/// every dereference goes through `bpf_probe_read_kernel` anyway.
+#[inline(always)]
+fn arg_address(ctx: &LsmContext, n: usize) -> *const u8 {
+    let slot = (ctx.as_ptr() as *const u64).wrapping_add(n);
+    // SAFETY: reading the hook's own argument slot; the helper faults cleanly.
+    unsafe { bpf_probe_read_kernel(slot) }.unwrap_or(0) as *const u8
 }
 
 fn config() -> Option<&'static EnforceConfig> {

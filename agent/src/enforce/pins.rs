@@ -17,7 +17,8 @@ use volguard_common::maps::{OWNERS, PIN_LAYOUT_VERSION};
 /// Where pins live unless configured otherwise.
 pub const DEFAULT_PIN_ROOT: &str = "/sys/fs/bpf/volguard";
 const BPFFS: &str = "/sys/fs/bpf";
-const NEW_SUFFIX: &str = ".new";
+/// Suffix of a link pinned beside the one it replaces (bpffs refuses dots in names).
+const NEW_SUFFIX: &str = "~new";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {

@@ -1,6 +1,8 @@
 //! Helpers shared by the tests that load real eBPF programs.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod kubelet;
+
 use std::{fs, os::unix::fs::MetadataExt, path::PathBuf, time::Duration};
 
 use volguard::{

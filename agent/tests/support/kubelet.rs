@@ -1,0 +1,280 @@
+//! A fake kubelet tree, a persistent private mount namespace to publish in, and a real
+//! `volguard run` process, for the enforcement tests.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::{
+    ffi::CString,
+    io::{BufRead, BufReader},
+    os::unix::ffi::OsStrExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc, Mutex,
+        mpsc::{self, Sender},
+    },
+    time::{Duration, Instant},
+};
+
+use nix::{
+    errno::Errno,
+    mount::{MntFlags, MsFlags, mount, umount2},
+    sched::{CloneFlags, unshare},
+};
+use volguard_common::mount_api::{AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH, OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE};
+
+/// `<tmp>/kubelet` laid out as kubelet does, and volume contents under `<tmp>/volumes`.
+pub struct KubeletTree {
+    pub tmp: tempfile::TempDir,
+}
+
+impl KubeletTree {
+    pub fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("kubelet")).unwrap();
+        Self { tmp }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.tmp.path().join("kubelet")
+    }
+
+    /// `<root>/pods/<pod>/volumes/kubernetes.io~csi/<volume>/mount`, created.
+    pub fn publish_dir(&self, pod: &str, volume: &str) -> PathBuf {
+        let dir = self.root().join(format!("pods/{pod}/volumes/kubernetes.io~csi/{volume}/mount"));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// `<root>/plugins/kubernetes.io/csi/volumeDevices/publish/<volume>/<pod>`, an empty file.
+    pub fn block_publish_file(&self, pod: &str, volume: &str) -> PathBuf {
+        let dir = self.root().join(format!("plugins/kubernetes.io/csi/volumeDevices/publish/{volume}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(pod);
+        std::fs::write(&file, b"").unwrap();
+        file
+    }
+
+    /// A directory standing for the volume's filesystem, holding a `marker` file.
+    pub fn volume(&self, name: &str) -> PathBuf {
+        let dir = self.tmp.path().join("volumes").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("marker"), name).unwrap();
+        dir
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A thread living in its own private mount namespace; mounts made through it stay until
+/// it is dropped (a namespace's teardown is not an unmount, so tests unmount explicitly).
+pub struct MountNs {
+    jobs: Sender<Job>,
+    pub tid: u32,
+}
+
+impl MountNs {
+    pub fn new() -> Self {
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let (ready, started) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("vg-test-ns".into())
+            .spawn(move || {
+                unshare(CloneFlags::CLONE_NEWNS).unwrap();
+                mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>).unwrap();
+                ready.send(nix::unistd::gettid().as_raw() as u32).unwrap();
+                for job in inbox {
+                    job();
+                }
+            })
+            .unwrap();
+        Self { jobs, tid: started.recv().unwrap() }
+    }
+
+    /// Runs `f` in the namespace and returns its result.
+    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        self.jobs.send(Box::new(move || tx.send(f()).unwrap())).unwrap();
+        rx.recv().unwrap()
+    }
+
+    pub fn bind(&self, source: &Path, target: &Path) -> nix::Result<()> {
+        let (s, t) = (source.to_path_buf(), target.to_path_buf());
+        self.run(move || mount(Some(&s), &t, None::<&str>, MsFlags::MS_BIND, None::<&str>))
+    }
+
+    /// A new (non-bind) tmpfs mount.
+    pub fn mount_tmpfs(&self, target: &Path) -> nix::Result<()> {
+        let t = target.to_path_buf();
+        self.run(move || mount(Some("vg-test"), &t, Some("tmpfs"), MsFlags::empty(), None::<&str>))
+    }
+
+    pub fn umount(&self, target: &Path) -> nix::Result<()> {
+        let t = target.to_path_buf();
+        self.run(move || umount2(&t, MntFlags::empty()))
+    }
+
+    /// open_tree(OPEN_TREE_CLONE) of `source`, then move_mount onto `target`, as runc does
+    /// for id-mapped mounts; the move_mount result.
+    pub fn clone_and_move(&self, source: &Path, target: &Path) -> nix::Result<()> {
+        let (s, t) = (cstr(source), cstr(target));
+        self.run(move || {
+            // SAFETY: raw syscalls with valid NUL-terminated strings.
+            unsafe {
+                let fd = libc::syscall(libc::SYS_open_tree, AT_FDCWD, s.as_ptr(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if fd < 0 {
+                    return Err(Errno::last());
+                }
+                let ret = libc::syscall(
+                    libc::SYS_move_mount,
+                    fd,
+                    c"".as_ptr(),
+                    AT_FDCWD,
+                    t.as_ptr(),
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                );
+                let result = if ret < 0 { Err(Errno::last()) } else { Ok(()) };
+                libc::close(fd as i32);
+                result
+            }
+        })
+    }
+
+    /// This namespace's view of `target`: (filesystem type, mount source, read-only) of
+    /// the top mount there, if it is a mount point.
+    pub fn mount_at(&self, target: &Path) -> Option<(String, String, bool)> {
+        let t = target.as_os_str().as_bytes().to_vec();
+        self.run(move || {
+            let info = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap();
+            info.lines().rev().find_map(|line| {
+                let (left, right) = line.split_once(" - ")?;
+                let fields: Vec<&str> = left.split(' ').collect();
+                (fields.get(4)?.as_bytes() == t).then(|| {
+                    let r: Vec<&str> = right.split(' ').collect();
+                    (r[0].to_owned(), r[1].to_owned(), fields[5].split(',').any(|o| o == "ro"))
+                })
+            })
+        })
+    }
+
+    /// Writes a file under `dir` from inside the namespace.
+    pub fn write_in(&self, dir: &Path) -> std::io::Result<()> {
+        let f = dir.join("written-by-test");
+        self.run(move || std::fs::write(f, b"x"))
+    }
+
+    pub fn read(&self, file: &Path) -> std::io::Result<String> {
+        let f = file.to_path_buf();
+        self.run(move || std::fs::read_to_string(f))
+    }
+}
+
+fn cstr(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).unwrap()
+}
+
+/// A running `volguard run`, with every stderr line kept.
+pub struct Agent {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+/// A bpffs pin directory of this test's own.
+pub fn pin_root(test: &str) -> PathBuf {
+    PathBuf::from(format!("/sys/fs/bpf/volguard-test-{test}-{}", std::process::id()))
+}
+
+impl Agent {
+    /// Starts the agent and waits for its ready line.
+    pub fn start(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_volguard"));
+        cmd.arg("run").arg("--kubelet-root").arg(kubelet_root).arg("--pin-root").arg(pin_root);
+        cmd.args(["--mode", mode]);
+        for volume in single_pod {
+            cmd.args(["--single-pod-volume", volume]);
+        }
+        cmd.env("NO_COLOR", "1").env("RUST_LOG", "info").stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (sink, stderr) = (lines.clone(), child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("  agent| {line}");
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let agent = Self { child, lines };
+        agent.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
+        agent
+    }
+
+    /// The first stderr line matching `want`, waiting up to 60 s (the VM is slow).
+    pub fn wait_for_line(&self, what: &str, want: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(line) = self.lines.lock().unwrap().iter().find(|l| want(l)) {
+                return line.clone();
+            }
+            assert!(Instant::now() < deadline, "agent never printed {what}: {:#?}", self.lines.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn sigkill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub fn stop(mut self) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM)
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "agent exited with {status}");
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `volguard uninstall` for `pin_root`.
+pub fn uninstall(pin_root: &Path) {
+    let status =
+        Command::new(env!("CARGO_BIN_EXE_volguard")).arg("uninstall").arg("--pin-root").arg(pin_root).status().unwrap();
+    assert!(status.success());
+}
+
+/// The pod-B-publishes-second story in quarantine mode, checked from inside the
+/// namespace where it happened. Shared by the host test and the no-BPF-LSM VM boot.
+pub fn quarantine_end_to_end(tree: &KubeletTree, agent: &Agent) {
+    let ns = MountNs::new();
+    let volume = tree.volume("pv-rwop");
+    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+    ns.bind(&volume, &a).unwrap();
+    agent.wait_for_line("the claim", |l| l.contains("volume pv-rwop claimed by pod pod-a"));
+    // Without BPF LSM the mount itself succeeds...
+    ns.bind(&volume, &b).unwrap();
+    // ...and is detached and masked at once.
+    agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod pod-b"));
+    let (fstype, source, read_only) = ns.mount_at(&b).expect("a mask mount on pod-b's target");
+    assert_eq!(
+        (fstype.as_str(), source.as_str(), read_only),
+        ("tmpfs", volguard::enforce::quarantine::MASK_SOURCE, true)
+    );
+    assert_eq!(
+        ns.read(&b.join("marker")).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::NotFound),
+        "the volume is not visible"
+    );
+    assert_eq!(ns.write_in(&b).map_err(|e| e.raw_os_error()), Err(Some(libc::EROFS)), "nothing can be written there");
+    assert_eq!(ns.read(&a.join("marker")).unwrap(), "pv-rwop", "the owner keeps its volume");
+    // The owner unmounts: released, and a new pod may publish (no deadlock).
+    ns.umount(&a).unwrap();
+    agent.wait_for_line("the release", |l| l.contains("volume pv-rwop released"));
+    let c = tree.publish_dir("pod-c", "pv-rwop");
+    ns.bind(&volume, &c).unwrap();
+    agent.wait_for_line("the new claim", |l| l.contains("volume pv-rwop claimed by pod pod-c"));
+}

@@ -1,0 +1,125 @@
+//! ReadWriteOncePod enforcement in the kernel, with the real agent. BPF LSM is refused on
+//! this host, so these run in the VM (`cargo xtask vm-test`): with `bpf` in `lsm=` the
+//! kernel refuses; without it, auto mode must fall back to quarantine and say why.
+
+mod support;
+
+use std::{fs, path::Path};
+
+use aya::maps::{Map, MapData};
+use nix::errno::Errno;
+use support::kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end, uninstall};
+use volguard::enforce::{kernel, pins::Pins};
+use volguard_common::maps::OWNERS;
+
+fn bpf_lsm_active() -> bool {
+    fs::read_to_string("/sys/kernel/security/lsm").unwrap().trim().split(',').any(|l| l == "bpf")
+}
+
+fn pinned_owners(pin_root: &Path) -> Vec<(String, String)> {
+    let map = MapData::from_pin(Pins::new(pin_root).map_path(OWNERS)).unwrap();
+    kernel::owners_in(&Map::HashMap(map)).unwrap()
+}
+
+fn owners(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter().map(|(v, p)| (v.to_string(), p.to_string())).collect()
+}
+
+#[test]
+#[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
+fn enforce_refuses_a_second_pod_on_every_route_and_settles_claims() {
+    assert!(bpf_lsm_active(), "precondition: booted with bpf in lsm=");
+    let tree = KubeletTree::new();
+    let pins = pin_root("enforce");
+    let agent = Agent::start(&tree.root(), &pins, &["pv-rwop", "pv-blk", "pv-other"], "auto");
+    agent.wait_for_line("the mode", |l| l.contains("mode=enforce"));
+    let ns = MountNs::new();
+    let (rwop, rwo) = (tree.volume("pv-rwop"), tree.volume("pv-rwo"));
+    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+
+    assert_eq!(ns.bind(&rwop, &a), Ok(()), "the first publish claims the volume");
+    assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "mount(2) bind into another pod");
+    assert_eq!(ns.clone_and_move(&rwop, &b), Err(Errno::EBUSY), "open_tree + move_mount into another pod");
+    assert_eq!(ns.mount_tmpfs(&b), Err(Errno::EBUSY), "a new mount (not a bind) into another pod");
+    assert_eq!(ns.mount_at(&b), None, "nothing was mounted on pod-b's target");
+    agent.wait_for_line("the conflict", |l| {
+        l.contains("CONFLICT blocked") && l.contains("\"pv-rwop\"") && l.contains("pod-a") && l.contains("pod-b")
+    });
+    assert_eq!(ns.bind(&rwop, &a), Ok(()), "the owner may publish again");
+
+    // A ReadWriteOnce volume is never touched.
+    let (rwo_a, rwo_b) = (tree.publish_dir("pod-a", "pv-rwo"), tree.publish_dir("pod-b", "pv-rwo"));
+    assert_eq!((ns.bind(&rwo, &rwo_a), ns.bind(&rwo, &rwo_b)), (Ok(()), Ok(())));
+
+    // The raw-block publish form.
+    let device = tree.tmp.path().join("fake-device");
+    fs::write(&device, b"").unwrap();
+    let (blk_a, blk_b) = (tree.block_publish_file("pod-a", "pv-blk"), tree.block_publish_file("pod-b", "pv-blk"));
+    assert_eq!(ns.bind(&device, &blk_a), Ok(()));
+    assert_eq!(ns.bind(&device, &blk_b), Err(Errno::EBUSY), "block publish into another pod");
+
+    // A claim whose mount fails is rolled back: another pod may publish.
+    let missing = tree.tmp.path().join("no-such-volume");
+    assert_eq!(ns.bind(&missing, &tree.publish_dir("pod-c", "pv-other")), Err(Errno::ENOENT));
+    assert_eq!(ns.bind(&tree.volume("pv-other"), &tree.publish_dir("pod-d", "pv-other")), Ok(()));
+
+    assert_eq!(pinned_owners(&pins), owners(&[("pv-blk", "pod-a"), ("pv-other", "pod-d"), ("pv-rwop", "pod-a")]));
+
+    // Release only when the owner's publish target itself is unmounted (the owner's
+    // second mount is stacked on the first).
+    ns.umount(&a).unwrap();
+    assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "still published under the stacked mount");
+    ns.umount(&a).unwrap();
+    assert_eq!(ns.bind(&rwop, &b), Ok(()), "after the owner unmounts, another pod may publish");
+    assert!(pinned_owners(&pins).contains(&("pv-rwop".into(), "pod-b".into())));
+
+    agent.stop();
+    uninstall(&pins);
+}
+
+#[test]
+#[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
+fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
+    assert!(bpf_lsm_active(), "precondition: booted with bpf in lsm=");
+    let tree = KubeletTree::new();
+    let pins = pin_root("restart");
+    let ns = MountNs::new();
+    let rwop = tree.volume("pv-rwop");
+    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+
+    let first = Agent::start(&tree.root(), &pins, &["pv-rwop"], "auto");
+    assert_eq!(ns.bind(&rwop, &a), Ok(()));
+    first.sigkill();
+    assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "still enforced with no agent running");
+
+    let second = Agent::start(&tree.root(), &pins, &["pv-rwop"], "auto");
+    second.wait_for_line("adoption", |l| {
+        l.contains("adopted the pinned enforcement state") && l.contains("1 owned volumes")
+    });
+    assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "enforced by the new agent");
+    assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "exactly one owner, unchanged");
+    let links: Vec<String> = fs::read_dir(pins.join("links"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(links.iter().all(|l| !l.ends_with("~new")), "no half-swapped pins: {links:?}");
+    assert!(links.contains(&"lsm-sb_mount_enforce".to_owned()), "{links:?}");
+
+    second.stop();
+    assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "a clean stop keeps enforcement too");
+    uninstall(&pins);
+    assert!(!pins.exists());
+    assert_eq!(ns.bind(&rwop, &b), Ok(()), "uninstall removes enforcement");
+}
+
+#[test]
+#[ignore = "needs a kernel booted without bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
+fn without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why() {
+    assert!(!bpf_lsm_active(), "precondition: booted without bpf in lsm=");
+    let tree = KubeletTree::new();
+    let agent = Agent::start(&tree.root(), &pin_root("nobpf"), &["pv-rwop"], "auto");
+    let ready = agent.wait_for_line("the mode", |l| l.contains("mode=quarantine"));
+    assert!(ready.contains("never ran"), "the reason names the cause: {ready}");
+    quarantine_end_to_end(&tree, &agent);
+    agent.stop();
+}
