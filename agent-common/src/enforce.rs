@@ -30,6 +30,30 @@ pub struct PodUid {
     pub uid: [u8; POD_UID_LEN],
 }
 
+/// Key of `PUBLISHED_ROOTS`: the root directory of a published single-pod volume's tree,
+/// by inode and kernel device.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RootKey {
+    pub ino: u64,
+    pub dev: u32,
+    pub _pad: u32,
+}
+
+/// Value of `PUBLISHED_ROOTS`: the volume whose tree starts there, and its owner.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PublishedRoot {
+    pub volume: VolumeKey,
+    pub owner: PodUid,
+}
+
+/// Ancestors of a bind source examined for a published root (deeper sources are not
+/// recognised, and allowed).
+pub const MAX_SOURCE_DEPTH: usize = 24;
+/// Ancestors of a target examined for `<kubelet-root>/pods/<uid>`.
+pub const MAX_TARGET_DEPTH: usize = 12;
+
 /// Why a volume is single-pod (value of `SINGLE_POD_VOLUMES`).
 pub mod single_pod_reason {
     /// The PV's access modes contain ReadWriteOncePod.
@@ -169,8 +193,12 @@ pub mod conflict_action {
 
 /// Values of [`ConflictEvent::hook`].
 pub mod conflict_hook {
+    /// A publish through mount(2) onto another pod's publish target.
     pub const SB_MOUNT: u32 = 1;
+    /// A publish through move_mount(2) onto another pod's publish target.
     pub const MOVE_MOUNT: u32 = 2;
+    /// A move_mount(2) of a tree inside an owned volume to a place under another pod.
+    pub const MOVE_MOUNT_SOURCE: u32 = 3;
 }
 
 /// A publish of an owned single-pod volume into another pod, seen by an LSM hook.
@@ -194,6 +222,8 @@ pub struct ConflictEvent {
     pub attempted_by: PodUid,
 }
 
+const _: () = assert!(core::mem::size_of::<RootKey>() == 16);
+const _: () = assert!(core::mem::size_of::<PublishedRoot>() == VOLUME_NAME_LEN + POD_UID_LEN);
 const _: () = assert!(core::mem::size_of::<KernelLayout>() == 64);
 const _: () = assert!(core::mem::size_of::<EnforceConfig>() == 80);
 const _: () = assert!(core::mem::size_of::<PendingClaim>() == VOLUME_NAME_LEN + POD_UID_LEN + 16);

@@ -32,7 +32,11 @@ pub const CONFIG: &str = "CONFIG";
 /// Per-CPU scratch for the LSM programs' keys (too large for the BPF stack).
 pub const ENFORCE_SCRATCH: &str = "ENFORCE_SCRATCH";
 
+/// Roots of published single-pod volume trees (key `RootKey`, value `PublishedRoot`),
+/// filled by userspace after each owned publish.
+pub const PUBLISHED_ROOTS: &str = "PUBLISHED_ROOTS";
+
 /// Maps that hold enforcement state: pinned, so a restarted agent adopts them.
-pub const PINNED_MAPS: [&str; 4] = [SINGLE_POD_VOLUMES, OWNERS, CLAIMS, CONFIG];
+pub const PINNED_MAPS: [&str; 5] = [SINGLE_POD_VOLUMES, OWNERS, CLAIMS, CONFIG, PUBLISHED_ROOTS];
 /// Version of the pinned maps' layout: a pin directory of another version is never reused.
 pub const PIN_LAYOUT_VERSION: u32 = 1;

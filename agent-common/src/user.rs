@@ -1,7 +1,7 @@
 //! Userspace-only trait impls for the wire types.
 
 use crate::{
-    enforce::{ConflictEvent, EnforceConfig, Owner, PendingClaim, PodUid, VolumeKey},
+    enforce::{ConflictEvent, EnforceConfig, Owner, PendingClaim, PodUid, PublishedRoot, RootKey, VolumeKey},
     event::SyscallEvent,
     lsm_probe::ProbeSource,
 };
@@ -23,3 +23,7 @@ unsafe impl aya::Pod for PendingClaim {}
 unsafe impl aya::Pod for EnforceConfig {}
 // SAFETY: as above.
 unsafe impl aya::Pod for ConflictEvent {}
+// SAFETY: as above.
+unsafe impl aya::Pod for RootKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for PublishedRoot {}

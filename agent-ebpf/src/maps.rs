@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use volguard_common::{
     counters::Counter,
-    enforce::{EnforceConfig, Owner, PendingClaim, PodUid, VolumeKey},
+    enforce::{EnforceConfig, Owner, PendingClaim, PodUid, PublishedRoot, RootKey, VolumeKey},
     event::SyscallEvent,
     lsm_probe::ProbeSource,
     maps::{EVENTS_BYTES, PENDING_ENTRIES, VOLUME_ENTRIES},
@@ -49,6 +49,10 @@ pub static CLAIMS: LruHashMap<u64, PendingClaim> = LruHashMap::with_max_entries(
 /// What the LSM programs need to know: struct offsets, the kubelet root, the mode. Pinned.
 #[map]
 pub static CONFIG: Array<EnforceConfig> = Array::with_max_entries(1, 0);
+
+/// Roots of published single-pod volume trees, filled by userspace. Pinned.
+#[map]
+pub static PUBLISHED_ROOTS: HashMap<RootKey, PublishedRoot> = HashMap::with_max_entries(VOLUME_ENTRIES, 0);
 
 /// Keys under construction (too large for the BPF stack).
 #[map]

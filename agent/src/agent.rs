@@ -32,6 +32,7 @@ use crate::{
         ownership::{Ownership, Publish},
         pins::{PinError, Pins},
         quarantine,
+        roots::PublishedRoots,
     },
     kubelet::{PublishTarget, publish_target},
     lsm_probe::{self, ProbeError},
@@ -97,7 +98,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let mut ownership = Ownership::new(opts.single_pod_volumes.iter().cloned());
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
 
-    let result = event_loop(&opts, &decision, &ebpf, &mut reader, &mut ownership).await;
+    let result = event_loop(&opts, &decision, &pins, &ebpf, &mut reader, &mut ownership).await;
     if decision.in_kernel && !opts.keep_enforcement_on_exit {
         info!("removing pinned programs and state (--keep-enforcement-on-exit=false)");
         pins.uninstall()?;
@@ -149,6 +150,7 @@ fn start_userspace(opts: &RunOptions, layout: KernelLayout) -> Result<Ebpf, Agen
 async fn event_loop(
     opts: &RunOptions,
     decision: &ModeDecision,
+    pins: &Pins,
     ebpf: &Ebpf,
     reader: &mut EventReader,
     ownership: &mut Ownership,
@@ -156,6 +158,10 @@ async fn event_loop(
     let io = |context| move |source| AgentError::Io { context, source };
     let mut terminate = signal(SignalKind::terminate()).map_err(io("installing the SIGTERM handler"))?;
     let counters = Counters::new(ebpf)?;
+    let mut roots = match decision.in_kernel {
+        true => Some(PublishedRoots::open(pins)?),
+        false => None,
+    };
     let mut lost_reported = 0;
     let mut lost_check = tokio::time::interval(Duration::from_secs(1));
     let own_pid = std::process::id();
@@ -167,8 +173,11 @@ async fn event_loop(
                     if opts.print_events {
                         println!("{}", render::line(&event));
                     }
-                    if !decision.in_kernel && event.caller.tgid != own_pid {
-                        observe(&opts.kubelet_root, decision.mode, ownership, &event);
+                    if event.caller.tgid != own_pid {
+                        match roots.as_mut() {
+                            Some(roots) => record_roots(&opts.kubelet_root, roots, &event),
+                            None => observe(&opts.kubelet_root, decision.mode, ownership, &event),
+                        }
                     }
                 }
                 Err(e) => warn!("skipped an undecodable record: {e}"),
@@ -208,23 +217,47 @@ fn classify(root: &Path, path: &RawString) -> Option<(PublishTarget, PathBuf)> {
     Some((publish_target(root, &path)?, path))
 }
 
-/// Userspace ownership for modes where the kernel does not decide.
-fn observe(root: &Path, mode: Mode, ownership: &mut Ownership, event: &Event) {
+/// What a successful syscall did to kubelet publish targets.
+enum PublishChange {
+    Published(PublishTarget, PathBuf),
+    Unpublished(PublishTarget),
+}
+
+fn publish_change(root: &Path, event: &Event) -> Option<PublishChange> {
     if event.ret != 0 {
-        return;
+        return None;
     }
     if let Call::Umount { target, .. } = &event.call {
-        if let Some((t, _)) = classify(root, target)
-            && ownership.unpublished(&t)
-        {
-            info!("volume {} released: pod {} unmounted its publish target", t.volume, t.pod_uid);
-        }
-        return;
+        return classify(root, target).map(|(t, _)| PublishChange::Unpublished(t));
     }
-    let Some(path) = attached_target(&event.call) else { return };
-    let Some((target, path)) = classify(root, path) else {
+    let path = attached_target(&event.call)?;
+    let classified = classify(root, path);
+    if classified.is_none() {
         debug!("not a recognisable publish target: {}", render::line(event));
-        return;
+    }
+    classified.map(|(t, p)| PublishChange::Published(t, p))
+}
+
+/// In-kernel modes: keep the published-root map current for the cross-pod source check.
+fn record_roots(root: &Path, roots: &mut PublishedRoots, event: &Event) {
+    match publish_change(root, event) {
+        Some(PublishChange::Published(target, path)) => roots.published(&event.caller, &target, &path),
+        Some(PublishChange::Unpublished(target)) => roots.unpublished(&target),
+        None => {}
+    }
+}
+
+/// Userspace ownership for modes where the kernel does not decide.
+fn observe(root: &Path, mode: Mode, ownership: &mut Ownership, event: &Event) {
+    let (target, path) = match publish_change(root, event) {
+        None => return,
+        Some(PublishChange::Unpublished(t)) => {
+            if ownership.unpublished(&t) {
+                info!("volume {} released: pod {} unmounted its publish target", t.volume, t.pod_uid);
+            }
+            return;
+        }
+        Some(PublishChange::Published(t, p)) => (t, p),
     };
     match ownership.published(&target) {
         Publish::Untracked | Publish::Owner => {}

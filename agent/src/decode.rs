@@ -218,7 +218,11 @@ fn parse_conflict(record: &[u8]) -> Result<Conflict, DecodeError> {
     let text = |bytes: &[u8]| RawString::from_nul_padded(bytes, false);
     Ok(Conflict {
         blocked: raw.action == conflict_action::BLOCKED,
-        hook: if raw.hook == conflict_hook::MOVE_MOUNT { "move_mount" } else { "sb_mount" },
+        hook: match raw.hook {
+            conflict_hook::MOVE_MOUNT => "move_mount",
+            conflict_hook::MOVE_MOUNT_SOURCE => "move_mount of a tree inside the volume",
+            _ => "sb_mount",
+        },
         caller: Caller { pid: raw.pid, tgid: raw.tgid, mnt_ns: 0, comm: text(&raw.comm), cgroup_id: raw.cgroup_id },
         time_ns: raw.time_ns,
         volume: text(&raw.volume.name),

@@ -24,16 +24,16 @@ use aya_ebpf::{
 use volguard_common::{
     counters::Counter,
     enforce::{
-        CONFLICT_EVENT_KIND, ConflictEvent, EnforceConfig, MountOp, Owner, POD_UID_LEN, PodUid, claim_kind,
-        conflict_action, conflict_hook, kernel_mode,
+        CONFLICT_EVENT_KIND, ConflictEvent, EnforceConfig, KernelLayout, MAX_SOURCE_DEPTH, MountOp, Owner, POD_UID_LEN,
+        PodUid, PublishedRoot, RootKey, claim_kind, conflict_action, conflict_hook, kernel_mode,
     },
     lsm_probe::DENY_ERRNO,
 };
 
-use super::kernel_path::{publish_identity, read_field};
+use super::kernel_path::{identity, owning_pod, parent, publish_identity, read_field};
 use crate::{
     helpers::count,
-    maps::{CLAIMS, CONFIG, ENFORCE_SCRATCH, EVENTS, EnforceScratch, OWNERS, SINGLE_POD_VOLUMES},
+    maps::{CLAIMS, CONFIG, ENFORCE_SCRATCH, EVENTS, EnforceScratch, OWNERS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES},
 };
 
 #[lsm(hook = "sb_mount")]
@@ -55,7 +55,63 @@ pub fn move_mount_enforce(ctx: LsmContext) -> i32 {
     if previous != 0 {
         return previous;
     }
-    decide(arg_address(&ctx, 1), conflict_hook::MOVE_MOUNT)
+    let (from_path, to_path) = (arg_address(&ctx, 0), arg_address(&ctx, 1));
+    match decide(to_path, conflict_hook::MOVE_MOUNT) {
+        0 => refuse_cross_pod_source(from_path, to_path),
+        refused => refused,
+    }
+}
+
+/// A tree inside one pod's published single-pod volume may not be attached under another
+/// pod's directory. Only move_mount(2) is covered: it is the one mount hook that gets the
+/// source resolved (mount(2) hands the LSM the caller's source string).
+#[inline(always)]
+fn refuse_cross_pod_source(from_path: *const u8, to_path: *const u8) -> i32 {
+    let Some(cfg) = config() else { return 0 };
+    let l = &cfg.layout;
+    let (Some(from), Some(to)) =
+        (read_field::<*const u8>(from_path, l.path_dentry), read_field::<*const u8>(to_path, l.path_dentry))
+    else {
+        count(Counter::EnforceErrors);
+        return 0;
+    };
+    let Some(s) = scratch() else { return 0 };
+    if !owning_pod(cfg, to, &mut s.pod) {
+        return 0;
+    }
+    let Some(root) = published_root_above(l, from) else { return 0 };
+    if same_pod(&root.owner, &s.pod) {
+        return 0;
+    }
+    // Trust a recorded root only while its pod still owns the volume.
+    // SAFETY: read-only lookup.
+    let Some(owner) = (unsafe { OWNERS.get(&root.volume) }) else { return 0 };
+    if !same_pod(&owner.pod, &root.owner) {
+        return 0;
+    }
+    s.volume = root.volume;
+    let blocked = cfg.mode == kernel_mode::ENFORCE;
+    report_conflict(s, &root.owner, conflict_hook::MOVE_MOUNT_SOURCE, blocked);
+    if blocked { -DENY_ERRNO } else { 0 }
+}
+
+/// The published root at or above `dentry`, if any (within `MAX_SOURCE_DEPTH` levels).
+#[inline(always)]
+fn published_root_above(l: &KernelLayout, dentry: *const u8) -> Option<&'static PublishedRoot> {
+    let mut d = dentry;
+    for _ in 0..MAX_SOURCE_DEPTH {
+        let (ino, dev) = identity(l, d)?;
+        // SAFETY: read-only lookup.
+        if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&RootKey { ino, dev, _pad: 0 }) } {
+            return Some(root);
+        }
+        let up = parent(l, d)?;
+        if up == d {
+            return None;
+        }
+        d = up;
+    }
+    None
 }
 
 /// Never refuses: notes a release to settle if the unmount succeeds.

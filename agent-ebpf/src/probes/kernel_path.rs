@@ -2,7 +2,7 @@
 //! and recognises kubelet's publish targets from a resolved dentry.
 
 use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes};
-use volguard_common::enforce::{EnforceConfig, KernelLayout, LAYOUT_NAME_LEN, PodUid, VolumeKey};
+use volguard_common::enforce::{EnforceConfig, KernelLayout, LAYOUT_NAME_LEN, MAX_TARGET_DEPTH, PodUid, VolumeKey};
 
 /// Reads a `T` at `base + offset` in kernel memory.
 #[inline(always)]
@@ -27,8 +27,9 @@ pub fn current_mnt_ns(l: &KernelLayout) -> u32 {
     read_field::<u32>(mnt_ns, l.mnt_namespace_ns + l.ns_common_inum).unwrap_or(0)
 }
 
+/// The parent dentry (the dentry itself at a filesystem's root).
 #[inline(always)]
-fn parent(l: &KernelLayout, dentry: *const u8) -> Option<*const u8> {
+pub fn parent(l: &KernelLayout, dentry: *const u8) -> Option<*const u8> {
     read_field::<*const u8>(dentry, l.dentry_d_parent)
 }
 
@@ -75,15 +76,40 @@ fn copy_name(l: &KernelLayout, dentry: *const u8, dst: &mut [u8]) -> bool {
     }
 }
 
+/// The dentry's inode number and its filesystem's kernel device number.
+#[inline(always)]
+pub fn identity(l: &KernelLayout, dentry: *const u8) -> Option<(u64, u32)> {
+    let inode = read_field::<*const u8>(dentry, l.dentry_d_inode)?;
+    let sb = read_field::<*const u8>(dentry, l.dentry_d_sb)?;
+    Some((read_field::<u64>(inode, l.inode_i_ino)?, read_field::<u32>(sb, l.super_block_s_dev)?))
+}
+
 /// Whether `dentry` is the kubelet root directory (same inode on the same device).
 #[inline(always)]
 fn is_kubelet_root(cfg: &EnforceConfig, dentry: *const u8) -> bool {
+    identity(&cfg.layout, dentry) == Some((cfg.kubelet_root_ino, cfg.kubelet_root_dev))
+}
+
+/// If `dentry` lies under `<kubelet-root>/pods/<uid>` (within `MAX_TARGET_DEPTH`
+/// levels, on the kubelet root's filesystem), copies `<uid>` into the zeroed `pod`.
+#[inline(always)]
+pub fn owning_pod(cfg: &EnforceConfig, dentry: *const u8, pod: &mut PodUid) -> bool {
     let l = &cfg.layout;
-    let Some(inode) = read_field::<*const u8>(dentry, l.dentry_d_inode) else { return false };
-    let Some(sb) = read_field::<*const u8>(dentry, l.dentry_d_sb) else { return false };
-    let ino = read_field::<u64>(inode, l.inode_i_ino);
-    let dev = read_field::<u32>(sb, l.super_block_s_dev);
-    ino == Some(cfg.kubelet_root_ino) && dev == Some(cfg.kubelet_root_dev)
+    let mut d = dentry;
+    for _ in 0..MAX_TARGET_DEPTH {
+        let Some(up) = parent(l, d) else { return false };
+        if up == d {
+            return false;
+        }
+        if name_is(l, up, b"pods") {
+            let Some(root) = parent(l, up) else { return false };
+            if is_kubelet_root(cfg, root) {
+                return copy_name(l, d, &mut pod.uid);
+            }
+        }
+        d = up;
+    }
+    false
 }
 
 /// If `target` (a resolved dentry) is a kubelet publish target, writes its volume and

@@ -5,6 +5,8 @@ pub mod kernel;
 pub mod ownership;
 pub mod pins;
 pub mod quarantine;
+pub mod roots;
+pub mod task_ns;
 
 use std::fmt;
 
@@ -90,7 +92,32 @@ pub fn needs_probe(choice: ModeChoice) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use volguard_common::{enforce::MountOp, mount_flags::*};
+
     use super::*;
+
+    #[test]
+    fn only_binds_moves_and_new_mounts_can_publish_decided_on_flags_alone() {
+        let cases = [
+            (MS_BIND, MountOp::Bind),
+            (MS_BIND | MS_REC, MountOp::Bind),
+            (MS_MOVE, MountOp::Move),
+            (0, MountOp::NewMount),
+            (MS_RDONLY | MS_NOSUID, MountOp::NewMount),
+            (MS_REMOUNT | MS_BIND | MS_RDONLY, MountOp::Remount),
+            (MS_REMOUNT, MountOp::Remount),
+            (MS_PRIVATE | MS_REC, MountOp::ChangePropagation),
+            (MS_SHARED, MountOp::ChangePropagation),
+            // path_mount checks MS_BIND before the propagation flags.
+            (MS_BIND | MS_PRIVATE, MountOp::Bind),
+        ];
+        for (flags, op) in cases {
+            assert_eq!(MountOp::of(flags), op, "{}", crate::flags::mount(flags));
+        }
+        assert!(MountOp::Bind.attaches() && MountOp::Move.attaches() && MountOp::NewMount.attaches());
+        assert!(!MountOp::Remount.attaches() && !MountOp::ChangePropagation.attaches());
+        assert_eq!(without_magic(MS_MGC_VAL | MS_BIND), MS_BIND);
+    }
 
     fn report(status: LsmStatus) -> LsmProbeReport {
         LsmProbeReport { status, sb_mount_runs: 0, lsm_list: None }

@@ -9,7 +9,6 @@
 
 use std::{
     fs::{self, File},
-    os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     time::Instant,
 };
@@ -20,6 +19,7 @@ use nix::{
     sched::{CloneFlags, setns, unshare},
 };
 
+use super::task_ns::task_in_namespace;
 use crate::decode::Caller;
 
 /// Source name of the masking mount, visible in the mount table.
@@ -102,31 +102,11 @@ fn detach_and_mask(ns: &File, ns_name: &str, target: &Path) -> Result<usize, Qua
     Ok(detached)
 }
 
-/// An open mount-namespace file whose inode is the caller's namespace.
+/// An open mount-namespace file of the caller's namespace, and its path.
 fn find_namespace(caller: &Caller) -> Option<(String, File)> {
-    let (tgid, tid, wanted) = (caller.tgid, caller.pid, u64::from(caller.mnt_ns));
-    let matches = |path: &str| fs::metadata(path).is_ok_and(|m| wanted == 0 || m.ino() == wanted);
-    let direct = [format!("/proc/{tgid}/task/{tid}/ns/mnt"), format!("/proc/{tgid}/ns/mnt")];
-    let open = |path: String| File::open(&path).ok().map(|f| (path, f));
-    if let Some(found) = direct.into_iter().filter(|p| matches(p)).find_map(open) {
-        return Some(found);
-    }
-    if wanted == 0 {
-        return None;
-    }
-    // mount(8) has exited: find any live task still in that namespace.
-    for process in fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(tasks) = fs::read_dir(process.path().join("task")) else { continue };
-        for task in tasks.flatten() {
-            let path = task.path().join("ns/mnt").display().to_string();
-            if matches(&path)
-                && let Some(found) = open(path)
-            {
-                return Some(found);
-            }
-        }
-    }
-    None
+    let path = task_in_namespace(caller)?.join("ns/mnt");
+    let file = File::open(&path).ok()?;
+    Some((path.display().to_string(), file))
 }
 
 /// Whether `target` is a mount point in the given mountinfo (octal escapes decoded).

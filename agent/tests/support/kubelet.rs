@@ -102,6 +102,20 @@ impl MountNs {
         self.run(move || mount(Some(&s), &t, None::<&str>, MsFlags::MS_BIND, None::<&str>))
     }
 
+    /// A bind onto `/proc/thread-self/fd/N` for an O_PATH fd of `target`, as runc does.
+    pub fn bind_via_fd(&self, source: &Path, target: &Path) -> nix::Result<()> {
+        let (s, t) = (source.to_path_buf(), target.to_path_buf());
+        self.run(move || {
+            let fd = nix::fcntl::open(
+                &t,
+                nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )?;
+            let via = format!("/proc/thread-self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+            mount(Some(&s), via.as_str(), None::<&str>, MsFlags::MS_BIND, None::<&str>)
+        })
+    }
+
     /// A new (non-bind) tmpfs mount.
     pub fn mount_tmpfs(&self, target: &Path) -> nix::Result<()> {
         let t = target.to_path_buf();
