@@ -12,7 +12,6 @@ use aya::Ebpf;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, info, warn};
 use volguard_common::{
-    counters::Counter,
     enforce::{KernelLayout, MountOp, kernel_mode, single_pod_reason},
     mount_api::AT_FDCWD,
     mount_flags::without_magic,
@@ -20,7 +19,7 @@ use volguard_common::{
 
 use crate::{
     bpf::{
-        counters::Counters,
+        counters::{Counters, LostEvents},
         loader::{self, LoadError},
         reader::EventReader,
     },
@@ -162,7 +161,7 @@ async fn event_loop(
         true => Some(PublishedRoots::open(pins)?),
         false => None,
     };
-    let mut lost_reported = 0;
+    let mut lost = LostEvents::default();
     let mut lost_check = tokio::time::interval(Duration::from_secs(1));
     let own_pid = std::process::id();
     loop {
@@ -182,13 +181,7 @@ async fn event_loop(
                 }
                 Err(e) => warn!("skipped an undecodable record: {e}"),
             }) => { batch.map_err(io("reading the event ring buffer"))?; }
-            _ = lost_check.tick() => {
-                let lost = counters.get(Counter::EventsLost);
-                if lost > lost_reported {
-                    warn!("{} events lost: the ring buffer was full", lost - lost_reported);
-                    lost_reported = lost;
-                }
-            }
+            _ = lost_check.tick() => { lost.check(&counters); }
             _ = tokio::signal::ctrl_c() => break,
             _ = terminate.recv() => break,
         }

@@ -10,7 +10,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use tracing::warn;
 use volguard::{
     agent::{self, RunOptions},
-    bpf::{counters::Counters, loader, reader::EventReader},
+    bpf::{
+        counters::{Counters, LostEvents},
+        loader,
+        reader::EventReader,
+    },
     enforce::{
         ModeChoice, kernel,
         pins::{DEFAULT_PIN_ROOT, Pins},
@@ -18,7 +22,7 @@ use volguard::{
     lsm_probe::{self, LsmStatus},
     render,
 };
-use volguard_common::{counters::Counter, maps::OWNERS};
+use volguard_common::maps::OWNERS;
 
 #[derive(Parser)]
 #[command(version, about = "Kubernetes node agent: traces mounts and keeps ReadWriteOncePod volumes to one pod")]
@@ -113,7 +117,7 @@ async fn trace() -> anyhow::Result<()> {
     let counters = Counters::new(&ebpf)?;
     eprintln!("volguard: tracing mount-family syscalls on this node; Ctrl-C to stop");
 
-    let (mut shown, mut undecodable, mut lost_reported) = (0u64, 0u64, 0u64);
+    let (mut shown, mut undecodable, mut lost) = (0u64, 0u64, LostEvents::default());
     let mut lost_check = tokio::time::interval(Duration::from_secs(1));
     let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     loop {
@@ -128,18 +132,12 @@ async fn trace() -> anyhow::Result<()> {
                     warn!("skipped an undecodable record: {e}");
                 }
             }) => { batch.context("reading the event ring buffer")?; }
-            _ = lost_check.tick() => {
-                let lost = counters.get(Counter::EventsLost);
-                if lost > lost_reported {
-                    warn!("{} events lost: the ring buffer was full", lost - lost_reported);
-                    lost_reported = lost;
-                }
-            }
+            _ = lost_check.tick() => { lost.check(&counters); }
             _ = tokio::signal::ctrl_c() => break,
             _ = terminate.recv() => break,
         }
     }
-    eprintln!("volguard: {shown} events shown, {} lost, {undecodable} undecodable", counters.get(Counter::EventsLost));
+    eprintln!("volguard: {shown} events shown, {} lost, {undecodable} undecodable", lost.check(&counters));
     Ok(())
 }
 

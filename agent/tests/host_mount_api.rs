@@ -4,19 +4,14 @@
 
 mod support;
 
-use std::{
-    ffi::CString,
-    os::unix::ffi::OsStrExt,
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{ffi::CString, os::unix::ffi::OsStrExt, path::Path, time::Duration};
 
 use nix::{
     errno::Errno,
     mount::{MsFlags, mount},
     unistd::gettid,
 };
-use support::{have_root, tracer, tracer_with};
+use support::{have_root, make_dirs, tracer, tracer_with};
 use volguard::{
     bpf::{counters::Counters, loader},
     decode::{Call, Event, RawString},
@@ -98,14 +93,6 @@ fn new_api_sequence(source: &Path, tree_target: &Path, fs_target: &Path) -> Resu
     }
 }
 
-fn scratch_dirs(root: &Path, names: [&str; 3]) -> [PathBuf; 3] {
-    names.map(|n| {
-        let d = root.join(n);
-        std::fs::create_dir(&d).unwrap();
-        d
-    })
-}
-
 #[tokio::test]
 async fn new_mount_api_and_umount_are_traced_with_arguments_and_results() {
     if !have_root("new_mount_api_and_umount_are_traced_with_arguments_and_results") {
@@ -113,7 +100,7 @@ async fn new_mount_api_and_umount_are_traced_with_arguments_and_results() {
     }
     let (_ebpf, mut recorder) = tracer();
     let tmp = tempfile::tempdir().unwrap();
-    let [source, tree_target, fs_target] = scratch_dirs(tmp.path(), ["source", "tree", "fs"]);
+    let [source, tree_target, fs_target] = make_dirs(tmp.path(), ["source", "tree", "fs"]);
 
     let (s, t, f) = (source.clone(), tree_target.clone(), fs_target.clone());
     let made = run_in_private_mount_ns("vg-newapi-test", move || new_api_sequence(&s, &t, &f)).unwrap().unwrap();

@@ -13,7 +13,7 @@ use nix::{
     mount::{MsFlags, mount},
     unistd::{getpid, gettid},
 };
-use support::{have_root, mount_onto, own_cgroup_id, tracer};
+use support::{have_root, make_dirs, mount_onto, own_cgroup_id, tracer};
 use volguard::{
     decode::{Call, Event, RawString},
     mountns::run_in_private_mount_ns,
@@ -26,14 +26,6 @@ fn mount_args(event: &Event) -> (&RawString, &RawString, &RawString, u64) {
     (source, target, fstype, *flags)
 }
 
-fn dirs<const N: usize>(root: &Path, names: [&str; N]) -> [PathBuf; N] {
-    names.map(|n| {
-        let d = root.join(n);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    })
-}
-
 #[tokio::test]
 async fn bind_mount_is_traced_with_every_field() {
     if !have_root("bind_mount_is_traced_with_every_field") {
@@ -41,7 +33,7 @@ async fn bind_mount_is_traced_with_every_field() {
     }
     let (_ebpf, mut recorder) = tracer();
     let tmp = tempfile::tempdir().unwrap();
-    let [source, target] = dirs(tmp.path(), ["source", "target"]);
+    let [source, target] = make_dirs(tmp.path(), ["source", "target"]);
 
     let (s, t) = (source.clone(), target.clone());
     let (tid, result) = run_in_private_mount_ns("vg-bind-test", move || {
@@ -73,7 +65,7 @@ async fn tmpfs_and_failed_mounts_carry_type_flags_and_errno() {
     }
     let (_ebpf, mut recorder) = tracer();
     let tmp = tempfile::tempdir().unwrap();
-    let [tmpfs_target, failed_target] = dirs(tmp.path(), ["tmpfs", "failed"]);
+    let [tmpfs_target, failed_target] = make_dirs(tmp.path(), ["tmpfs", "failed"]);
     let missing = tmp.path().join("does-not-exist");
 
     let (t, f, s) = (tmpfs_target.clone(), failed_target.clone(), missing.clone());
@@ -118,7 +110,7 @@ async fn long_paths_are_cut_at_the_bound_and_flagged_exactly() {
     }
     let (_ebpf, mut recorder) = tracer();
     let tmp = tempfile::tempdir().unwrap();
-    let [source] = dirs(tmp.path(), ["s"]);
+    let [source] = make_dirs(tmp.path(), ["s"]);
     let fits = dir_of_length(&tmp.path().join("fit"), PATH_LEN - 1);
     let cut = dir_of_length(&tmp.path().join("cut"), PATH_LEN + 40);
 

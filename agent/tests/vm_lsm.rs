@@ -27,11 +27,7 @@ fn bpf_in_lsm_list() -> bool {
 /// `source`, `other` and `target` directories in a fresh temporary directory.
 fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    let [source, other, target] = ["source", "other", "target"].map(|n| {
-        let d = tmp.path().join(n);
-        fs::create_dir(&d).unwrap();
-        d
-    });
+    let [source, other, target] = support::make_dirs(tmp.path(), ["source", "other", "target"]);
     (tmp, source, other, target)
 }
 

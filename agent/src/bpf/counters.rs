@@ -22,3 +22,21 @@ impl<'a> Counters<'a> {
         self.map.get(&(counter as u32), 0).map_or(0, |per_cpu| per_cpu.iter().sum())
     }
 }
+
+/// Reports newly lost events (ring buffer full) once each, so no loss goes unnoticed.
+#[derive(Debug, Default)]
+pub struct LostEvents {
+    reported: u64,
+}
+
+impl LostEvents {
+    /// Logs a warning if events were lost since the last call; returns the total.
+    pub fn check(&mut self, counters: &Counters<'_>) -> u64 {
+        let lost = counters.get(Counter::EventsLost);
+        if lost > self.reported {
+            tracing::warn!("{} events lost: the ring buffer was full", lost - self.reported);
+            self.reported = lost;
+        }
+        lost
+    }
+}

@@ -24,6 +24,15 @@ pub fn have_root(test: &str) -> bool {
     false
 }
 
+/// Creates `root/<name>` for each name and returns the paths.
+pub fn make_dirs<const N: usize>(root: &std::path::Path, names: [&str; N]) -> [PathBuf; N] {
+    names.map(|n| {
+        let d = root.join(n);
+        fs::create_dir_all(&d).unwrap();
+        d
+    })
+}
+
 /// The cgroup v2 id (inode of the cgroup directory) of this process.
 pub fn own_cgroup_id() -> u64 {
     let cgroups = fs::read_to_string("/proc/self/cgroup").unwrap();
