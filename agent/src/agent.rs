@@ -88,10 +88,20 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     info!("mode {}: {}", decision.mode, decision.reason);
 
     let pins = Pins::new(&opts.pin_root);
-    let layout = Btf::from_file(Path::new(VMLINUX_BTF))?.kernel_layout()?;
+    let layout = Btf::from_file(Path::new(VMLINUX_BTF)).and_then(|btf| btf.kernel_layout());
     let mut ebpf = match decision.in_kernel {
-        true => start_in_kernel(&opts, &decision, &pins, layout)?,
-        false => start_userspace(&opts, layout)?,
+        true => start_in_kernel(&opts, &decision, &pins, layout?)?,
+        // Userspace modes use the offsets only to note each caller's mount namespace.
+        false => start_userspace(
+            &opts,
+            layout.unwrap_or_else(|e| {
+                warn!(
+                    "kernel struct offsets unavailable ({e}): events carry no mount namespace, so quarantine \
+                   reaches only mounts whose process is still alive"
+                );
+                KernelLayout::default()
+            }),
+        )?,
     };
     let mut reader = EventReader::new(&mut ebpf)?;
     let mut ownership = Ownership::new(opts.single_pod_volumes.iter().cloned());
