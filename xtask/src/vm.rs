@@ -100,8 +100,9 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The agent binary, which the tests start by its absolute build path.
+/// The agent binary the tests start, and where the VM has it.
 const AGENT_BINARY: &str = "volguard";
+const AGENT_IN_VM: &str = "/bin/volguard";
 
 /// Builds the integration test binaries (and the agent binary they start) and returns
 /// their paths by target name.
@@ -145,7 +146,7 @@ fn init_script(boot: &Boot) -> String {
     format!(
         r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
-export PATH=/bin HOME=/root RUST_BACKTRACE=1 VOLGUARD_IN_VM=1 VOLGUARD_REQUIRE_ROOT_TESTS=1
+export PATH=/bin HOME=/root RUST_BACKTRACE=1 VOLGUARD_IN_VM=1 VOLGUARD_REQUIRE_ROOT_TESTS=1 VOLGUARD_AGENT_BIN={AGENT_IN_VM}
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
@@ -178,11 +179,16 @@ fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf
         run_cmd(Command::new("strip").arg("--strip-debug").arg("-o").arg(root.join("tests").join(test)).arg(binary))?;
         libraries.extend(shared_libraries(binary)?);
     }
-    // The tests start the agent by its absolute build path: put it at the same path.
+    // The tests start the agent from VOLGUARD_AGENT_BIN (its build path may lie under
+    // /tmp, which the init covers with a tmpfs).
     let agent = &binaries[AGENT_BINARY];
-    let agent_copy = root.join(agent.strip_prefix("/").context("the agent's path is absolute")?);
-    fs::create_dir_all(agent_copy.parent().expect("a parent"))?;
-    run_cmd(Command::new("strip").arg("--strip-debug").arg("-o").arg(&agent_copy).arg(agent))?;
+    run_cmd(
+        Command::new("strip")
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(root.join(AGENT_IN_VM.trim_start_matches('/')))
+            .arg(agent),
+    )?;
     libraries.extend(shared_libraries(agent)?);
     libraries.sort();
     libraries.dedup();

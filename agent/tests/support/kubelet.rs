@@ -192,6 +192,12 @@ pub struct Agent {
     lines: Arc<Mutex<Vec<String>>>,
 }
 
+/// The agent binary: `VOLGUARD_AGENT_BIN` where the harness put it (the VM), else the
+/// one cargo built for these tests.
+pub fn agent_binary() -> PathBuf {
+    std::env::var_os("VOLGUARD_AGENT_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_volguard")), PathBuf::from)
+}
+
 /// A bpffs pin directory of this test's own.
 pub fn pin_root(test: &str) -> PathBuf {
     PathBuf::from(format!("/sys/fs/bpf/volguard-test-{test}-{}", std::process::id()))
@@ -200,7 +206,7 @@ pub fn pin_root(test: &str) -> PathBuf {
 impl Agent {
     /// Starts the agent and waits for its ready line.
     pub fn start(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_volguard"));
+        let mut cmd = Command::new(agent_binary());
         cmd.arg("run").arg("--kubelet-root").arg(kubelet_root).arg("--pin-root").arg(pin_root);
         cmd.args(["--mode", mode]);
         for volume in single_pod {
