@@ -263,7 +263,7 @@ impl Drop for Agent {
 /// Runs `volguard uninstall` for `pin_root`.
 pub fn uninstall(pin_root: &Path) {
     let status =
-        Command::new(env!("CARGO_BIN_EXE_volguard")).arg("uninstall").arg("--pin-root").arg(pin_root).status().unwrap();
+        Command::new(agent_binary()).arg("uninstall").arg("--pin-root").arg(pin_root).status().unwrap();
     assert!(status.success());
 }
 
