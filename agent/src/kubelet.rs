@@ -1,11 +1,37 @@
-//! Kubelet's on-disk layout, as far as enforcement needs it: which paths are CSI publish
-//! targets, and of which volume into which pod. (The kernel recognises the same two forms
-//! from the resolved dentry; this is the userspace view, from path strings.)
+//! Kubelet's on-disk layout, from path strings: which mount points are CSI publish targets,
+//! staging directories, raw-block maps or subPath binds (and of which volume and pod), and
+//! which are container-runtime rootfs binds. The kernel recognises the two publish forms
+//! from the resolved dentry; this is the userspace view, for paths from events and from the
+//! mount table, where identity must be rebuilt without the kernel's help.
+//!
+//! Names are returned as they are on disk: kubelet escapes `/` as `~` in the spec names of
+//! pod directories, but not in the legacy staging form's PV name, so the two can differ for
+//! one volume (the vSphere migration fixture shows this).
 
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 /// The escaped in-tree CSI plugin directory under a pod (`kubernetes.io/csi`, `/` → `~`).
 pub const CSI_POD_PLUGIN_DIR: &str = "kubernetes.io~csi";
+
+/// Containerd state directories whose task bundles hold container rootfs mounts: upstream's
+/// default, k3s/RKE2's, and MicroK8s's. A custom `state` in containerd's config is not
+/// recognised (classified [`PathKind::Other`]); the list is fixed because a loose match on
+/// the plugin directory name alone would also accept look-alike trees inside volumes.
+pub const CONTAINERD_STATE_DIRS: &[&str] =
+    &["/run/containerd", "/run/k3s/containerd", "/var/snap/microk8s/common/run/containerd"];
+
+/// The containerd namespace of CRI (Kubernetes) containers; other namespaces (`moby`,
+/// `default`) hold containers that belong to no pod.
+pub const CRI_CONTAINERD_NAMESPACE: &str = "k8s.io";
+
+/// containers/storage's default overlay directory, where CRI-O mounts each container's
+/// rootfs at `<layerID>/merged` (podman shares the layout, so a match is not proof of a pod).
+pub const CRIO_OVERLAY_DIR: &str = "/var/lib/containers/storage/overlay";
+
+/// The directory of the legacy (Kubernetes ≤ 1.23) staging form `pv/<pvName>/globalmount`.
+const LEGACY_STAGING_DIR: &str = "pv";
+/// The raw-block directory under the CSI plugin directory; never a driver name.
+const VOLUME_DEVICES_DIR: &str = "volumeDevices";
 
 /// A CSI publish target: volume `volume` published into pod `pod_uid`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -17,24 +43,210 @@ pub struct PublishTarget {
     pub block: bool,
 }
 
+/// Which containerd runtime layout a task bundle is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ContainerdRuntime {
+    /// `io.containerd.runtime.v1.linux` (containerd ≤ 1.x shim v1; old k3s).
+    V1Linux,
+    /// `io.containerd.runtime.v2.task` (shim v2, every current containerd).
+    V2Task,
+}
+
+impl ContainerdRuntime {
+    /// The bundle directory name under the containerd state directory.
+    pub const fn dir_name(self) -> &'static str {
+        match self {
+            Self::V1Linux => "io.containerd.runtime.v1.linux",
+            Self::V2Task => "io.containerd.runtime.v2.task",
+        }
+    }
+
+    fn from_dir_name(name: &str) -> Option<Self> {
+        [Self::V1Linux, Self::V2Task].into_iter().find(|r| r.dir_name() == name)
+    }
+}
+
+/// What a path is in kubelet's (or a container runtime's) layout. Every string field is one
+/// path component as found on disk (or, for `pv_name`, several joined by `/`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PathKind {
+    /// `<root>/pods/<pod_uid>/volumes/kubernetes.io~csi/<volume>/mount`: NodePublishVolume's
+    /// target for a filesystem volume. `volume` is the escaped spec name.
+    CsiPublish { pod_uid: String, volume: String },
+    /// `<root>/plugins/kubernetes.io/csi/volumeDevices/publish/<volume>/<pod_uid>`:
+    /// NodePublishVolume's target (a file) for a raw-block volume.
+    CsiBlockPublish { volume: String, pod_uid: String },
+    /// `<root>/plugins/kubernetes.io/csi/<driver>/<handle_sha256>/globalmount`: the staging
+    /// directory since Kubernetes 1.24; the hash is sha256 of the volume handle, so the PV
+    /// name is not in the path.
+    CsiStaging { driver: String, handle_sha256: String },
+    /// `<root>/plugins/kubernetes.io/csi/pv/<pv_name>/globalmount`: the staging directory up
+    /// to Kubernetes 1.23. `pv_name` is everything in between and may hold `/` (migrated
+    /// in-tree volumes: `ebs.csi.aws.com-aws:/us-west-2a/vol-…`; `//` was collapsed to `/`
+    /// by kubelet's `filepath.Join`, so it can differ from the API object's name).
+    CsiStagingLegacy { pv_name: String },
+    /// `<root>/plugins/kubernetes.io/csi/volumeDevices/staging/<volume>`: NodeStageVolume's
+    /// target for a raw-block volume.
+    CsiBlockStaging { volume: String },
+    /// `<root>/plugins/kubernetes.io/csi/volumeDevices/<volume>/dev/<pod_uid>`: the global
+    /// map file that kubelet bind-mounts from the block publish target.
+    CsiBlockGlobalMap { volume: String, pod_uid: String },
+    /// `<root>/pods/<pod_uid>/volumeDevices/kubernetes.io~csi/<volume>`: the pod's device
+    /// map (a symlink to the publish target, so rarely a mount point itself).
+    CsiPodDeviceMap { pod_uid: String, volume: String },
+    /// `<root>/pods/<pod_uid>/volume-subpaths/<volume>/<container>/<index>`: kubelet's bind
+    /// of a subPath; `index` is the position in the container's `volumeMounts`. Any volume
+    /// plugin, not only CSI.
+    SubPath { pod_uid: String, volume: String, container: String, index: u32 },
+    /// `<state>/<runtime dir>/k8s.io/<container_id>/rootfs[/<inner>]` under one of
+    /// [`CONTAINERD_STATE_DIRS`]: a container's rootfs, or a bind into it (`inner` is the
+    /// path inside the container, empty for the rootfs itself).
+    ContainerdRootfs { runtime: ContainerdRuntime, container_id: String, inner: PathBuf },
+    /// `/var/lib/containers/storage/overlay/<layer_id>/merged[/<inner>]`: a CRI-O (or podman)
+    /// container rootfs, or a bind into it. The layer ID is not the container ID.
+    CrioRootfs { layer_id: String, inner: PathBuf },
+    /// Anything else, including relative paths, paths with `..`, and non-UTF-8 names where a
+    /// kubelet or runtime name is expected (those come from API objects, which are UTF-8).
+    Other,
+}
+
+/// Classifies `path` against kubelet's layout under `kubelet_root` and the container
+/// runtimes' fixed layouts. Pure and total: any bytes give an answer, never a panic.
+/// `.` components and repeated or trailing `/` are ignored (as the kernel would resolve
+/// them); `..` makes the path [`PathKind::Other`], since it could name anything.
+pub fn classify(kubelet_root: &Path, path: &Path) -> PathKind {
+    if !is_plain_absolute(path) {
+        return PathKind::Other;
+    }
+    let under_kubelet = path.strip_prefix(kubelet_root).ok().and_then(classify_kubelet_relative);
+    under_kubelet.or_else(|| containerd_rootfs(path)).or_else(|| crio_rootfs(path)).unwrap_or(PathKind::Other)
+}
+
 /// Recognises `<root>/pods/<pod>/volumes/kubernetes.io~csi/<volume>/mount` and
 /// `<root>/plugins/kubernetes.io/csi/volumeDevices/publish/<volume>/<pod>`.
-/// Paths must be absolute and plain (no `.`/`..`, valid UTF-8), as kubelet writes them.
+/// Paths must be absolute, without `..` and with UTF-8 names, as kubelet writes them (`.`
+/// and repeated or trailing `/` are ignored). The publish-target view of [`classify`].
 pub fn publish_target(kubelet_root: &Path, path: &Path) -> Option<PublishTarget> {
-    let rest = path.strip_prefix(kubelet_root).ok()?;
-    if !path.is_absolute() || rest.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return None;
+    match classify(kubelet_root, path) {
+        PathKind::CsiPublish { pod_uid, volume } => Some(PublishTarget { pod_uid, volume, block: false }),
+        PathKind::CsiBlockPublish { volume, pod_uid } => Some(PublishTarget { pod_uid, volume, block: true }),
+        _ => None,
     }
-    let parts: Vec<&str> = rest.iter().map(|c| c.to_str()).collect::<Option<_>>()?;
-    match parts.as_slice() {
-        ["pods", pod, "volumes", CSI_POD_PLUGIN_DIR, volume, "mount"] => {
-            Some(PublishTarget { pod_uid: (*pod).to_owned(), volume: (*volume).to_owned(), block: false })
+}
+
+/// An absolute path with no `..`: only such a path names one place without resolving it.
+fn is_plain_absolute(path: &Path) -> bool {
+    path.is_absolute() && path.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+}
+
+/// The path's components as UTF-8 names, or `None` if any is not a plain UTF-8 name (a
+/// root directory left over from an empty kubelet root counts as not plain).
+fn utf8_names(rest: &Path) -> Option<Vec<&str>> {
+    rest.components()
+        .map(|c| match c {
+            Component::Normal(name) => name.to_str(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Classifies a path relative to the kubelet root.
+fn classify_kubelet_relative(rest: &Path) -> Option<PathKind> {
+    match utf8_names(rest)?.as_slice() {
+        ["pods", pod_uid, in_pod @ ..] => classify_pod_dir(pod_uid, in_pod),
+        ["plugins", "kubernetes.io", "csi", in_plugin @ ..] => classify_csi_plugin_dir(in_plugin),
+        _ => None,
+    }
+}
+
+/// Classifies a path below `<root>/pods/<pod_uid>/`.
+fn classify_pod_dir(pod_uid: &str, rest: &[&str]) -> Option<PathKind> {
+    let pod_uid = pod_uid.to_owned();
+    match rest {
+        ["volumes", CSI_POD_PLUGIN_DIR, volume, "mount"] => Some(PathKind::CsiPublish { pod_uid, volume: own(volume) }),
+        ["volumeDevices", CSI_POD_PLUGIN_DIR, volume] => {
+            Some(PathKind::CsiPodDeviceMap { pod_uid, volume: own(volume) })
         }
-        ["plugins", "kubernetes.io", "csi", "volumeDevices", "publish", volume, pod] => {
-            Some(PublishTarget { pod_uid: (*pod).to_owned(), volume: (*volume).to_owned(), block: true })
+        ["volume-subpaths", volume, container, index] => Some(PathKind::SubPath {
+            pod_uid,
+            volume: own(volume),
+            container: own(container),
+            index: parse_mount_index(index)?,
+        }),
+        _ => None,
+    }
+}
+
+/// Classifies a path below `<root>/plugins/kubernetes.io/csi/`. The raw-block forms come
+/// first: `volumeDevices/publish/dev/<x>` is both a publish target (volume `dev`) and a
+/// global map (volume `publish`), and the publish reading is the one the kernel enforces.
+/// A legacy `pv/…/globalmount` wins over a driver named `pv` (not a plausible driver name).
+fn classify_csi_plugin_dir(rest: &[&str]) -> Option<PathKind> {
+    match rest {
+        [VOLUME_DEVICES_DIR, "publish", volume, pod_uid] => {
+            Some(PathKind::CsiBlockPublish { volume: own(volume), pod_uid: own(pod_uid) })
+        }
+        [VOLUME_DEVICES_DIR, "staging", volume] => Some(PathKind::CsiBlockStaging { volume: own(volume) }),
+        [VOLUME_DEVICES_DIR, volume, "dev", pod_uid] => {
+            Some(PathKind::CsiBlockGlobalMap { volume: own(volume), pod_uid: own(pod_uid) })
+        }
+        [LEGACY_STAGING_DIR, pv_name @ .., "globalmount"] if !pv_name.is_empty() => {
+            Some(PathKind::CsiStagingLegacy { pv_name: pv_name.join("/") })
+        }
+        [driver, hash, "globalmount"] if *driver != VOLUME_DEVICES_DIR && is_sha256_hex(hash) => {
+            Some(PathKind::CsiStaging { driver: own(driver), handle_sha256: own(hash) })
         }
         _ => None,
     }
+}
+
+/// `<state>/<runtime dir>/k8s.io/<id>/rootfs[/…]` under a known containerd state directory.
+fn containerd_rootfs(path: &Path) -> Option<PathKind> {
+    let rest = CONTAINERD_STATE_DIRS.iter().find_map(|dir| path.strip_prefix(dir).ok())?;
+    let mut names = rest.components();
+    let runtime = ContainerdRuntime::from_dir_name(next_name(&mut names)?)?;
+    if next_name(&mut names)? != CRI_CONTAINERD_NAMESPACE {
+        return None;
+    }
+    let container_id = own(next_name(&mut names)?);
+    if next_name(&mut names)? != "rootfs" {
+        return None;
+    }
+    Some(PathKind::ContainerdRootfs { runtime, container_id, inner: names.as_path().to_path_buf() })
+}
+
+/// `/var/lib/containers/storage/overlay/<layer>/merged[/…]`.
+fn crio_rootfs(path: &Path) -> Option<PathKind> {
+    let mut names = path.strip_prefix(CRIO_OVERLAY_DIR).ok()?.components();
+    let layer_id = own(next_name(&mut names)?);
+    if next_name(&mut names)? != "merged" {
+        return None;
+    }
+    Some(PathKind::CrioRootfs { layer_id, inner: names.as_path().to_path_buf() })
+}
+
+/// The next component as a UTF-8 name; `None` at the end or on anything else.
+fn next_name<'a>(names: &mut std::path::Components<'a>) -> Option<&'a str> {
+    match names.next()? {
+        Component::Normal(name) => name.to_str(),
+        _ => None,
+    }
+}
+
+/// kubelet writes the mount index with Go's `strconv.Itoa`: plain decimal, no sign, no
+/// leading zeros. Anything else is not a kubelet subPath target.
+fn parse_mount_index(s: &str) -> Option<u32> {
+    let canonical = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+    if canonical { s.parse().ok() } else { None }
+}
+
+/// kubelet names the staging directory `hex.EncodeToString(sha256(handle))`: 64 lowercase hex.
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn own(s: &str) -> String {
+    s.to_owned()
 }
 
 #[cfg(test)]
@@ -86,5 +298,354 @@ mod tests {
         let path = Path::new("/data/k8s/kubelet/pods/uid with space/volumes/kubernetes.io~csi/pv:a/mount");
         let t = publish_target(root, path).unwrap();
         assert_eq!((t.pod_uid.as_str(), t.volume.as_str()), ("uid with space", "pv:a"));
+    }
+}
+
+#[cfg(test)]
+mod classify_tests {
+    use std::{ffi::OsStr, os::unix::ffi::OsStrExt};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const ROOT: &str = "/var/lib/kubelet";
+    const HASH: &str = "6eede1929b708423990deaef8efd0ddc79452b5dd7012f2b551c5ca5772e71d5";
+    const CTR: &str = "7d0849b82c486573d1648409c675bf3f67113db630639075ed25ad73a122b2bb";
+
+    fn kind(path: &str) -> PathKind {
+        classify(Path::new(ROOT), Path::new(path))
+    }
+
+    fn kind_bytes(path: &[u8]) -> PathKind {
+        classify(Path::new(ROOT), Path::new(OsStr::from_bytes(path)))
+    }
+
+    fn s(v: &str) -> String {
+        v.to_owned()
+    }
+
+    #[test]
+    fn publish_targets_filesystem_and_block() {
+        assert_eq!(
+            kind("/var/lib/kubelet/pods/6a1f/volumes/kubernetes.io~csi/pvc-42/mount"),
+            PathKind::CsiPublish { pod_uid: s("6a1f"), volume: s("pvc-42") }
+        );
+        assert_eq!(
+            kind("/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-7/6a1f"),
+            PathKind::CsiBlockPublish { volume: s("pvc-7"), pod_uid: s("6a1f") }
+        );
+    }
+
+    #[test]
+    fn staging_hashed_form() {
+        let path = format!("/var/lib/kubelet/plugins/kubernetes.io/csi/smb.csi.k8s.io/{HASH}/globalmount");
+        assert_eq!(kind(&path), PathKind::CsiStaging { driver: s("smb.csi.k8s.io"), handle_sha256: s(HASH) });
+    }
+
+    #[test]
+    fn staging_hashed_form_needs_64_lowercase_hex() {
+        let upper = HASH.to_uppercase();
+        for hash in [&HASH[..63], &format!("{HASH}0"), upper.as_str(), &format!("{}g", &HASH[..63])] {
+            let path = format!("/var/lib/kubelet/plugins/kubernetes.io/csi/smb.csi.k8s.io/{hash}/globalmount");
+            assert_eq!(kind(&path), PathKind::Other, "{path}");
+        }
+        // `volumeDevices` is kubelet's raw-block directory, never a driver.
+        let path = format!("/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/{HASH}/globalmount");
+        assert_eq!(kind(&path), PathKind::Other);
+    }
+
+    #[test]
+    fn staging_legacy_form_keeps_colons_slashes_spaces_and_brackets() {
+        for (path, pv) in [
+            ("/var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-1/globalmount", "pvc-1"),
+            (
+                "/var/lib/kubelet/plugins/kubernetes.io/csi/pv/ebs.csi.aws.com-aws:/us-west-2a/vol-0a49/globalmount",
+                "ebs.csi.aws.com-aws:/us-west-2a/vol-0a49",
+            ),
+            (
+                "/var/lib/kubelet/plugins/kubernetes.io/csi/pv/csi.vsphere.vmware.com-[DS] 5137/e2e.vmdk/globalmount",
+                "csi.vsphere.vmware.com-[DS] 5137/e2e.vmdk",
+            ),
+            // A PV literally containing a `globalmount` level: everything up to the last one.
+            ("/var/lib/kubelet/plugins/kubernetes.io/csi/pv/a/globalmount/b/globalmount", "a/globalmount/b"),
+            // Legacy wins over a driver named `pv` with a hash-like PV name.
+            (&format!("/var/lib/kubelet/plugins/kubernetes.io/csi/pv/{HASH}/globalmount"), HASH),
+        ] {
+            assert_eq!(kind(path), PathKind::CsiStagingLegacy { pv_name: s(pv) }, "{path}");
+        }
+        assert_eq!(kind("/var/lib/kubelet/plugins/kubernetes.io/csi/pv/globalmount"), PathKind::Other);
+        assert_eq!(kind("/var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-1/vol_data.json"), PathKind::Other);
+        assert_eq!(kind("/var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-1"), PathKind::Other);
+    }
+
+    #[test]
+    fn raw_block_staging_global_map_and_pod_device_map() {
+        assert_eq!(
+            kind("/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging/pvc-7"),
+            PathKind::CsiBlockStaging { volume: s("pvc-7") }
+        );
+        assert_eq!(
+            kind("/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/pvc-7/dev/6a1f"),
+            PathKind::CsiBlockGlobalMap { volume: s("pvc-7"), pod_uid: s("6a1f") }
+        );
+        assert_eq!(
+            kind("/var/lib/kubelet/pods/6a1f/volumeDevices/kubernetes.io~csi/pvc-7"),
+            PathKind::CsiPodDeviceMap { pod_uid: s("6a1f"), volume: s("pvc-7") }
+        );
+        // A PV named `staging` has its global map at `volumeDevices/staging/dev/<pod>`.
+        assert_eq!(
+            kind("/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging/dev/6a1f"),
+            PathKind::CsiBlockGlobalMap { volume: s("staging"), pod_uid: s("6a1f") }
+        );
+        // Ambiguous in kubelet's own layout; the publish reading wins, as in the kernel.
+        assert_eq!(
+            kind("/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/dev/6a1f"),
+            PathKind::CsiBlockPublish { volume: s("dev"), pod_uid: s("6a1f") }
+        );
+    }
+
+    #[test]
+    fn raw_block_near_misses() {
+        for path in [
+            "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/pvc-7/data/vol_data.json",
+            "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/pvc-7/dev",
+            "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/publish/pvc-7",
+            "/var/lib/kubelet/plugins/kubernetes.io/csi/volumeDevices/staging",
+            "/var/lib/kubelet/pods/6a1f/volumeDevices/kubernetes.io~csi",
+            "/var/lib/kubelet/pods/6a1f/volumeDevices/kubernetes.io~csi/pvc-7/x",
+            "/var/lib/kubelet/pods/6a1f/volumeDevices/kubernetes.io~local-volume/pvc-7",
+        ] {
+            assert_eq!(kind(path), PathKind::Other, "{path}");
+        }
+    }
+
+    #[test]
+    fn subpath_targets() {
+        assert_eq!(
+            kind("/var/lib/kubelet/pods/6a1f/volume-subpaths/pvc-42/app/0"),
+            PathKind::SubPath { pod_uid: s("6a1f"), volume: s("pvc-42"), container: s("app"), index: 0 }
+        );
+        assert_eq!(
+            kind("/var/lib/kubelet/pods/6a1f/volume-subpaths/vol1/subpath1/17"),
+            PathKind::SubPath { pod_uid: s("6a1f"), volume: s("vol1"), container: s("subpath1"), index: 17 }
+        );
+        for path in [
+            "/var/lib/kubelet/pods/6a1f/volume-subpaths/pvc-42/app/01",
+            "/var/lib/kubelet/pods/6a1f/volume-subpaths/pvc-42/app/+1",
+            "/var/lib/kubelet/pods/6a1f/volume-subpaths/pvc-42/app/-1",
+            "/var/lib/kubelet/pods/6a1f/volume-subpaths/pvc-42/app/x",
+            "/var/lib/kubelet/pods/6a1f/volume-subpaths/pvc-42/app/4294967296",
+            "/var/lib/kubelet/pods/6a1f/volume-subpaths/pvc-42/app",
+            "/var/lib/kubelet/pods/6a1f/volume-subpaths/pvc-42/app/0/deeper",
+        ] {
+            assert_eq!(kind(path), PathKind::Other, "{path}");
+        }
+    }
+
+    #[test]
+    fn containerd_rootfs_v2_v1_and_k3s() {
+        let v2 = format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{CTR}/rootfs");
+        assert_eq!(
+            kind(&v2),
+            PathKind::ContainerdRootfs {
+                runtime: ContainerdRuntime::V2Task,
+                container_id: s(CTR),
+                inner: PathBuf::new()
+            }
+        );
+        let bind = format!("{v2}/var/lib/www");
+        assert_eq!(
+            kind(&bind),
+            PathKind::ContainerdRootfs {
+                runtime: ContainerdRuntime::V2Task,
+                container_id: s(CTR),
+                inner: PathBuf::from("var/lib/www"),
+            }
+        );
+        for state in ["/run/containerd", "/run/k3s/containerd", "/var/snap/microk8s/common/run/containerd"] {
+            let v1 = format!("{state}/io.containerd.runtime.v1.linux/k8s.io/{CTR}/rootfs/");
+            assert_eq!(
+                kind(&v1),
+                PathKind::ContainerdRootfs {
+                    runtime: ContainerdRuntime::V1Linux,
+                    container_id: s(CTR),
+                    inner: PathBuf::new(),
+                },
+                "{v1}"
+            );
+        }
+    }
+
+    #[test]
+    fn containerd_near_misses() {
+        for path in [
+            format!("/run/containerd/io.containerd.runtime.v2.task/moby/{CTR}/rootfs"),
+            format!("/run/containerd/io.containerd.runtime.v2.task/[k8s.io/{CTR}/rootfs](http:/k8s.io/{CTR}/rootfs)"),
+            format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{CTR}"),
+            format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{CTR}/config.json"),
+            format!("/run/containerd/io.containerd.runtime.v3.task/k8s.io/{CTR}/rootfs"),
+            format!("/srv/containerd/io.containerd.runtime.v2.task/k8s.io/{CTR}/rootfs"),
+            format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{CTR}/rootfs/../../../etc"),
+        ] {
+            assert_eq!(kind(&path), PathKind::Other, "{path}");
+        }
+    }
+
+    #[test]
+    fn crio_merged_rootfs() {
+        let merged = format!("/var/lib/containers/storage/overlay/{CTR}/merged");
+        assert_eq!(kind(&merged), PathKind::CrioRootfs { layer_id: s(CTR), inner: PathBuf::new() });
+        assert_eq!(
+            kind(&format!("{merged}/etc/hosts")),
+            PathKind::CrioRootfs { layer_id: s(CTR), inner: PathBuf::from("etc/hosts") }
+        );
+        for path in [
+            format!("/var/lib/containers/storage/overlay/{CTR}/diff"),
+            format!("/var/lib/containers/storage/overlay/{CTR}"),
+            "/var/lib/containers/storage/overlay/l/77QFPDFA2COPZJC2MZEUFYUQHI".to_owned(),
+            format!("/var/lib/containers/storage/overlay-containers/{CTR}/userdata/shm"),
+        ] {
+            assert_eq!(kind(&path), PathKind::Other, "{path}");
+        }
+    }
+
+    #[test]
+    fn runtime_paths_are_independent_of_the_kubelet_root() {
+        let root = Path::new("/data/k8s/kubelet");
+        let path = format!("/run/k3s/containerd/io.containerd.runtime.v2.task/k8s.io/{CTR}/rootfs");
+        assert!(matches!(classify(root, Path::new(&path)), PathKind::ContainerdRootfs { .. }));
+    }
+
+    #[test]
+    fn custom_roots_and_paths_outside_them() {
+        let snap = Path::new("/var/snap/microk8s/common/var/lib/kubelet");
+        let path =
+            Path::new("/var/snap/microk8s/common/var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-3f/globalmount");
+        assert_eq!(classify(snap, path), PathKind::CsiStagingLegacy { pv_name: s("pvc-3f") });
+        // The same path against the default root is not a kubelet path at all.
+        assert_eq!(classify(Path::new(ROOT), path), PathKind::Other);
+        // A trailing slash on the configured root changes nothing.
+        assert_eq!(classify(Path::new("/var/snap/microk8s/common/var/lib/kubelet/"), path), classify(snap, path));
+    }
+
+    #[test]
+    fn odd_bytes_in_names() {
+        // Spaces, brackets, tildes and colons are ordinary name bytes.
+        assert_eq!(
+            kind(
+                "/var/lib/kubelet/pods/0054/volumes/kubernetes.io~csi/csi.vsphere.vmware.com-[DS] 5137~e2e.vmdk/mount"
+            ),
+            PathKind::CsiPublish { pod_uid: s("0054"), volume: s("csi.vsphere.vmware.com-[DS] 5137~e2e.vmdk") }
+        );
+        // Non-UTF-8 where a kubelet name is expected: not something kubelet wrote.
+        assert_eq!(kind_bytes(b"/var/lib/kubelet/pods/\xff/volumes/kubernetes.io~csi/pvc-42/mount"), PathKind::Other);
+        // Non-UTF-8 inside a container rootfs is the container's business, kept as bytes.
+        let mut path = format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{CTR}/rootfs/").into_bytes();
+        path.extend_from_slice(b"d\xffir");
+        assert_eq!(
+            kind_bytes(&path),
+            PathKind::ContainerdRootfs {
+                runtime: ContainerdRuntime::V2Task,
+                container_id: s(CTR),
+                inner: PathBuf::from(OsStr::from_bytes(b"d\xffir")),
+            }
+        );
+    }
+
+    #[test]
+    fn dot_dot_relative_and_empty_paths_are_other() {
+        for path in [
+            "/var/lib/kubelet/pods/6a1f/volumes/kubernetes.io~csi/pvc-42/../pvc-42/mount",
+            "/var/lib/kubelet/../kubelet/plugins/kubernetes.io/csi/pv/pvc-1/globalmount",
+            "/var/lib/containers/storage/overlay/x/merged/..",
+            "var/lib/kubelet/pods/6a1f/volume-subpaths/v/c/0",
+            "./var/lib/kubelet/pods/6a1f/volume-subpaths/v/c/0",
+            "",
+            "/",
+            "/var/lib/kubelet",
+            "/var/lib/kubelet/pods",
+        ] {
+            assert_eq!(kind(path), PathKind::Other, "{path:?}");
+        }
+        // An empty kubelet root would make every absolute path "under" it: nothing matches.
+        let path = Path::new("/pods/6a1f/volumes/kubernetes.io~csi/pvc-42/mount");
+        assert_eq!(classify(Path::new(""), path), PathKind::Other);
+    }
+
+    #[test]
+    fn publish_target_agrees_with_classify() {
+        let fs = Path::new("/var/lib/kubelet/pods/6a1f/volumes/kubernetes.io~csi/pvc-42/mount");
+        assert_eq!(
+            publish_target(Path::new(ROOT), fs),
+            Some(PublishTarget { pod_uid: s("6a1f"), volume: s("pvc-42"), block: false })
+        );
+        let staging = Path::new("/var/lib/kubelet/plugins/kubernetes.io/csi/pv/pvc-1/globalmount");
+        assert_eq!(publish_target(Path::new(ROOT), staging), None);
+    }
+
+    /// Path-like byte strings built from kubelet and runtime names, so the generator reaches
+    /// the deep match arms and not only the early rejections.
+    fn pathish() -> impl Strategy<Value = Vec<u8>> {
+        let atom = prop_oneof![
+            Just(b"pods".to_vec()),
+            Just(b"volumes".to_vec()),
+            Just(b"kubernetes.io~csi".to_vec()),
+            Just(b"kubernetes.io".to_vec()),
+            Just(b"csi".to_vec()),
+            Just(b"plugins".to_vec()),
+            Just(b"volumeDevices".to_vec()),
+            Just(b"publish".to_vec()),
+            Just(b"staging".to_vec()),
+            Just(b"dev".to_vec()),
+            Just(b"pv".to_vec()),
+            Just(b"globalmount".to_vec()),
+            Just(b"mount".to_vec()),
+            Just(b"volume-subpaths".to_vec()),
+            Just(b"rootfs".to_vec()),
+            Just(b"merged".to_vec()),
+            Just(b"k8s.io".to_vec()),
+            Just(b"io.containerd.runtime.v2.task".to_vec()),
+            Just(b"..".to_vec()),
+            Just(b".".to_vec()),
+            Just(b"".to_vec()),
+            Just(HASH.as_bytes().to_vec()),
+            "[0-9]{1,12}".prop_map(String::into_bytes),
+            proptest::collection::vec(any::<u8>(), 0..12),
+        ];
+        let prefix = prop_oneof![
+            Just(b"/var/lib/kubelet".to_vec()),
+            Just(b"/run/containerd".to_vec()),
+            Just(b"/var/lib/containers/storage/overlay".to_vec()),
+            Just(Vec::new()),
+        ];
+        (prefix, proptest::collection::vec(atom, 0..10)).prop_map(|(prefix, atoms)| {
+            let mut path = prefix;
+            for atom in atoms {
+                path.push(b'/');
+                path.extend_from_slice(&atom);
+            }
+            path
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn classify_never_panics_on_arbitrary_bytes(
+            root in proptest::collection::vec(any::<u8>(), 0..32),
+            path in proptest::collection::vec(any::<u8>(), 0..256),
+        ) {
+            let _ = classify(Path::new(OsStr::from_bytes(&root)), Path::new(OsStr::from_bytes(&path)));
+            let _ = classify(Path::new(ROOT), Path::new(OsStr::from_bytes(&path)));
+        }
+
+        #[test]
+        fn classify_never_panics_on_kubelet_like_paths(path in pathish()) {
+            let kind = classify(Path::new(ROOT), Path::new(OsStr::from_bytes(&path)));
+            // Whatever was recognised came from a path without `..`.
+            if kind != PathKind::Other {
+                prop_assert!(!path.windows(4).any(|w| w == b"/../") && !path.ends_with(b"/.."));
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod bpf;
 pub mod btf;
+pub mod cgroup;
 pub mod decode;
 pub mod enforce;
 pub mod flags;
@@ -11,3 +12,4 @@ pub mod kubelet;
 pub mod lsm_probe;
 pub mod mountns;
 pub mod render;
+pub mod voldata;

@@ -262,8 +262,7 @@ impl Drop for Agent {
 
 /// Runs `volguard uninstall` for `pin_root`.
 pub fn uninstall(pin_root: &Path) {
-    let status =
-        Command::new(agent_binary()).arg("uninstall").arg("--pin-root").arg(pin_root).status().unwrap();
+    let status = Command::new(agent_binary()).arg("uninstall").arg("--pin-root").arg(pin_root).status().unwrap();
     assert!(status.success());
 }
 
