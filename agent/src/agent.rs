@@ -35,6 +35,7 @@ use crate::{
     },
     kubelet::{PublishTarget, publish_target},
     lsm_probe::{self, ProbeError},
+    mount_table::{self, MountTable, Rebuilt},
     render,
 };
 
@@ -47,6 +48,8 @@ pub struct RunOptions {
     pub pin_root: PathBuf,
     pub keep_enforcement_on_exit: bool,
     pub print_events: bool,
+    /// Mount table read at start-up to rebuild ownership (the host's by default).
+    pub mountinfo: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,9 +91,10 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     info!("mode {}: {}", decision.mode, decision.reason);
 
     let pins = Pins::new(&opts.pin_root);
+    let rebuilt = rebuild_from_mount_table(&opts)?;
     let layout = Btf::from_file(Path::new(VMLINUX_BTF)).and_then(|btf| btf.kernel_layout());
     let mut ebpf = match decision.in_kernel {
-        true => start_in_kernel(&opts, &decision, &pins, layout?)?,
+        true => start_in_kernel(&opts, &decision, &pins, layout?, &rebuilt)?,
         // Userspace modes use the offsets only to note each caller's mount namespace.
         false => start_userspace(
             &opts,
@@ -105,6 +109,11 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     };
     let mut reader = EventReader::new(&mut ebpf)?;
     let mut ownership = Ownership::new(opts.single_pod_volumes.iter().cloned());
+    if !decision.in_kernel {
+        for (volume, owner) in &rebuilt.owners {
+            ownership.seed(volume, &owner.pod_uid);
+        }
+    }
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
 
     let result = event_loop(&opts, &decision, &pins, &ebpf, &mut reader, &mut ownership).await;
@@ -115,12 +124,33 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     result
 }
 
+/// Ownership already on the node: every mounted publish target of a single-pod volume.
+fn rebuild_from_mount_table(opts: &RunOptions) -> Result<Rebuilt, AgentError> {
+    let table = MountTable::read(&opts.mountinfo)
+        .map_err(|source| AgentError::Io { context: "reading the mount table", source })?;
+    for (line, reason) in &table.skipped {
+        warn!("{} line {line} skipped: {reason}", opts.mountinfo.display());
+    }
+    let single_pod = opts.single_pod_volumes.iter().cloned().collect();
+    let rebuilt = mount_table::owners(&table, &opts.kubelet_root, &single_pod);
+    for (volume, owner) in &rebuilt.owners {
+        info!("volume {volume} is published for pod {} (mount table: {})", owner.pod_uid, owner.mount_point.display());
+    }
+    for (volume, owner, other) in &rebuilt.conflicts {
+        warn!(
+            "CONFLICT found at start-up: single-pod volume {volume} is published for pod {owner} and also for pod {other}"
+        );
+    }
+    Ok(rebuilt)
+}
+
 /// Loads with pinned maps, configures the LSM programs and swaps the pinned links.
 fn start_in_kernel(
     opts: &RunOptions,
     decision: &ModeDecision,
     pins: &Pins,
     layout: KernelLayout,
+    rebuilt: &Rebuilt,
 ) -> Result<Ebpf, AgentError> {
     pins.prepare()?;
     let adopting = pins.has_state();
@@ -130,6 +160,8 @@ fn start_in_kernel(
     kernel::configure(&mut ebpf, layout, &opts.kubelet_root, mode)?;
     let volumes = opts.single_pod_volumes.iter().map(String::as_str);
     kernel::add_single_pod_volumes(&mut ebpf, volumes, single_pod_reason::READ_WRITE_ONCE_POD)?;
+    // Before the LSM programs attach, so no other pod can claim a volume already mounted.
+    kernel::seed_owners(&mut ebpf, rebuilt)?;
     // Tracing first: the exit tracepoints settle the claims the LSM programs make.
     let mut links = loader::attach_all_taking_links(&mut ebpf, &loader::trace_hooks())?;
     links.extend(loader::attach_all_taking_links(&mut ebpf, &loader::enforce_hooks())?);

@@ -10,6 +10,7 @@ pub mod enforce;
 pub mod flags;
 pub mod kubelet;
 pub mod lsm_probe;
+pub mod mount_table;
 pub mod mountns;
 pub mod render;
 pub mod voldata;

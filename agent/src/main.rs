@@ -20,6 +20,7 @@ use volguard::{
         pins::{DEFAULT_PIN_ROOT, Pins},
     },
     lsm_probe::{self, LsmStatus},
+    mount_table::HOST_MOUNTINFO,
     render,
 };
 use volguard_common::maps::OWNERS;
@@ -73,6 +74,9 @@ struct RunArgs {
     /// Print every traced syscall, one line each.
     #[arg(long)]
     print_events: bool,
+    /// Mount table read at start-up to rebuild who owns which single-pod volume.
+    #[arg(long, default_value = HOST_MOUNTINFO)]
+    mountinfo: PathBuf,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -89,6 +93,7 @@ async fn main() -> anyhow::Result<()> {
             pin_root: args.pin_root,
             keep_enforcement_on_exit: args.keep_enforcement_on_exit,
             print_events: args.print_events,
+            mountinfo: args.mountinfo,
         })
         .await?),
         Command::Uninstall { pin_root } => {

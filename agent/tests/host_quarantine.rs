@@ -6,17 +6,20 @@ mod support;
 
 use support::{
     have_root,
-    kubelet::{Agent, KubeletTree, pin_root, quarantine_end_to_end},
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end},
 };
+
+fn bpf_lsm_works() -> bool {
+    volguard::lsm_probe::probe(&mut volguard::bpf::loader::load().unwrap()).unwrap().status
+        == volguard::lsm_probe::LsmStatus::Active
+}
 
 #[test]
 fn without_bpf_lsm_auto_mode_quarantines_a_second_pods_publish() {
     if !have_root("without_bpf_lsm_auto_mode_quarantines_a_second_pods_publish") {
         return;
     }
-    if volguard::lsm_probe::probe(&mut volguard::bpf::loader::load().unwrap()).unwrap().status
-        == volguard::lsm_probe::LsmStatus::Active
-    {
+    if bpf_lsm_works() {
         eprintln!("BPF LSM works on this kernel: quarantine is covered by the VM's no-bpf boot instead");
         return;
     }
@@ -24,5 +27,30 @@ fn without_bpf_lsm_auto_mode_quarantines_a_second_pods_publish() {
     let agent = Agent::start(&tree.root(), &pin_root("quarantine"), &["pv-rwop"], "auto");
     agent.wait_for_line("the mode", |l| l.contains("mode=quarantine"));
     quarantine_end_to_end(&tree, &agent);
+    agent.stop();
+}
+
+#[test]
+fn an_owner_already_mounted_before_the_agent_started_is_known_from_the_mount_table() {
+    if !have_root("an_owner_already_mounted_before_the_agent_started_is_known_from_the_mount_table") {
+        return;
+    }
+    if bpf_lsm_works() {
+        eprintln!("BPF LSM works on this kernel: the VM covers the enforce-mode rebuild instead");
+        return;
+    }
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let volume = tree.volume("pv-rwop");
+    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+    ns.bind(&volume, &a).unwrap();
+    // The agent starts after pod-a's publish: it never sees that event.
+    let mountinfo = ns.mountinfo();
+    let agent =
+        Agent::start_with(&tree.root(), &pin_root("rebuild"), &["pv-rwop"], "auto", &["--mountinfo", &mountinfo]);
+    agent.wait_for_line("the rebuilt owner", |l| l.contains("volume pv-rwop is published for pod pod-a (mount table"));
+    ns.bind(&volume, &b).unwrap();
+    agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("owned by pod pod-a"));
+    assert_eq!(ns.mount_at(&b).map(|(fstype, _, ro)| (fstype, ro)), Some(("tmpfs".to_owned(), true)));
     agent.stop();
 }

@@ -159,6 +159,24 @@ fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
 }
 
 #[test]
+#[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
+fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
+    assert!(bpf_lsm_active(), "precondition: booted with bpf in lsm=");
+    let tree = KubeletTree::new();
+    let pins = pin_root("seed");
+    let ns = MountNs::new();
+    let volume = tree.volume("pv-rwop");
+    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+    assert_eq!(ns.bind(&volume, &a), Ok(()), "published before any agent runs");
+    let mountinfo = ns.mountinfo();
+    let agent = Agent::start_with(&tree.root(), &pins, &["pv-rwop"], "auto", &["--mountinfo", &mountinfo]);
+    assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "seeded from the mount table");
+    assert_eq!(ns.bind(&volume, &b), Err(Errno::EBUSY));
+    agent.stop();
+    uninstall(&pins);
+}
+
+#[test]
 #[ignore = "needs a kernel booted without bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why() {
     assert!(!bpf_lsm_active(), "precondition: booted without bpf in lsm=");

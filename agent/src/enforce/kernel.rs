@@ -7,11 +7,17 @@ use aya::{
     maps::{Array, HashMap, Map, MapData, MapError},
 };
 use volguard_common::{
-    enforce::{EnforceConfig, KernelLayout, Owner, POD_UID_LEN, VOLUME_NAME_LEN, VolumeKey, kernel_mode},
+    enforce::{EnforceConfig, KernelLayout, Owner, POD_UID_LEN, PodUid, VOLUME_NAME_LEN, VolumeKey, kernel_mode},
     maps::{CONFIG, OWNERS, SINGLE_POD_VOLUMES},
 };
 
+use tracing::warn;
+
 use super::Mode;
+use crate::mount_table::Rebuilt;
+
+/// `BPF_NOEXIST`: insert only if absent.
+const BPF_NOEXIST: u64 = 1;
 
 /// Why the kernel side could not be configured.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +105,44 @@ pub fn add_single_pod_volumes<'a>(
         set.insert(volume_key(name)?, reason, 0).map_err(map_error(SINGLE_POD_VOLUMES))?;
     }
     Ok(())
+}
+
+/// Puts owners found in the mount table into `OWNERS` where the kernel knows none (a
+/// fresh install on a busy node). Owners the kernel already has are kept.
+pub fn seed_owners(ebpf: &mut Ebpf, rebuilt: &Rebuilt) -> Result<(), KernelError> {
+    let map = ebpf.map_mut(OWNERS).ok_or(KernelError::MissingMap(OWNERS))?;
+    let mut owners: HashMap<&mut MapData, VolumeKey, Owner> = HashMap::try_from(map).map_err(map_error(OWNERS))?;
+    for (volume, found) in &rebuilt.owners {
+        let key = volume_key(volume)?;
+        let Some(pod) = pod_uid(&found.pod_uid) else {
+            warn!("pod UID {:?} too long for the kernel map; volume {volume} not seeded", found.pod_uid);
+            continue;
+        };
+        match owners.get(&key, 0) {
+            Ok(existing) if existing.pod.uid != pod.uid => warn!(
+                "volume {volume}: the kernel's owner is pod {}, the mount table shows pod {}; keeping the kernel's",
+                text(&existing.pod.uid),
+                found.pod_uid
+            ),
+            Ok(_) => {}
+            Err(_) => {
+                let owner = Owner { pod, claim_pid_tgid: 0, claimed_ns: 0 };
+                owners.insert(key, owner, BPF_NOEXIST).map_err(map_error(OWNERS))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The kernel's form of a pod UID, if it fits.
+pub fn pod_uid(uid: &str) -> Option<PodUid> {
+    let bytes = uid.as_bytes();
+    if bytes.is_empty() || bytes.len() >= POD_UID_LEN {
+        return None;
+    }
+    let mut pod = PodUid { uid: [0; POD_UID_LEN] };
+    pod.uid[..bytes.len()].copy_from_slice(bytes);
+    Some(pod)
 }
 
 /// Every `(volume, owner pod UID)` in an `OWNERS` map (the agent's own, or a pinned one

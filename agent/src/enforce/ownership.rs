@@ -54,6 +54,13 @@ impl Ownership {
         false
     }
 
+    /// Records an owner found at start-up (the mount table), unless one is known.
+    pub fn seed(&mut self, volume: &str, pod_uid: &str) {
+        if self.single_pod.contains(volume) {
+            self.owners.entry(volume.to_owned()).or_insert_with(|| pod_uid.to_owned());
+        }
+    }
+
     pub fn owner(&self, volume: &str) -> Option<&str> {
         self.owners.get(volume).map(String::as_str)
     }
@@ -83,6 +90,17 @@ mod tests {
         assert!(!o.unpublished(&target("b", "rwop")), "a quarantined pod's unmount releases nothing");
         assert!(o.unpublished(&target("a", "rwop")));
         assert_eq!(o.published(&target("b", "rwop")), Publish::Claimed, "a replacement pod may publish");
+    }
+
+    #[test]
+    fn seeded_owners_hold_like_claimed_ones() {
+        let mut o = Ownership::new(["rwop".to_owned()]);
+        o.seed("rwop", "a");
+        o.seed("rwop", "b");
+        o.seed("rwo", "a");
+        assert_eq!(o.owner("rwop"), Some("a"), "the first seed wins");
+        assert_eq!(o.owner("rwo"), None, "only single-pod volumes");
+        assert_eq!(o.published(&target("b", "rwop")), Publish::Conflict { owner: "a".into() });
     }
 
     #[test]

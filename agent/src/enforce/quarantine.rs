@@ -8,7 +8,7 @@
 //! its mounts are gone; a copy propagated into the agent's own namespace is handled there.
 
 use std::{
-    fs::{self, File},
+    fs::File,
     path::{Path, PathBuf},
     time::Instant,
 };
@@ -21,6 +21,7 @@ use nix::{
 
 use super::task_ns::task_in_namespace;
 use crate::decode::Caller;
+use crate::mount_table::MountTable;
 
 /// Source name of the masking mount, visible in the mount table.
 pub const MASK_SOURCE: &str = "volguard-quarantine";
@@ -59,7 +60,7 @@ pub fn quarantine(caller: &Caller, target: PathBuf) -> Result<Quarantined, Quara
     let started = Instant::now();
     let (namespace, file) = match find_namespace(caller) {
         Some(found) => found,
-        None if is_mount_point(Path::new("/proc/self/mountinfo"), &target) => {
+        None if MountTable::read(Path::new("/proc/self/mountinfo")).is_ok_and(|t| t.is_mount_point(&target)) => {
             let own = "/proc/self/ns/mnt".to_owned();
             let file = File::open(&own)
                 .map_err(|e| QuarantineError::Setns(own.clone(), Errno::from_raw(e.raw_os_error().unwrap_or(0))))?;
@@ -107,56 +108,4 @@ fn find_namespace(caller: &Caller) -> Option<(String, File)> {
     let path = task_in_namespace(caller)?.join("ns/mnt");
     let file = File::open(&path).ok()?;
     Some((path.display().to_string(), file))
-}
-
-/// Whether `target` is a mount point in the given mountinfo (octal escapes decoded).
-fn is_mount_point(mountinfo: &Path, target: &Path) -> bool {
-    let Ok(text) = fs::read(mountinfo) else { return false };
-    let wanted = target.as_os_str().as_encoded_bytes();
-    text.split(|&b| b == b'\n')
-        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
-        .any(|field| unescape(field) == wanted)
-}
-
-/// Decodes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
-fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let octal =
-            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(field[i]);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mountinfo_escapes_are_decoded() {
-        assert_eq!(unescape(br"/var/lib/kubelet/pods/a\040b/mount"), b"/var/lib/kubelet/pods/a b/mount");
-        assert_eq!(unescape(br"/x\134y\012"), b"/x\\y\n");
-        assert_eq!(unescape(br"/trailing\04"), br"/trailing\04", "a cut escape stays as it is");
-    }
-
-    #[test]
-    fn finds_mount_points_in_a_mountinfo_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let info = dir.path().join("mountinfo");
-        fs::write(&info, "36 35 98:0 /mnt1 /mnt/a\\040b rw,noatime master:1 - ext3 /dev/root rw\n").unwrap();
-        assert!(is_mount_point(&info, Path::new("/mnt/a b")));
-        assert!(!is_mount_point(&info, Path::new("/mnt/a")));
-        assert!(!is_mount_point(&dir.path().join("missing"), Path::new("/")));
-    }
 }

@@ -7,12 +7,12 @@ use std::{os::unix::fs::MetadataExt, path::Path};
 use aya::maps::{HashMap, Map, MapData};
 use tracing::{debug, info};
 use volguard_common::{
-    enforce::{Owner, PodUid, PublishedRoot, RootKey},
+    enforce::{Owner, PublishedRoot, RootKey},
     maps::{OWNERS, PUBLISHED_ROOTS},
 };
 
 use super::{
-    kernel::{KernelError, kernel_dev, volume_key},
+    kernel::{KernelError, kernel_dev, pod_uid, volume_key},
     pins::Pins,
     task_ns::task_in_namespace,
 };
@@ -31,13 +31,6 @@ fn open<K: aya::Pod, V: aya::Pod>(pins: &Pins, name: &'static str) -> Result<Has
     HashMap::try_from(Map::HashMap(data)).map_err(|source| KernelError::Map { map: name, source })
 }
 
-fn pod_uid(text: &str) -> PodUid {
-    let mut pod = PodUid { uid: [0; volguard_common::enforce::POD_UID_LEN] };
-    let bytes = &text.as_bytes()[..text.len().min(pod.uid.len() - 1)];
-    pod.uid[..bytes.len()].copy_from_slice(bytes);
-    pod
-}
-
 impl PublishedRoots {
     pub fn open(pins: &Pins) -> Result<Self, KernelError> {
         Ok(Self { roots: open(pins, PUBLISHED_ROOTS)?, owners: open(pins, OWNERS)? })
@@ -46,8 +39,9 @@ impl PublishedRoots {
     /// After a successful publish: if `target.pod_uid` owns the volume, records the root.
     pub fn published(&mut self, caller: &Caller, target: &PublishTarget, path: &Path) {
         let Ok(volume) = volume_key(&target.volume) else { return };
+        let Some(pod) = pod_uid(&target.pod_uid) else { return };
         let owner = self.owners.get(&volume, 0).ok();
-        if owner.is_none_or(|o| o.pod.uid != pod_uid(&target.pod_uid).uid) {
+        if owner.is_none_or(|o| o.pod.uid != pod.uid) {
             return;
         }
         // Resolve the target in the namespace where it was mounted.
@@ -59,7 +53,7 @@ impl PublishedRoots {
             return;
         };
         let key = RootKey { ino: meta.ino(), dev: kernel_dev(meta.dev()), _pad: 0 };
-        let value = PublishedRoot { volume, owner: pod_uid(&target.pod_uid) };
+        let value = PublishedRoot { volume, owner: pod };
         if self.roots.insert(key, value, 0).is_ok() {
             info!("volume {} published for pod {}: tree root recorded", target.volume, target.pod_uid);
         }
@@ -68,7 +62,7 @@ impl PublishedRoots {
     /// After a successful unmount of a publish target: forgets that pod's roots of the
     /// volume (found in the map itself, so roots recorded before a restart go too).
     pub fn unpublished(&mut self, target: &PublishTarget) {
-        let (Ok(volume), pod) = (volume_key(&target.volume), pod_uid(&target.pod_uid)) else { return };
+        let (Ok(volume), Some(pod)) = (volume_key(&target.volume), pod_uid(&target.pod_uid)) else { return };
         let stale: Vec<RootKey> = self
             .roots
             .iter()

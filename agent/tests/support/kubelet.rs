@@ -170,6 +170,11 @@ impl MountNs {
         })
     }
 
+    /// This namespace's mount table, as a path the agent can read.
+    pub fn mountinfo(&self) -> String {
+        format!("/proc/{}/task/{}/mountinfo", std::process::id(), self.tid)
+    }
+
     /// Writes a file under `dir` from inside the namespace.
     pub fn write_in(&self, dir: &Path) -> std::io::Result<()> {
         let f = dir.join("written-by-test");
@@ -206,9 +211,14 @@ pub fn pin_root(test: &str) -> PathBuf {
 impl Agent {
     /// Starts the agent and waits for its ready line.
     pub fn start(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str) -> Self {
+        Self::start_with(kubelet_root, pin_root, single_pod, mode, &[])
+    }
+
+    /// As [`Agent::start`], with more `volguard run` arguments.
+    pub fn start_with(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str, extra: &[&str]) -> Self {
         let mut cmd = Command::new(agent_binary());
         cmd.arg("run").arg("--kubelet-root").arg(kubelet_root).arg("--pin-root").arg(pin_root);
-        cmd.args(["--mode", mode]);
+        cmd.args(["--mode", mode]).args(extra);
         for volume in single_pod {
             cmd.args(["--single-pod-volume", volume]);
         }

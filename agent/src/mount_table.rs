@@ -1,0 +1,197 @@
+//! The mount table (`/proc/<pid>/mountinfo`), read with the procfs crate one line at a
+//! time so that one odd line is a counted skip, not a lost table; and the ownership it
+//! implies at start-up: every mounted publish target of a single-pod volume is an owner.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    ffi::OsStr,
+    os::unix::ffi::OsStrExt,
+    path::{Path, PathBuf},
+};
+
+use procfs::process::MountInfo;
+
+use crate::kubelet::publish_target;
+
+/// The host's mount table, as the agent reads it by default.
+pub const HOST_MOUNTINFO: &str = "/proc/1/mountinfo";
+
+/// One mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mount {
+    /// Mount IDs grow with time (until reused), so a lower ID was mounted earlier.
+    pub id: i32,
+    pub mount_point: PathBuf,
+    pub fs_type: String,
+}
+
+/// A parsed mount table and the lines that could not be read.
+#[derive(Debug, Default)]
+pub struct MountTable {
+    pub mounts: Vec<Mount>,
+    /// `(line number, reason)` of each skipped line.
+    pub skipped: Vec<(usize, String)>,
+}
+
+impl MountTable {
+    pub fn parse(text: &[u8]) -> Self {
+        let mut table = Self::default();
+        for (index, line) in text.split(|&b| b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
+            match parse_line(line) {
+                Ok(mount) => table.mounts.push(mount),
+                Err(reason) => table.skipped.push((index + 1, reason)),
+            }
+        }
+        table
+    }
+
+    pub fn read(path: &Path) -> std::io::Result<Self> {
+        std::fs::read(path).map(|text| Self::parse(&text))
+    }
+
+    pub fn is_mount_point(&self, path: &Path) -> bool {
+        self.mounts.iter().any(|m| m.mount_point == path)
+    }
+}
+
+fn parse_line(line: &[u8]) -> Result<Mount, String> {
+    let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
+    let info = MountInfo::from_line(text).map_err(|e| format!("not a mountinfo line: {e}"))?;
+    let mount_point = unescape(info.mount_point.as_os_str().as_bytes());
+    Ok(Mount { id: info.mnt_id, mount_point: PathBuf::from(OsStr::from_bytes(&mount_point)), fs_type: info.fs_type })
+}
+
+/// Decodes mountinfo's `\ooo` escapes (space, tab, newline, backslash); procfs leaves them.
+pub fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal =
+            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// A single-pod volume found published in the mount table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundOwner {
+    pub pod_uid: String,
+    pub mount_point: PathBuf,
+}
+
+/// What the mount table says about single-pod volumes.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Rebuilt {
+    /// Owner of each published single-pod volume: the pod whose publish is oldest.
+    pub owners: BTreeMap<String, FoundOwner>,
+    /// `(volume, owner, other pod)`: a single-pod volume already published into two pods.
+    pub conflicts: Vec<(String, String, String)>,
+}
+
+/// Owners of the single-pod volumes published in `table` under `kubelet_root`.
+pub fn owners(table: &MountTable, kubelet_root: &Path, single_pod: &HashSet<String>) -> Rebuilt {
+    let mut mounts: Vec<&Mount> = table.mounts.iter().collect();
+    mounts.sort_by_key(|m| m.id);
+    let mut rebuilt = Rebuilt::default();
+    for mount in mounts {
+        let Some(target) = publish_target(kubelet_root, &mount.mount_point) else { continue };
+        if !single_pod.contains(&target.volume) {
+            continue;
+        }
+        match rebuilt.owners.get(&target.volume) {
+            None => {
+                let found = FoundOwner { pod_uid: target.pod_uid, mount_point: mount.mount_point.clone() };
+                rebuilt.owners.insert(target.volume, found);
+            }
+            Some(owner) if owner.pod_uid != target.pod_uid => {
+                let conflict = (target.volume.clone(), owner.pod_uid.clone(), target.pod_uid);
+                if !rebuilt.conflicts.contains(&conflict) {
+                    rebuilt.conflicts.push(conflict);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    rebuilt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: &str = "/var/lib/kubelet";
+
+    fn line(id: i32, mount_point: &str) -> String {
+        format!("{id} 30 8:1 /volumes/x {mount_point} rw,relatime shared:1 - ext4 /dev/sdb rw\n")
+    }
+
+    fn publish(pod: &str, volume: &str) -> String {
+        format!("{ROOT}/pods/{pod}/volumes/kubernetes.io~csi/{volume}/mount")
+    }
+
+    fn set(names: &[&str]) -> HashSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[test]
+    fn escapes_are_decoded_and_bad_lines_are_counted_skips() {
+        let mut text = line(40, r"/mnt/a\040b").into_bytes();
+        text.extend_from_slice(b"this is not mountinfo\n");
+        text.extend_from_slice(b"41 30 8:1 / /mnt/\xff rw - ext4 /dev/sdb rw\n");
+        text.extend_from_slice(line(42, "/mnt/c").as_bytes());
+        let table = MountTable::parse(&text);
+        let points: Vec<_> = table.mounts.iter().map(|m| (m.id, m.mount_point.clone())).collect();
+        assert_eq!(points, vec![(40, PathBuf::from("/mnt/a b")), (42, PathBuf::from("/mnt/c"))]);
+        assert_eq!(table.skipped.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec![2, 3]);
+        assert!(table.skipped[1].1.contains("UTF-8"));
+        assert!(table.is_mount_point(Path::new("/mnt/a b")));
+    }
+
+    #[test]
+    fn the_oldest_publish_owns_and_later_ones_are_reported() {
+        let text = [
+            line(60, &publish("pod-b", "pv-rwop")),
+            line(50, &publish("pod-a", "pv-rwop")),
+            line(55, &publish("pod-a", "pv-rwop")), // the owner's second publish
+            line(70, &publish("pod-a", "pv-rwo")),
+            line(71, &publish("pod-b", "pv-rwo")),
+            line(80, "/var/lib/kubelet/pods/pod-c/volumes/kubernetes.io~csi/pv-other/mount/sub"),
+        ]
+        .concat();
+        let rebuilt = owners(&MountTable::parse(text.as_bytes()), Path::new(ROOT), &set(&["pv-rwop", "pv-other"]));
+        assert_eq!(rebuilt.owners.len(), 1, "{rebuilt:?}");
+        let owner = &rebuilt.owners["pv-rwop"];
+        assert_eq!(
+            (owner.pod_uid.as_str(), owner.mount_point.clone()),
+            ("pod-a", PathBuf::from(publish("pod-a", "pv-rwop")))
+        );
+        assert_eq!(rebuilt.conflicts, vec![("pv-rwop".into(), "pod-a".into(), "pod-b".into())]);
+    }
+
+    #[test]
+    fn escaped_spaces_in_a_publish_target_are_still_recognised() {
+        let text = line(9, r"/var/lib/kubelet/pods/pod\040a/volumes/kubernetes.io~csi/pv-rwop/mount");
+        let rebuilt = owners(&MountTable::parse(text.as_bytes()), Path::new(ROOT), &set(&["pv-rwop"]));
+        assert_eq!(rebuilt.owners["pv-rwop"].pod_uid, "pod a");
+    }
+
+    #[test]
+    fn the_upstream_fixture_parses_without_skips() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "tests/fixtures/real-world/cat1_mountinfo_upstream_mount-utils_testdata_gce-pd_subpath_nfs_iscsi.mountinfo",
+        );
+        let table = MountTable::read(&path).unwrap();
+        assert_eq!(table.skipped, vec![], "every line of a real mountinfo parses");
+        assert!(table.mounts.len() >= 15);
+    }
+}
