@@ -14,6 +14,7 @@ use std::{
 use volguard::{
     cgroup::{self, PodCgroup, QosClass, Runtime},
     kubelet::{ContainerdRuntime, PathKind, classify},
+    mount_table::{MountTable, unescape},
     voldata::{self, VolDataError},
 };
 
@@ -48,28 +49,6 @@ fn classify_bytes(root: &str, path: &[u8]) -> PathKind {
 
 // ---- extracting paths --------------------------------------------------------------------
 
-/// Undoes the kernel's mountinfo escaping (`\ooo`, exactly three octal digits: space, tab,
-/// newline, backslash); anything else is kept as is.
-fn unescape_mountinfo(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let octal =
-            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(field[i]);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
 /// One mountinfo line's root (field 4), mount point (field 5) and filesystem type (the
 /// first field after the ` - ` separator), unescaped.
 struct MountinfoLine {
@@ -82,8 +61,8 @@ fn parse_mountinfo_line(line: &[u8]) -> Option<MountinfoLine> {
     let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
     let dash = fields.iter().position(|f| *f == b"-")?;
     Some(MountinfoLine {
-        root: unescape_mountinfo(fields.get(3)?),
-        mount_point: unescape_mountinfo(fields.get(4)?),
+        root: unescape(fields.get(3)?),
+        mount_point: unescape(fields.get(4)?),
         fstype: fields.get(dash + 1)?.to_vec(),
     })
 }
@@ -102,7 +81,15 @@ fn mount_points(name: &str) -> Vec<Vec<u8>> {
     let bytes = read(name);
     let lines = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty());
     if name.ends_with(".mountinfo") {
-        lines.map(|l| parse_mountinfo_line(l).unwrap_or_else(|| panic!("{name}: bad line")).mount_point).collect()
+        // The agent's own parser (procfs, line by line) must read every real line...
+        let table = MountTable::parse(&bytes);
+        assert_eq!(table.skipped, vec![], "{name}: MountTable skipped lines");
+        let points: Vec<Vec<u8>> = table.mounts.iter().map(|m| m.mount_point.as_os_str().as_bytes().to_vec()).collect();
+        // ...and agree with a plain field split.
+        let split: Vec<Vec<u8>> =
+            lines.map(|l| parse_mountinfo_line(l).unwrap_or_else(|| panic!("{name}: bad line")).mount_point).collect();
+        assert_eq!(points, split, "{name}");
+        points
     } else if name.ends_with(".mount.txt") {
         lines
             .map(|l| {
@@ -446,9 +433,9 @@ fn mountinfo_octal_escapes_before_digits() {
     assert_eq!(parsed.mount_point, staging.as_bytes());
     assert!(matches!(classify_bytes(DEFAULT_ROOT, &parsed.mount_point), PathKind::CsiStagingLegacy { .. }));
     // Unterminated or non-octal escapes are kept literally.
-    assert_eq!(unescape_mountinfo(b"a\\04"), b"a\\04");
-    assert_eq!(unescape_mountinfo(b"a\\089b"), b"a\\089b");
-    assert_eq!(unescape_mountinfo(b"\\134\\011x"), b"\\\tx");
+    assert_eq!(unescape(b"a\\04"), b"a\\04");
+    assert_eq!(unescape(b"a\\089b"), b"a\\089b");
+    assert_eq!(unescape(b"\\134\\011x"), b"\\\tx");
 }
 
 // ---- category 3: paths quoted in logs and events -----------------------------------------
