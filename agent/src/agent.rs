@@ -9,7 +9,6 @@ use std::{
 };
 
 use aya::Ebpf;
-use tokio::signal::unix::{SignalKind, signal};
 use tracing::{debug, info, warn};
 use volguard_common::{
     enforce::{KernelLayout, MountOp, kernel_mode, single_pod_reason},
@@ -37,6 +36,7 @@ use crate::{
     lsm_probe::{self, ProbeError},
     mount_table::{self, MountTable, Rebuilt},
     render,
+    signals::StopSignals,
 };
 
 /// Everything `volguard run` is told.
@@ -114,9 +114,12 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
             ownership.seed(volume, &owner.pod_uid);
         }
     }
+    // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
+    let mut stop =
+        StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
 
-    let result = event_loop(&opts, &decision, &pins, &ebpf, &mut reader, &mut ownership).await;
+    let result = event_loop(&opts, &decision, &pins, &ebpf, &mut reader, &mut ownership, &mut stop).await;
     if decision.in_kernel && !opts.keep_enforcement_on_exit {
         info!("removing pinned programs and state (--keep-enforcement-on-exit=false)");
         pins.uninstall()?;
@@ -195,9 +198,9 @@ async fn event_loop(
     ebpf: &Ebpf,
     reader: &mut EventReader,
     ownership: &mut Ownership,
+    stop: &mut StopSignals,
 ) -> Result<(), AgentError> {
     let io = |context| move |source| AgentError::Io { context, source };
-    let mut terminate = signal(SignalKind::terminate()).map_err(io("installing the SIGTERM handler"))?;
     let counters = Counters::new(ebpf)?;
     let mut roots = match decision.in_kernel {
         true => Some(PublishedRoots::open(pins)?),
@@ -224,8 +227,7 @@ async fn event_loop(
                 Err(e) => warn!("skipped an undecodable record: {e}"),
             }) => { batch.map_err(io("reading the event ring buffer"))?; }
             _ = lost_check.tick() => { lost.check(&counters); }
-            _ = tokio::signal::ctrl_c() => break,
-            _ = terminate.recv() => break,
+            _ = stop.recv() => break,
         }
     }
     info!("stopping");

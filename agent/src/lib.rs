@@ -13,4 +13,5 @@ pub mod lsm_probe;
 pub mod mount_table;
 pub mod mountns;
 pub mod render;
+pub mod signals;
 pub mod voldata;

@@ -6,7 +6,6 @@ use aya::maps::MapData;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use tokio::signal::unix::{SignalKind, signal};
 use tracing::warn;
 use volguard::{
     agent::{self, RunOptions},
@@ -22,6 +21,7 @@ use volguard::{
     lsm_probe::{self, LsmStatus},
     mount_table::HOST_MOUNTINFO,
     render,
+    signals::StopSignals,
 };
 use volguard_common::maps::OWNERS;
 
@@ -120,11 +120,11 @@ async fn trace() -> anyhow::Result<()> {
     loader::attach_all(&mut ebpf, &loader::trace_hooks()).context("attaching the mount syscall tracepoints")?;
     let mut reader = EventReader::new(&mut ebpf)?;
     let counters = Counters::new(&ebpf)?;
+    let mut stop = StopSignals::install().context("installing signal handlers")?;
     eprintln!("volguard: tracing mount-family syscalls on this node; Ctrl-C to stop");
 
     let (mut shown, mut undecodable, mut lost) = (0u64, 0u64, LostEvents::default());
     let mut lost_check = tokio::time::interval(Duration::from_secs(1));
-    let mut terminate = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     loop {
         tokio::select! {
             batch = reader.next_batch(|record| match record {
@@ -138,8 +138,7 @@ async fn trace() -> anyhow::Result<()> {
                 }
             }) => { batch.context("reading the event ring buffer")?; }
             _ = lost_check.tick() => { lost.check(&counters); }
-            _ = tokio::signal::ctrl_c() => break,
-            _ = terminate.recv() => break,
+            _ = stop.recv() => break,
         }
     }
     eprintln!("volguard: {shown} events shown, {} lost, {undecodable} undecodable", lost.check(&counters));
