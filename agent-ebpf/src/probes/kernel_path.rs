@@ -62,6 +62,14 @@ fn name_is(l: &KernelLayout, dentry: *const u8, expected: &[u8]) -> bool {
     true
 }
 
+/// The parent of `dentry` if that parent is named exactly `expected`. Inlined at each call
+/// with a literal, so every comparison keeps a constant bound for the verifier.
+#[inline(always)]
+fn parent_named(l: &KernelLayout, dentry: *const u8, expected: &[u8]) -> Option<*const u8> {
+    let up = parent(l, dentry)?;
+    name_is(l, up, expected).then_some(up)
+}
+
 /// Copies the dentry's name into a zeroed `dst`; false if it does not fit whole.
 #[inline(always)]
 fn copy_name(l: &KernelLayout, dentry: *const u8, dst: &mut [u8]) -> bool {
@@ -123,22 +131,13 @@ pub fn publish_identity(cfg: &EnforceConfig, target: *const u8, volume: &mut Vol
         if !copy_name(l, d1, &mut volume.name) {
             return false;
         }
-        let Some(d2) = parent(l, d1) else { return false };
-        if !name_is(l, d2, b"kubernetes.io~csi") {
-            return false;
-        }
-        let Some(d3) = parent(l, d2) else { return false };
-        if !name_is(l, d3, b"volumes") {
-            return false;
-        }
+        let Some(d2) = parent_named(l, d1, b"kubernetes.io~csi") else { return false };
+        let Some(d3) = parent_named(l, d2, b"volumes") else { return false };
         let Some(d4) = parent(l, d3) else { return false };
         if !copy_name(l, d4, &mut pod.uid) {
             return false;
         }
-        let Some(d5) = parent(l, d4) else { return false };
-        if !name_is(l, d5, b"pods") {
-            return false;
-        }
+        let Some(d5) = parent_named(l, d4, b"pods") else { return false };
         let Some(root) = parent(l, d5) else { return false };
         return is_kubelet_root(cfg, root);
     }
@@ -147,27 +146,15 @@ pub fn publish_identity(cfg: &EnforceConfig, target: *const u8, volume: &mut Vol
         return false;
     }
     let Some(d1) = parent(l, target) else { return false };
-    let Some(d2) = parent(l, d1) else { return false };
-    if !name_is(l, d2, b"publish") || !copy_name(l, d1, &mut volume.name) {
+    let Some(d2) = parent_named(l, d1, b"publish") else { return false };
+    if !copy_name(l, d1, &mut volume.name) {
         return false;
     }
     // Written out, not looped: each comparison needs a constant bound for the verifier.
-    let Some(d3) = parent(l, d2) else { return false };
-    if !name_is(l, d3, b"volumeDevices") {
-        return false;
-    }
-    let Some(d4) = parent(l, d3) else { return false };
-    if !name_is(l, d4, b"csi") {
-        return false;
-    }
-    let Some(d5) = parent(l, d4) else { return false };
-    if !name_is(l, d5, b"kubernetes.io") {
-        return false;
-    }
-    let Some(d6) = parent(l, d5) else { return false };
-    if !name_is(l, d6, b"plugins") {
-        return false;
-    }
+    let Some(d3) = parent_named(l, d2, b"volumeDevices") else { return false };
+    let Some(d4) = parent_named(l, d3, b"csi") else { return false };
+    let Some(d5) = parent_named(l, d4, b"kubernetes.io") else { return false };
+    let Some(d6) = parent_named(l, d5, b"plugins") else { return false };
     let Some(root) = parent(l, d6) else { return false };
     is_kubelet_root(cfg, root)
 }
