@@ -12,10 +12,6 @@ use support::kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_
 use volguard::enforce::{kernel, pins::Pins};
 use volguard_common::maps::OWNERS;
 
-fn bpf_lsm_active() -> bool {
-    fs::read_to_string("/sys/kernel/security/lsm").unwrap().trim().split(',').any(|l| l == "bpf")
-}
-
 fn pinned_owners(pin_root: &Path) -> Vec<(String, String)> {
     let map = MapData::from_pin(Pins::new(pin_root).map_path(OWNERS)).unwrap();
     kernel::owners_in(&Map::HashMap(map)).unwrap()
@@ -28,7 +24,7 @@ fn owners(list: &[(&str, &str)]) -> Vec<(String, String)> {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_refuses_a_second_pod_on_every_route_and_settles_claims() {
-    assert!(bpf_lsm_active(), "precondition: booted with bpf in lsm=");
+    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("enforce");
     let agent = Agent::start(&tree.root(), &pins, &["pv-rwop", "pv-blk", "pv-other"], "auto");
@@ -85,7 +81,7 @@ fn enforce_refuses_a_second_pod_on_every_route_and_settles_claims() {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_refuses_moving_a_tree_from_inside_an_owned_volume_under_another_pod() {
-    assert!(bpf_lsm_active(), "precondition: booted with bpf in lsm=");
+    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("source");
     let agent = Agent::start(&tree.root(), &pins, &["pv-rwop"], "auto");
@@ -126,7 +122,7 @@ fn enforce_refuses_moving_a_tree_from_inside_an_owned_volume_under_another_pod()
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
-    assert!(bpf_lsm_active(), "precondition: booted with bpf in lsm=");
+    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("restart");
     let ns = MountNs::new();
@@ -161,7 +157,7 @@ fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
-    assert!(bpf_lsm_active(), "precondition: booted with bpf in lsm=");
+    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("seed");
     let ns = MountNs::new();
@@ -179,7 +175,7 @@ fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
 #[test]
 #[ignore = "needs a kernel booted without bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why() {
-    assert!(!bpf_lsm_active(), "precondition: booted without bpf in lsm=");
+    assert!(!support::bpf_in_lsm_list(), "precondition: booted without bpf in lsm=");
     let tree = KubeletTree::new();
     let agent = Agent::start(&tree.root(), &pin_root("nobpf"), &["pv-rwop"], "auto");
     let ready = agent.wait_for_line("the mode", |l| l.contains("mode=quarantine"));

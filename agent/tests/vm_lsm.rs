@@ -20,10 +20,6 @@ fn active_lsms() -> String {
     fs::read_to_string(LSM_LIST).expect("securityfs mounted").trim().to_owned()
 }
 
-fn bpf_in_lsm_list() -> bool {
-    active_lsms().split(',').any(|lsm| lsm == "bpf")
-}
-
 /// `source`, `other` and `target` directories in a fresh temporary directory.
 fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
@@ -45,7 +41,7 @@ fn bind_both(source: PathBuf, other: PathBuf, target: PathBuf) -> (nix::Result<(
 #[test]
 #[ignore = "needs a kernel booted with bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn lsm_active_refuses_only_the_probe_bind() {
-    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=, active LSMs are {}", active_lsms());
+    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=, active LSMs are {}", active_lsms());
     {
         let mut ebpf = loader::load().unwrap();
         loader::attach_all(&mut ebpf, &[loader::lsm_probe_hook()]).expect("LSM program loads and attaches");
@@ -67,7 +63,7 @@ fn lsm_active_refuses_only_the_probe_bind() {
 #[test]
 #[ignore = "needs a kernel booted without bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn lsm_inactive_program_attaches_but_never_runs() {
-    assert!(!bpf_in_lsm_list(), "precondition: booted without bpf in lsm=, active LSMs are {}", active_lsms());
+    assert!(!support::bpf_in_lsm_list(), "precondition: booted without bpf in lsm=, active LSMs are {}", active_lsms());
     {
         let mut ebpf = loader::load().unwrap();
         loader::attach_all(&mut ebpf, &[loader::lsm_probe_hook()])

@@ -33,6 +33,11 @@ pub fn make_dirs<const N: usize>(root: &std::path::Path, names: [&str; N]) -> [P
     })
 }
 
+/// Whether `bpf` is in the kernel's active LSM list (securityfs must be mounted).
+pub fn bpf_in_lsm_list() -> bool {
+    fs::read_to_string(volguard::lsm_probe::LSM_LIST).expect("securityfs mounted").trim().split(',').any(|l| l == "bpf")
+}
+
 /// The cgroup v2 id (inode of the cgroup directory) of this process.
 pub fn own_cgroup_id() -> u64 {
     let cgroups = fs::read_to_string("/proc/self/cgroup").unwrap();
