@@ -7,6 +7,8 @@ pub mod btf;
 pub mod cgroup;
 pub mod decode;
 pub mod enforce;
+pub mod explain;
+pub mod facts;
 pub mod flags;
 pub mod kubelet;
 pub mod lsm_probe;

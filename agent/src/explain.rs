@@ -1,0 +1,229 @@
+//! Telling the refused pod why: what a refused, quarantined or audited publish says to the
+//! pod's owner (a Kubernetes Event where there is an API, a log line everywhere), and the
+//! limiter that keeps a pod retrying every few seconds from flooding either.
+
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
+
+use crate::facts::{ClaimRef, Facts};
+
+/// What the agent did about a publish of a single-pod volume into a second pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictAction {
+    /// Refused in the kernel (BPF LSM): nothing was mounted.
+    Refused,
+    /// Mounted, then detached at once and the target masked (no BPF LSM).
+    Quarantined,
+    /// Mounted and left alone (audit mode).
+    Audited,
+}
+
+impl ConflictAction {
+    /// The Event's `reason`: stable, CamelCase, what `kubectl get events` filters on.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Refused => "SinglePodVolumeRefused",
+            Self::Quarantined => "SinglePodVolumeQuarantined",
+            Self::Audited => "SinglePodVolumeInUse",
+        }
+    }
+}
+
+/// A pod as far as the facts know it: the UID always, the name when the facts have it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct PodRef {
+    pub uid: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+impl PodRef {
+    pub fn resolve(facts: &Facts, uid: &str) -> Self {
+        let pod = facts.pod(uid);
+        Self {
+            uid: uid.to_owned(),
+            namespace: pod.map(|p| p.namespace.clone()),
+            name: pod.map(|p| p.name.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for PodRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.namespace, &self.name) {
+            (Some(ns), Some(name)) => write!(f, "{ns}/{name} (uid {})", self.uid),
+            _ => write!(f, "uid {}", self.uid),
+        }
+    }
+}
+
+/// One conflicting publish, with everything the Event names.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Conflict {
+    pub action: ConflictAction,
+    /// The volume's spec name (the PV name).
+    pub volume: String,
+    pub claim: Option<ClaimRef>,
+    /// The pod whose publish was refused.
+    pub pod: PodRef,
+    /// The pod that holds the volume.
+    pub owner: PodRef,
+}
+
+impl Conflict {
+    pub fn resolve(facts: &Facts, action: ConflictAction, volume: &str, pod_uid: &str, owner_uid: &str) -> Self {
+        Self {
+            action,
+            volume: volume.to_owned(),
+            claim: facts.claim_of(volume),
+            pod: PodRef::resolve(facts, pod_uid),
+            owner: PodRef::resolve(facts, owner_uid),
+        }
+    }
+
+    /// The Event's message: what happened, to which volume and PVC, and who holds it.
+    pub fn message(&self) -> String {
+        let claim = match &self.claim {
+            Some(c) => format!(" (PVC {c})"),
+            None => String::new(),
+        };
+        let what = match self.action {
+            ConflictAction::Refused => "refused in the kernel",
+            ConflictAction::Quarantined => "detached right after it was mounted",
+            ConflictAction::Audited => "allowed (audit mode)",
+        };
+        format!(
+            "volume \"{}\"{claim} is single-pod and already in use by pod {} on this node; this pod's mount was {what}. \
+             It can start once that pod releases the volume.",
+            self.volume, self.owner
+        )
+    }
+}
+
+/// Lets the first report of a (pod, volume, action) through, then at most one per
+/// `window`, counting the ones held back so the next report can say how many.
+#[derive(Debug)]
+pub struct RateLimiter {
+    window: Duration,
+    capacity: usize,
+    seen: HashMap<(String, String, ConflictAction), Seen>,
+}
+
+#[derive(Debug)]
+struct Seen {
+    last_sent: Instant,
+    held_back: u64,
+}
+
+/// What the limiter says about one report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send it; `held_back` reports of the same conflict were suppressed since the last one.
+    Send { held_back: u64 },
+    Suppress,
+}
+
+impl RateLimiter {
+    /// `capacity` bounds memory: beyond it the oldest keys are forgotten.
+    pub fn new(window: Duration, capacity: usize) -> Self {
+        Self { window, capacity: capacity.max(1), seen: HashMap::new() }
+    }
+
+    pub fn check(&mut self, conflict: &Conflict, now: Instant) -> Verdict {
+        let key = (conflict.pod.uid.clone(), conflict.volume.clone(), conflict.action);
+        if let Some(seen) = self.seen.get_mut(&key) {
+            if now.duration_since(seen.last_sent) < self.window {
+                seen.held_back += 1;
+                return Verdict::Suppress;
+            }
+            let held_back = std::mem::take(&mut seen.held_back);
+            seen.last_sent = now;
+            return Verdict::Send { held_back };
+        }
+        if self.seen.len() >= self.capacity {
+            self.forget_oldest();
+        }
+        self.seen.insert(key, Seen { last_sent: now, held_back: 0 });
+        Verdict::Send { held_back: 0 }
+    }
+
+    fn forget_oldest(&mut self) {
+        if let Some(oldest) = self.seen.iter().min_by_key(|(_, s)| s.last_sent).map(|(k, _)| k.clone()) {
+            self.seen.remove(&oldest);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::{PersistentVolume, Pod};
+
+    fn facts() -> Facts {
+        let pod = |uid: &str, name: &str| Pod {
+            uid: uid.into(),
+            namespace: "shop".into(),
+            name: name.into(),
+            terminating: false,
+            volumes: vec![],
+        };
+        Facts {
+            pods: vec![pod("uid-a", "db-0"), pod("uid-b", "db-1")],
+            persistent_volumes: vec![PersistentVolume {
+                name: "pv-1".into(),
+                access_modes: vec![],
+                csi: None,
+                claim_ref: Some(ClaimRef { namespace: "shop".into(), name: "data".into() }),
+                block: false,
+            }],
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn the_message_names_volume_claim_and_owner() {
+        let c = Conflict::resolve(&facts(), ConflictAction::Refused, "pv-1", "uid-b", "uid-a");
+        assert_eq!(c.pod.name.as_deref(), Some("db-1"));
+        assert_eq!(
+            c.message(),
+            "volume \"pv-1\" (PVC shop/data) is single-pod and already in use by pod shop/db-0 (uid uid-a) on this \
+             node; this pod's mount was refused in the kernel. It can start once that pod releases the volume."
+        );
+        assert_eq!(c.action.reason(), "SinglePodVolumeRefused");
+    }
+
+    #[test]
+    fn unknown_pods_are_named_by_uid() {
+        let c = Conflict::resolve(&Facts::default(), ConflictAction::Quarantined, "v", "uid-x", "uid-y");
+        assert!(c.message().contains("in use by pod uid uid-y"), "{}", c.message());
+        assert_eq!(c.claim, None);
+    }
+
+    #[test]
+    fn the_limiter_sends_once_per_window_and_counts_the_rest() {
+        let c = Conflict::resolve(&facts(), ConflictAction::Refused, "pv-1", "uid-b", "uid-a");
+        let mut limiter = RateLimiter::new(Duration::from_secs(60), 100);
+        let t0 = Instant::now();
+        assert_eq!(limiter.check(&c, t0), Verdict::Send { held_back: 0 });
+        for s in 1..5 {
+            assert_eq!(limiter.check(&c, t0 + Duration::from_secs(s)), Verdict::Suppress);
+        }
+        let other = Conflict { action: ConflictAction::Quarantined, ..c.clone() };
+        assert_eq!(limiter.check(&other, t0), Verdict::Send { held_back: 0 }, "a different action is its own key");
+        assert_eq!(limiter.check(&c, t0 + Duration::from_secs(61)), Verdict::Send { held_back: 4 });
+    }
+
+    #[test]
+    fn the_limiter_is_bounded() {
+        let mut limiter = RateLimiter::new(Duration::from_secs(60), 3);
+        let t0 = Instant::now();
+        for i in 0..10u64 {
+            let c = Conflict::resolve(&Facts::default(), ConflictAction::Refused, "v", &format!("p{i}"), "o");
+            limiter.check(&c, t0 + Duration::from_millis(i));
+        }
+        assert_eq!(limiter.seen.len(), 3);
+    }
+}

@@ -1,0 +1,382 @@
+//! The facts about the node that come from outside the kernel: pods on this node, PVs,
+//! PVCs, CSIDrivers and this node's CSINode. The Kubernetes API (`k8s`) and the local
+//! inventory file (`inventory`) both produce a [`Facts`]; everything else reads it and
+//! never knows which source it came from.
+//!
+//! The same types are the inventory file's format (camelCase YAML, unknown fields
+//! refused), so a typo in a hand-written file is an error naming the field.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+    sync::Arc,
+    time::SystemTime,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// The PVC annotation that makes a volume single-pod even when its access mode is
+/// ReadWriteOnce (for clusters that cannot use ReadWriteOncePod yet). Value: `"true"`.
+pub const SINGLE_POD_ANNOTATION: &str = "volguard.io/single-pod";
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Facts {
+    /// The node these facts are for (the API source's field selector).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    #[serde(default)]
+    pub pods: Vec<Pod>,
+    #[serde(default)]
+    pub persistent_volumes: Vec<PersistentVolume>,
+    #[serde(default)]
+    pub persistent_volume_claims: Vec<PersistentVolumeClaim>,
+    #[serde(default)]
+    pub csi_drivers: Vec<CsiDriver>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi_node: Option<CsiNode>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Pod {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// `metadata.deletionTimestamp` is set: the pod is shutting down.
+    #[serde(default)]
+    pub terminating: bool,
+    #[serde(default)]
+    pub volumes: Vec<PodVolume>,
+}
+
+/// One entry of `pod.spec.volumes`, reduced to what matters for storage.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodVolume {
+    pub name: String,
+    #[serde(flatten)]
+    pub source: VolumeSource,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum VolumeSource {
+    /// `persistentVolumeClaim.claimName`.
+    PersistentVolumeClaim(String),
+    /// A generic ephemeral volume: its PVC is `<pod>-<volume>`, created for the pod.
+    Ephemeral {},
+    /// A CSI inline ephemeral volume.
+    Csi { driver: String },
+    /// Anything else (configMap, emptyDir, hostPath, ...): not a CSI volume.
+    Other {},
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum AccessMode {
+    ReadWriteOnce,
+    ReadOnlyMany,
+    ReadWriteMany,
+    ReadWriteOncePod,
+}
+
+impl AccessMode {
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "ReadWriteOnce" => Self::ReadWriteOnce,
+            "ReadOnlyMany" => Self::ReadOnlyMany,
+            "ReadWriteMany" => Self::ReadWriteMany,
+            "ReadWriteOncePod" => Self::ReadWriteOncePod,
+            _ => return None,
+        })
+    }
+}
+
+/// `namespace/name` of a PVC.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClaimRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ClaimRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl Serialize for ClaimRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ClaimRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        match text.split_once('/') {
+            Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok(Self { namespace: namespace.into(), name: name.into() })
+            }
+            _ => Err(serde::de::Error::custom(format!("{text:?} is not <namespace>/<name>"))),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PersistentVolume {
+    pub name: String,
+    #[serde(default)]
+    pub access_modes: Vec<AccessMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi: Option<CsiSource>,
+    /// The PVC this PV is bound to (`spec.claimRef`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_ref: Option<ClaimRef>,
+    /// `spec.volumeMode: Block`.
+    #[serde(default)]
+    pub block: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CsiSource {
+    pub driver: String,
+    pub volume_handle: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fs_type: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PersistentVolumeClaim {
+    pub namespace: String,
+    pub name: String,
+    #[serde(default)]
+    pub access_modes: Vec<AccessMode>,
+    /// The bound PV (`spec.volumeName`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_name: Option<String>,
+    /// Only volguard's own annotations (keys under `volguard.io/`); others are dropped.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// UID of the ownerReference with `controller: true`, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_uid: Option<String>,
+}
+
+impl PersistentVolumeClaim {
+    pub fn claim_ref(&self) -> ClaimRef {
+        ClaimRef { namespace: self.namespace.clone(), name: self.name.clone() }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CsiDriver {
+    pub name: String,
+    /// `Persistent`, `Ephemeral`; the API default is `[Persistent]`.
+    #[serde(default = "default_lifecycle_modes")]
+    pub volume_lifecycle_modes: Vec<String>,
+    /// `ReadWriteOnceWithFSType` (the API default), `File` or `None`.
+    #[serde(default = "default_fs_group_policy")]
+    pub fs_group_policy: String,
+    #[serde(default = "default_true")]
+    pub attach_required: bool,
+    #[serde(default)]
+    pub pod_info_on_mount: bool,
+}
+
+fn default_lifecycle_modes() -> Vec<String> {
+    vec!["Persistent".into()]
+}
+
+fn default_fs_group_policy() -> String {
+    "ReadWriteOnceWithFSType".into()
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CsiNode {
+    #[serde(default)]
+    pub drivers: Vec<CsiNodeDriver>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CsiNodeDriver {
+    pub name: String,
+    #[serde(rename = "nodeID")]
+    pub node_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocatable_count: Option<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_keys: Vec<String>,
+}
+
+/// Why a volume is single-pod; the values are the kernel map's reason codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum SinglePodReason {
+    /// The PV's access modes contain ReadWriteOncePod.
+    ReadWriteOncePod,
+    /// The PVC carries [`SINGLE_POD_ANNOTATION`]`: "true"`.
+    Annotated,
+    /// Named on the command line (`--single-pod-volume`).
+    CommandLine,
+}
+
+impl Facts {
+    pub fn pod(&self, uid: &str) -> Option<&Pod> {
+        self.pods.iter().find(|p| p.uid == uid)
+    }
+
+    pub fn persistent_volume(&self, name: &str) -> Option<&PersistentVolume> {
+        self.persistent_volumes.iter().find(|pv| pv.name == name)
+    }
+
+    pub fn claim(&self, claim: &ClaimRef) -> Option<&PersistentVolumeClaim> {
+        self.persistent_volume_claims.iter().find(|c| c.namespace == claim.namespace && c.name == claim.name)
+    }
+
+    /// The PVC a PV is bound to: its claimRef, or a PVC naming it as its volume.
+    pub fn claim_of(&self, pv_name: &str) -> Option<ClaimRef> {
+        if let Some(claim) = self.persistent_volume(pv_name).and_then(|pv| pv.claim_ref.clone()) {
+            return Some(claim);
+        }
+        self.persistent_volume_claims.iter().find(|c| c.volume_name.as_deref() == Some(pv_name)).map(|c| c.claim_ref())
+    }
+
+    /// The single-pod volumes (by PV name) and why each is one.
+    pub fn single_pod_volumes(&self) -> BTreeMap<String, SinglePodReason> {
+        let mut out = BTreeMap::new();
+        for pv in &self.persistent_volumes {
+            if pv.access_modes.contains(&AccessMode::ReadWriteOncePod) {
+                out.insert(pv.name.clone(), SinglePodReason::ReadWriteOncePod);
+            }
+        }
+        for pvc in &self.persistent_volume_claims {
+            if pvc.annotations.get(SINGLE_POD_ANNOTATION).map(String::as_str) != Some("true") {
+                continue;
+            }
+            let bound = pvc.volume_name.clone().or_else(|| {
+                let me = pvc.claim_ref();
+                self.persistent_volumes.iter().find(|pv| pv.claim_ref.as_ref() == Some(&me)).map(|pv| pv.name.clone())
+            });
+            if let Some(pv) = bound {
+                out.entry(pv).or_insert(SinglePodReason::Annotated);
+            }
+        }
+        out
+    }
+
+    /// Driver names the facts mention (CSIDrivers, CSINode, PVs, inline volumes).
+    pub fn driver_names(&self) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = self.csi_drivers.iter().map(|d| d.name.clone()).collect();
+        names.extend(self.csi_node.iter().flat_map(|n| n.drivers.iter().map(|d| d.name.clone())));
+        names.extend(self.persistent_volumes.iter().filter_map(|pv| pv.csi.as_ref().map(|c| c.driver.clone())));
+        for pod in &self.pods {
+            for v in &pod.volumes {
+                if let VolumeSource::Csi { driver } = &v.source {
+                    names.insert(driver.clone());
+                }
+            }
+        }
+        names
+    }
+}
+
+/// Where the facts in force came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Origin {
+    /// No source: only `--single-pod-volume` flags and the kubelet tree.
+    None,
+    Inventory { path: String },
+    KubernetesApi,
+}
+
+/// The facts in force and how fresh they are, as a source publishes them.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub facts: Arc<Facts>,
+    pub origin: Origin,
+    /// Why the facts may be out of date (API unreachable, inventory unreadable); `None`
+    /// when the source is healthy. Stale facts stay in force: nothing is released.
+    pub stale: Option<String>,
+    /// When the source last delivered a complete, good set of facts.
+    pub synced_at: Option<SystemTime>,
+}
+
+impl Snapshot {
+    pub fn empty(origin: Origin) -> Self {
+        Self { facts: Arc::default(), origin, stale: None, synced_at: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pv(name: &str, modes: &[AccessMode], claim: Option<(&str, &str)>) -> PersistentVolume {
+        PersistentVolume {
+            name: name.into(),
+            access_modes: modes.to_vec(),
+            csi: Some(CsiSource { driver: "d.example.com".into(), volume_handle: format!("h-{name}"), fs_type: None }),
+            claim_ref: claim.map(|(ns, n)| ClaimRef { namespace: ns.into(), name: n.into() }),
+            block: false,
+        }
+    }
+
+    fn pvc(ns: &str, name: &str, volume: Option<&str>, annotation: Option<&str>) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            namespace: ns.into(),
+            name: name.into(),
+            access_modes: vec![AccessMode::ReadWriteOnce],
+            volume_name: volume.map(Into::into),
+            annotations: annotation.map(|v| (SINGLE_POD_ANNOTATION.to_owned(), v.to_owned())).into_iter().collect(),
+            controller_uid: None,
+        }
+    }
+
+    #[test]
+    fn rwop_pvs_and_annotated_claims_are_single_pod() {
+        use AccessMode::*;
+        let facts = Facts {
+            persistent_volumes: vec![
+                pv("pv-rwop", &[ReadWriteOncePod], None),
+                pv("pv-rwo", &[ReadWriteOnce], Some(("shop", "annotated"))),
+                pv("pv-by-ref", &[ReadWriteOnce], Some(("shop", "unbound-name"))),
+                pv("pv-plain", &[ReadWriteOnce], None),
+            ],
+            persistent_volume_claims: vec![
+                pvc("shop", "annotated", Some("pv-rwo"), Some("true")),
+                pvc("shop", "unbound-name", None, Some("true")),
+                pvc("shop", "plain", Some("pv-plain"), Some("yes")),
+            ],
+            ..Facts::default()
+        };
+        let set = facts.single_pod_volumes();
+        assert_eq!(set.get("pv-rwop"), Some(&SinglePodReason::ReadWriteOncePod));
+        assert_eq!(set.get("pv-rwo"), Some(&SinglePodReason::Annotated));
+        assert_eq!(set.get("pv-by-ref"), Some(&SinglePodReason::Annotated), "found through the PV's claimRef");
+        assert_eq!(set.get("pv-plain"), None, "only the value \"true\" opts in");
+        assert_eq!(set.len(), 3);
+    }
+
+    #[test]
+    fn claim_of_prefers_the_pv_claim_ref() {
+        let facts = Facts {
+            persistent_volumes: vec![pv("a", &[], Some(("ns", "c1"))), pv("b", &[], None)],
+            persistent_volume_claims: vec![pvc("ns", "c2", Some("b"), None)],
+            ..Facts::default()
+        };
+        assert_eq!(facts.claim_of("a").unwrap().to_string(), "ns/c1");
+        assert_eq!(facts.claim_of("b").unwrap().to_string(), "ns/c2");
+        assert_eq!(facts.claim_of("zzz"), None);
+    }
+}
