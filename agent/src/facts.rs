@@ -50,26 +50,92 @@ pub struct Pod {
     pub volumes: Vec<PodVolume>,
 }
 
-/// One entry of `pod.spec.volumes`, reduced to what matters for storage.
+/// One entry of `pod.spec.volumes`, reduced to what matters for storage. In the file it
+/// reads like the pod spec: `name` plus exactly one of `persistentVolumeClaim: <claim>`,
+/// `ephemeral: {}`, `csi: {driver: ...}` or `other: {}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(try_from = "PodVolumeSpec", into = "PodVolumeSpec")]
 pub struct PodVolume {
     pub name: String,
-    #[serde(flatten)]
     pub source: VolumeSource,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum VolumeSource {
     /// `persistentVolumeClaim.claimName`.
     PersistentVolumeClaim(String),
     /// A generic ephemeral volume: its PVC is `<pod>-<volume>`, created for the pod.
-    Ephemeral {},
+    Ephemeral,
     /// A CSI inline ephemeral volume.
     Csi { driver: String },
     /// Anything else (configMap, emptyDir, hostPath, ...): not a CSI volume.
-    Other {},
+    Other,
+}
+
+/// The file form of [`PodVolume`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PodVolumeSpec {
+    name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    persistent_volume_claim: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ephemeral: Option<Empty>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    csi: Option<InlineCsi>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    other: Option<Empty>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InlineCsi {
+    driver: String,
+}
+
+impl TryFrom<PodVolumeSpec> for PodVolume {
+    type Error = String;
+
+    fn try_from(spec: PodVolumeSpec) -> Result<Self, String> {
+        let mut sources = Vec::new();
+        if let Some(claim) = spec.persistent_volume_claim {
+            sources.push(VolumeSource::PersistentVolumeClaim(claim));
+        }
+        if spec.ephemeral.is_some() {
+            sources.push(VolumeSource::Ephemeral);
+        }
+        if let Some(csi) = spec.csi {
+            sources.push(VolumeSource::Csi { driver: csi.driver });
+        }
+        if spec.other.is_some() {
+            sources.push(VolumeSource::Other);
+        }
+        match <[VolumeSource; 1]>::try_from(sources) {
+            Ok([source]) => Ok(Self { name: spec.name, source }),
+            Err(found) => Err(format!(
+                "volume {:?} needs exactly one of persistentVolumeClaim, ephemeral, csi, other (found {})",
+                spec.name,
+                found.len()
+            )),
+        }
+    }
+}
+
+impl From<PodVolume> for PodVolumeSpec {
+    fn from(v: PodVolume) -> Self {
+        let mut spec = PodVolumeSpec { name: v.name, ..Self::default() };
+        match v.source {
+            VolumeSource::PersistentVolumeClaim(claim) => spec.persistent_volume_claim = Some(claim),
+            VolumeSource::Ephemeral => spec.ephemeral = Some(Empty {}),
+            VolumeSource::Csi { driver } => spec.csi = Some(InlineCsi { driver }),
+            VolumeSource::Other => spec.other = Some(Empty {}),
+        }
+        spec
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
