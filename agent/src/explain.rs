@@ -43,11 +43,7 @@ pub struct PodRef {
 impl PodRef {
     pub fn resolve(facts: &Facts, uid: &str) -> Self {
         let pod = facts.pod(uid);
-        Self {
-            uid: uid.to_owned(),
-            namespace: pod.map(|p| p.namespace.clone()),
-            name: pod.map(|p| p.name.clone()),
-        }
+        Self { uid: uid.to_owned(), namespace: pod.map(|p| p.namespace.clone()), name: pod.map(|p| p.name.clone()) }
     }
 }
 
@@ -122,7 +118,9 @@ struct Seen {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// Send it; `held_back` reports of the same conflict were suppressed since the last one.
-    Send { held_back: u64 },
+    Send {
+        held_back: u64,
+    },
     Suppress,
 }
 

@@ -362,7 +362,9 @@ impl Facts {
 pub enum Origin {
     /// No source: only `--single-pod-volume` flags and the kubelet tree.
     None,
-    Inventory { path: String },
+    Inventory {
+        path: String,
+    },
     KubernetesApi,
 }
 

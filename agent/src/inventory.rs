@@ -71,7 +71,10 @@ fn check_unique(facts: &Facts) -> Result<(), (String, String)> {
     let checks: [(&str, Option<(usize, String)>); 4] = [
         ("pods", first_duplicate(facts.pods.iter().map(|p| p.uid.clone()))),
         ("persistentVolumes", first_duplicate(facts.persistent_volumes.iter().map(|p| p.name.clone()))),
-        ("persistentVolumeClaims", first_duplicate(facts.persistent_volume_claims.iter().map(|c| c.claim_ref().to_string()))),
+        (
+            "persistentVolumeClaims",
+            first_duplicate(facts.persistent_volume_claims.iter().map(|c| c.claim_ref().to_string())),
+        ),
         ("csiDrivers", first_duplicate(facts.csi_drivers.iter().map(|d| d.name.clone()))),
     ];
     for (list, duplicate) in checks {
@@ -104,8 +107,7 @@ impl InventoryWatch {
     pub fn new(path: PathBuf, initial: Facts) -> Self {
         let origin = Origin::Inventory { path: path.display().to_string() };
         let last_text = std::fs::read_to_string(&path).ok();
-        let current =
-            Snapshot { facts: Arc::new(initial), origin, stale: None, synced_at: Some(SystemTime::now()) };
+        let current = Snapshot { facts: Arc::new(initial), origin, stale: None, synced_at: Some(SystemTime::now()) };
         Self { path, last_text, current }
     }
 
@@ -251,7 +253,12 @@ csiNode:
     fn errors_name_the_line_and_the_field() {
         let typo = GOOD.replace("persistentVolumeClaim: data-db-0", "persistentVolumeClam: data-db-0");
         let e = error(&typo);
-        assert!(e.starts_with("inventory inv.yaml: line 9, column 9: pods[0].volumes[0].persistentVolumeClam: unknown field"), "{e}");
+        assert!(
+            e.starts_with(
+                "inventory inv.yaml: line 9, column 9: pods[0].volumes[0].persistentVolumeClam: unknown field"
+            ),
+            "{e}"
+        );
         assert!(e.contains("unknown field `persistentVolumeClam`"), "{e}");
 
         let two = GOOD.replace("ephemeral: {}", "ephemeral: {}\n        other: {}");

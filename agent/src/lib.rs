@@ -17,4 +17,5 @@ pub mod mount_table;
 pub mod mountns;
 pub mod render;
 pub mod signals;
+pub mod state;
 pub mod voldata;

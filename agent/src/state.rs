@@ -1,0 +1,344 @@
+//! The node model: which volume is published into which pods (from the mount table at
+//! start-up and on every reconciliation, from kernel events in between), joined with the
+//! facts to say which volumes are single-pod and who owns them.
+//!
+//! Ownership follows the mounts, never the API: an owner is released only when its
+//! publish target is gone from the mount table, so a terminating pod keeps its volume
+//! until kubelet unmounts it, and a deleted pod or an unreachable API releases nothing.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
+
+use serde::Serialize;
+
+use crate::{
+    facts::{ClaimRef, Facts, SinglePodReason},
+    kubelet::{PublishTarget, publish_target},
+    mount_table::MountTable,
+};
+
+/// One publish of a volume into a pod.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Publish {
+    pub mount_point: PathBuf,
+    /// The mount table's ID (lower = older); `None` when learnt from an event.
+    pub mount_id: Option<i32>,
+    pub block: bool,
+}
+
+/// What a successful syscall did to kubelet publish targets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PublishChange {
+    Published(PublishTarget, PathBuf),
+    Unpublished(PublishTarget),
+}
+
+/// Published volumes: volume spec name → pod UID → publish.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mounts {
+    volumes: BTreeMap<String, BTreeMap<String, Publish>>,
+}
+
+impl Mounts {
+    /// Every publish target mounted under `kubelet_root`. A target mounted several times
+    /// (stacked mounts) counts once, with its oldest mount ID.
+    pub fn from_table(table: &MountTable, kubelet_root: &Path) -> Self {
+        let mut mounts = Self::default();
+        for mount in &table.mounts {
+            let Some(target) = publish_target(kubelet_root, &mount.mount_point) else { continue };
+            let publish =
+                Publish { mount_point: mount.mount_point.clone(), mount_id: Some(mount.id), block: target.block };
+            let pods = mounts.volumes.entry(target.volume).or_default();
+            match pods.get(&target.pod_uid) {
+                Some(known) if known.mount_id <= publish.mount_id => {}
+                _ => {
+                    pods.insert(target.pod_uid, publish);
+                }
+            }
+        }
+        mounts
+    }
+
+    pub fn apply(&mut self, change: &PublishChange) {
+        match change {
+            PublishChange::Published(target, path) => {
+                let pods = self.volumes.entry(target.volume.clone()).or_default();
+                pods.entry(target.pod_uid.clone()).or_insert_with(|| Publish {
+                    mount_point: path.clone(),
+                    mount_id: None,
+                    block: target.block,
+                });
+            }
+            PublishChange::Unpublished(target) => {
+                if let Some(pods) = self.volumes.get_mut(&target.volume) {
+                    pods.remove(&target.pod_uid);
+                    if pods.is_empty() {
+                        self.volumes.remove(&target.volume);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn is_published(&self, volume: &str, pod_uid: &str) -> bool {
+        self.volumes.get(volume).is_some_and(|pods| pods.contains_key(pod_uid))
+    }
+
+    /// The pods a volume is published into, oldest mount first (unknown ages last).
+    pub fn pods_of(&self, volume: &str) -> Vec<(&str, &Publish)> {
+        let mut pods: Vec<_> = self.volumes.get(volume).into_iter().flatten().map(|(p, m)| (p.as_str(), m)).collect();
+        pods.sort_by_key(|(pod, m)| (m.mount_id.unwrap_or(i32::MAX), *pod));
+        pods
+    }
+
+    pub fn volumes(&self) -> impl Iterator<Item = &str> {
+        self.volumes.keys().map(String::as_str)
+    }
+
+    /// How many (volume, pod) publishes differ between two views: drift that events missed.
+    pub fn differences(&self, other: &Self) -> usize {
+        let pairs = |m: &Self| -> BTreeSet<(String, String)> {
+            m.volumes.iter().flat_map(|(v, pods)| pods.keys().map(move |p| (v.clone(), p.clone()))).collect()
+        };
+        pairs(self).symmetric_difference(&pairs(other)).count()
+    }
+}
+
+/// A correction to the owner map that the mount table calls for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnerFix {
+    /// The owner's publish target has been gone for two passes (a lost unmount event):
+    /// release, so a replacement pod is not kept waiting forever.
+    Release { volume: String, pod_uid: String },
+    /// A single-pod volume is published but has no owner (it became single-pod after it
+    /// was mounted, or a publish event was lost): the oldest publish owns it.
+    Seed { volume: String, pod_uid: String },
+}
+
+/// Compares owners with the mount table, pass after pass.
+#[derive(Debug, Default)]
+pub struct OwnerReconciler {
+    /// Owners whose publish target was missing at the last pass.
+    missing: BTreeSet<(String, String)>,
+}
+
+impl OwnerReconciler {
+    /// The fixes for this pass. An owner must be missing from two consecutive passes
+    /// before it is released: a claim is recorded when the mount syscall returns, and
+    /// a mount table read just before that must not undo it.
+    pub fn plan(
+        &mut self,
+        single_pod: &BTreeSet<String>,
+        mounts: &Mounts,
+        owners: &BTreeMap<String, String>,
+    ) -> Vec<OwnerFix> {
+        let mut fixes = Vec::new();
+        let mut missing = BTreeSet::new();
+        for (volume, pod_uid) in owners {
+            if mounts.is_published(volume, pod_uid) {
+                continue;
+            }
+            let key = (volume.clone(), pod_uid.clone());
+            if self.missing.contains(&key) {
+                fixes.push(OwnerFix::Release { volume: volume.clone(), pod_uid: pod_uid.clone() });
+            } else {
+                missing.insert(key);
+            }
+        }
+        for volume in single_pod {
+            if owners.contains_key(volume) {
+                continue;
+            }
+            if let Some((pod_uid, _)) = mounts.pods_of(volume).first() {
+                fixes.push(OwnerFix::Seed { volume: volume.clone(), pod_uid: (*pod_uid).to_owned() });
+            }
+        }
+        self.missing = missing;
+        fixes
+    }
+}
+
+/// One volume as the debug API and the CLI show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VolumeView {
+    pub name: String,
+    pub single_pod: Option<SinglePodReason>,
+    pub claim: Option<ClaimRef>,
+    pub driver: Option<String>,
+    pub owner: Option<String>,
+    /// Pod UIDs it is published into, oldest first.
+    pub published_to: Vec<String>,
+}
+
+/// Every volume that is published or single-pod, with its owner and publishes.
+pub fn volume_views(
+    facts: &Facts,
+    single_pod: &BTreeMap<String, SinglePodReason>,
+    mounts: &Mounts,
+    owners: &BTreeMap<String, String>,
+) -> Vec<VolumeView> {
+    let names: BTreeSet<&str> = mounts.volumes().chain(single_pod.keys().map(String::as_str)).collect();
+    names
+        .into_iter()
+        .map(|name| VolumeView {
+            name: name.to_owned(),
+            single_pod: single_pod.get(name).copied(),
+            claim: facts.claim_of(name),
+            driver: facts.persistent_volume(name).and_then(|pv| pv.csi.as_ref()).map(|c| c.driver.clone()),
+            owner: owners.get(name).cloned(),
+            published_to: mounts.pods_of(name).into_iter().map(|(p, _)| p.to_owned()).collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: &str = "/var/lib/kubelet";
+
+    fn publish_path(pod: &str, volume: &str) -> String {
+        format!("{ROOT}/pods/{pod}/volumes/kubernetes.io~csi/{volume}/mount")
+    }
+
+    fn table(mounts: &[(i32, String)]) -> MountTable {
+        let text: String = mounts
+            .iter()
+            .map(|(id, path)| format!("{id} 30 8:1 /x {path} rw,relatime shared:1 - ext4 /dev/sdb rw\n"))
+            .collect();
+        MountTable::parse(text.as_bytes())
+    }
+
+    fn target(pod: &str, volume: &str) -> PublishTarget {
+        PublishTarget { pod_uid: pod.into(), volume: volume.into(), block: false }
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn owners(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(v, p)| (v.to_string(), p.to_string())).collect()
+    }
+
+    #[test]
+    fn the_mount_table_gives_publishes_oldest_first() {
+        let t = table(&[
+            (90, publish_path("pod-b", "pv-1")),
+            (40, publish_path("pod-a", "pv-1")),
+            (95, publish_path("pod-a", "pv-1")), // stacked: keeps 40
+            (50, "/var/lib/kubelet/pods/pod-a/volumes/kubernetes.io~empty-dir/x".into()),
+            (60, format!("{ROOT}/plugins/kubernetes.io/csi/volumeDevices/publish/pv-blk/pod-c")),
+        ]);
+        let m = Mounts::from_table(&t, Path::new(ROOT));
+        let pods: Vec<_> = m.pods_of("pv-1").iter().map(|(p, m)| (p.to_string(), m.mount_id)).collect();
+        assert_eq!(pods, [("pod-a".to_string(), Some(40)), ("pod-b".to_string(), Some(90))]);
+        assert!(m.pods_of("pv-blk")[0].1.block);
+        assert_eq!(m.volumes().collect::<Vec<_>>(), ["pv-1", "pv-blk"]);
+    }
+
+    #[test]
+    fn events_add_and_remove_publishes() {
+        let mut m = Mounts::default();
+        m.apply(&PublishChange::Published(target("a", "v"), publish_path("a", "v").into()));
+        m.apply(&PublishChange::Published(target("b", "v"), publish_path("b", "v").into()));
+        assert!(m.is_published("v", "a") && m.is_published("v", "b"));
+        m.apply(&PublishChange::Unpublished(target("a", "v")));
+        assert!(!m.is_published("v", "a"));
+        m.apply(&PublishChange::Unpublished(target("b", "v")));
+        assert_eq!(m.volumes().count(), 0, "an unpublished volume leaves no empty entry");
+        m.apply(&PublishChange::Unpublished(target("zz", "none")));
+    }
+
+    #[test]
+    fn drift_counts_publishes_the_events_missed() {
+        let from_events = Mounts::from_table(&table(&[(1, publish_path("a", "v"))]), Path::new(ROOT));
+        let from_table = Mounts::from_table(&table(&[(2, publish_path("b", "v"))]), Path::new(ROOT));
+        assert_eq!(from_events.differences(&from_table), 2);
+        assert_eq!(from_table.differences(&from_table.clone()), 0);
+    }
+
+    /// Publish, second publish, unmount, pod deletion and restart, as the reconciler sees
+    /// them pass by pass.
+    #[test]
+    fn an_owner_is_released_only_after_its_mount_is_gone_for_two_passes() {
+        let root = Path::new(ROOT);
+        let single = set(&["pv-1"]);
+        let mut r = OwnerReconciler::default();
+
+        // Pod A has it published; pod B's publish (quarantined or refused) is not an owner.
+        let both =
+            Mounts::from_table(&table(&[(10, publish_path("a", "pv-1")), (20, publish_path("b", "pv-1"))]), root);
+        assert_eq!(r.plan(&single, &both, &owners(&[("pv-1", "a")])), []);
+
+        // A is terminating (or deleted from the API) but still mounted: nothing changes.
+        let a_only = Mounts::from_table(&table(&[(10, publish_path("a", "pv-1"))]), root);
+        assert_eq!(r.plan(&single, &a_only, &owners(&[("pv-1", "a")])), []);
+
+        // A's unmount event was lost: the first pass only notes it, the second releases.
+        let none = Mounts::default();
+        assert_eq!(r.plan(&single, &none, &owners(&[("pv-1", "a")])), []);
+        assert_eq!(
+            r.plan(&single, &none, &owners(&[("pv-1", "a")])),
+            [OwnerFix::Release { volume: "pv-1".into(), pod_uid: "a".into() }]
+        );
+    }
+
+    #[test]
+    fn a_claim_racing_the_mount_table_read_is_not_released() {
+        let mut r = OwnerReconciler::default();
+        let single = set(&["pv-1"]);
+        let published = Mounts::from_table(&table(&[(10, publish_path("a", "pv-1"))]), Path::new(ROOT));
+        // Pass 1 read the table before the mount landed; pass 2 sees it.
+        assert_eq!(r.plan(&single, &Mounts::default(), &owners(&[("pv-1", "a")])), []);
+        assert_eq!(r.plan(&single, &published, &owners(&[("pv-1", "a")])), []);
+        assert_eq!(r.plan(&single, &Mounts::default(), &owners(&[("pv-1", "a")])), [], "the count starts again");
+    }
+
+    #[test]
+    fn published_single_pod_volumes_without_an_owner_are_seeded_with_the_oldest_publish() {
+        let mut r = OwnerReconciler::default();
+        let t = table(&[(30, publish_path("late", "pv-1")), (10, publish_path("early", "pv-1"))]);
+        let m = Mounts::from_table(&t, Path::new(ROOT));
+        assert_eq!(
+            r.plan(&set(&["pv-1", "pv-unused"]), &m, &BTreeMap::new()),
+            [OwnerFix::Seed { volume: "pv-1".into(), pod_uid: "early".into() }]
+        );
+        assert_eq!(r.plan(&set(&[]), &m, &BTreeMap::new()), [], "not single-pod: no owner");
+    }
+
+    #[test]
+    fn views_join_facts_mounts_and_owners() {
+        use crate::facts::{CsiSource, PersistentVolume};
+        let facts = Facts {
+            persistent_volumes: vec![PersistentVolume {
+                name: "pv-1".into(),
+                access_modes: vec![],
+                csi: Some(CsiSource { driver: "d".into(), volume_handle: "h".into(), fs_type: None }),
+                claim_ref: Some(ClaimRef { namespace: "ns".into(), name: "c".into() }),
+                block: false,
+            }],
+            ..Facts::default()
+        };
+        let single = [
+            ("pv-1".to_owned(), SinglePodReason::ReadWriteOncePod),
+            ("pv-idle".to_owned(), SinglePodReason::Annotated),
+        ]
+        .into_iter()
+        .collect();
+        let m = Mounts::from_table(
+            &table(&[(1, publish_path("a", "pv-1")), (2, publish_path("b", "rwx"))]),
+            Path::new(ROOT),
+        );
+        let views = volume_views(&facts, &single, &m, &owners(&[("pv-1", "a")]));
+        let names: Vec<_> = views.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["pv-1", "pv-idle", "rwx"]);
+        assert_eq!(views[0].owner.as_deref(), Some("a"));
+        assert_eq!(views[0].driver.as_deref(), Some("d"));
+        assert_eq!(views[0].claim.as_ref().unwrap().to_string(), "ns/c");
+        assert_eq!(views[1].published_to, Vec::<String>::new());
+        assert_eq!(views[2].single_pod, None);
+    }
+}
