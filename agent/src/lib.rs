@@ -5,6 +5,7 @@ pub mod agent;
 pub mod bpf;
 pub mod btf;
 pub mod cgroup;
+pub mod checks;
 pub mod decode;
 pub mod enforce;
 pub mod explain;
