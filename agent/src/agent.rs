@@ -3,15 +3,17 @@
 //! handles events until SIGTERM or Ctrl-C.
 
 use std::{
+    collections::BTreeMap,
     os::unix::ffi::OsStrExt as _,
     path::{Path, PathBuf},
     time::Duration,
 };
 
 use aya::Ebpf;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 use volguard_common::{
-    enforce::{KernelLayout, MountOp, kernel_mode, single_pod_reason},
+    enforce::{KernelLayout, MountOp, kernel_mode},
     mount_api::AT_FDCWD,
     mount_flags::without_magic,
 };
@@ -23,7 +25,7 @@ use crate::{
         reader::EventReader,
     },
     btf::{Btf, BtfError, VMLINUX_BTF},
-    decode::{Call, Event, RawString, Record},
+    decode::{self, Call, Event, RawString, Record},
     enforce::{
         self, Mode, ModeChoice, ModeDecision, ModeError,
         kernel::{self, KernelError},
@@ -32,12 +34,28 @@ use crate::{
         quarantine,
         roots::PublishedRoots,
     },
+    explain::{self, ConflictAction, RateLimiter, Verdict},
+    facts::{Origin, Snapshot},
+    inventory::{self, InventoryError, InventoryWatch},
     kubelet::{PublishTarget, publish_target},
     lsm_probe::{self, ProbeError},
-    mount_table::{self, MountTable, Rebuilt},
+    node::NodeModel,
     render,
     signals::StopSignals,
+    state::{OwnerFix, PublishChange},
 };
+
+/// Where the facts about pods, PVs, PVCs and CSI objects come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FactsSource {
+    /// None: only `--single-pod-volume` names are single-pod.
+    None,
+    /// A local YAML inventory, re-read when it changes.
+    Inventory(PathBuf),
+}
+
+/// The default period of the mount-table reconciliation.
+pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Everything `volguard run` is told.
 #[derive(Clone, Debug)]
@@ -48,8 +66,11 @@ pub struct RunOptions {
     pub pin_root: PathBuf,
     pub keep_enforcement_on_exit: bool,
     pub print_events: bool,
-    /// Mount table read at start-up to rebuild ownership (the host's by default).
+    /// Mount table read at start-up to rebuild ownership, and on every reconciliation
+    /// (the host's by default).
     pub mountinfo: PathBuf,
+    pub facts_source: FactsSource,
+    pub reconcile_interval: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +89,8 @@ pub enum AgentError {
     Pin(#[from] PinError),
     #[error("kubelet root {0} is not a directory")]
     KubeletRoot(String),
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
     #[error("{context}: {source}")]
     Io {
         context: &'static str,
@@ -90,36 +113,44 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let decision = enforce::decide(opts.mode, probe.as_ref())?;
     info!("mode {}: {}", decision.mode, decision.reason);
 
+    let (initial, facts, _facts_tx) = start_facts_source(&opts.facts_source)?;
+    let mut model = NodeModel::new(&opts.kubelet_root, &opts.mountinfo, opts.single_pod_volumes.clone(), initial)
+        .map_err(|source| AgentError::Io { context: "reading the mount table", source })?;
+    for (volume, pods) in model.shared_single_pod_volumes() {
+        warn!("CONFLICT found at start-up: single-pod volume {volume} is published into pods {}", pods.join(", "));
+    }
+    model.log_summary();
+
     let pins = Pins::new(&opts.pin_root);
-    let rebuilt = rebuild_from_mount_table(&opts)?;
     let layout = Btf::from_file(Path::new(VMLINUX_BTF)).and_then(|btf| btf.kernel_layout());
-    let mut ebpf = match decision.in_kernel {
-        true => start_in_kernel(&opts, &decision, &pins, layout?, &rebuilt)?,
+    let (mut ebpf, owners) = match decision.in_kernel {
+        true => (start_in_kernel(&opts, &decision, &pins, layout?, &mut model)?, OwnerStore::Kernel),
         // Userspace modes use the offsets only to note each caller's mount namespace.
-        false => start_userspace(
-            &opts,
-            layout.unwrap_or_else(|e| {
+        false => {
+            let layout = layout.unwrap_or_else(|e| {
                 warn!(
                     "kernel struct offsets unavailable ({e}): events carry no mount namespace, so quarantine \
                    reaches only mounts whose process is still alive"
                 );
                 KernelLayout::default()
-            }),
-        )?,
+            });
+            let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().keys().cloned()));
+            let mut ebpf = start_userspace(&opts, layout)?;
+            for fix in model.plan_owners(&BTreeMap::new()) {
+                owners.apply(&mut ebpf, &fix)?;
+            }
+            (ebpf, owners)
+        }
     };
     let mut reader = EventReader::new(&mut ebpf)?;
-    let mut ownership = Ownership::new(opts.single_pod_volumes.iter().cloned());
-    if !decision.in_kernel {
-        for (volume, owner) in &rebuilt.owners {
-            ownership.seed(volume, &owner.pod_uid);
-        }
-    }
     // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
 
-    let result = event_loop(&opts, &decision, &pins, &ebpf, &mut reader, &mut ownership, &mut stop).await;
+    let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
+    let mut agent = Running { opts: &opts, decision: &decision, model, owners, explain: None, log_limiter };
+    let result = agent.event_loop(&pins, &mut ebpf, &mut reader, facts, &mut stop).await;
     if decision.in_kernel && !opts.keep_enforcement_on_exit {
         info!("removing pinned programs and state (--keep-enforcement-on-exit=false)");
         pins.uninstall()?;
@@ -127,24 +158,28 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     result
 }
 
-/// Ownership already on the node: every mounted publish target of a single-pod volume.
-fn rebuild_from_mount_table(opts: &RunOptions) -> Result<Rebuilt, AgentError> {
-    let table = MountTable::read(&opts.mountinfo)
-        .map_err(|source| AgentError::Io { context: "reading the mount table", source })?;
-    for (line, reason) in &table.skipped {
-        warn!("{} line {line} skipped: {reason}", opts.mountinfo.display());
+/// The first facts, a channel for later ones and its sender (the caller keeps it, so a
+/// source that never sends leaves the receiver waiting, not closed). The inventory is
+/// read now: a bad file stops the start (there is no last good version yet).
+fn start_facts_source(
+    source: &FactsSource,
+) -> Result<(Snapshot, watch::Receiver<Snapshot>, watch::Sender<Snapshot>), AgentError> {
+    match source {
+        FactsSource::None => {
+            let snapshot = Snapshot::empty(Origin::None);
+            let (tx, rx) = watch::channel(snapshot.clone());
+            Ok((snapshot, rx, tx))
+        }
+        FactsSource::Inventory(path) => {
+            let facts = inventory::load(path)?;
+            info!("inventory {}: {}", path.display(), inventory::summary(&facts));
+            let watch = InventoryWatch::new(path.clone(), facts);
+            let snapshot = watch.snapshot().clone();
+            let (tx, rx) = watch::channel(snapshot.clone());
+            tokio::spawn(watch.run(tx.clone()));
+            Ok((snapshot, rx, tx))
+        }
     }
-    let single_pod = opts.single_pod_volumes.iter().cloned().collect();
-    let rebuilt = mount_table::owners(&table, &opts.kubelet_root, &single_pod);
-    for (volume, owner) in &rebuilt.owners {
-        info!("volume {volume} is published for pod {} (mount table: {})", owner.pod_uid, owner.mount_point.display());
-    }
-    for (volume, owner, other) in &rebuilt.conflicts {
-        warn!(
-            "CONFLICT found at start-up: single-pod volume {volume} is published for pod {owner} and also for pod {other}"
-        );
-    }
-    Ok(rebuilt)
 }
 
 /// Loads with pinned maps, configures the LSM programs and swaps the pinned links.
@@ -153,7 +188,7 @@ fn start_in_kernel(
     decision: &ModeDecision,
     pins: &Pins,
     layout: KernelLayout,
-    rebuilt: &Rebuilt,
+    model: &mut NodeModel,
 ) -> Result<Ebpf, AgentError> {
     pins.prepare()?;
     let adopting = pins.has_state();
@@ -161,10 +196,12 @@ fn start_in_kernel(
     loader::start_kernel_log(&mut ebpf);
     let mode = kernel::kernel_mode_for(decision.mode, true);
     kernel::configure(&mut ebpf, layout, &opts.kubelet_root, mode)?;
-    let volumes = opts.single_pod_volumes.iter().map(String::as_str);
-    kernel::add_single_pod_volumes(&mut ebpf, volumes, single_pod_reason::READ_WRITE_ONCE_POD)?;
+    sync_single_pod_set(&mut ebpf, model)?;
     // Before the LSM programs attach, so no other pod can claim a volume already mounted.
-    kernel::seed_owners(&mut ebpf, rebuilt)?;
+    let mut store = OwnerStore::Kernel;
+    for fix in model.plan_owners(&kernel::owners(&ebpf)?.into_iter().collect()) {
+        store.apply(&mut ebpf, &fix)?;
+    }
     // Tracing first: the exit tracepoints settle the claims the LSM programs make.
     let mut links = loader::attach_all_taking_links(&mut ebpf, &loader::trace_hooks())?;
     links.extend(loader::attach_all_taking_links(&mut ebpf, &loader::enforce_hooks())?);
@@ -183,6 +220,18 @@ fn start_in_kernel(
     Ok(ebpf)
 }
 
+/// Puts the model's single-pod set into the kernel map. Until the facts source has
+/// delivered once, volumes an earlier agent pinned stay (an API that has not answered
+/// yet must not switch enforcement off).
+fn sync_single_pod_set(ebpf: &mut Ebpf, model: &NodeModel) -> Result<(), AgentError> {
+    let keep_others = model.snapshot().synced_at.is_none() && model.snapshot().origin != Origin::None;
+    let sync = kernel::sync_single_pod_volumes(ebpf, model.single_pod(), keep_others)?;
+    if sync.added + sync.removed > 0 {
+        info!("kernel single-pod set: {} added, {} removed", sync.added, sync.removed);
+    }
+    Ok(())
+}
+
 fn start_userspace(opts: &RunOptions, layout: KernelLayout) -> Result<Ebpf, AgentError> {
     let mut ebpf = loader::load()?;
     loader::start_kernel_log(&mut ebpf);
@@ -191,47 +240,240 @@ fn start_userspace(opts: &RunOptions, layout: KernelLayout) -> Result<Ebpf, Agen
     Ok(ebpf)
 }
 
-async fn event_loop(
-    opts: &RunOptions,
-    decision: &ModeDecision,
-    pins: &Pins,
-    ebpf: &Ebpf,
-    reader: &mut EventReader,
-    ownership: &mut Ownership,
-    stop: &mut StopSignals,
-) -> Result<(), AgentError> {
-    let io = |context| move |source| AgentError::Io { context, source };
-    let counters = Counters::new(ebpf)?;
-    let mut roots = match decision.in_kernel {
-        true => Some(PublishedRoots::open(pins)?),
-        false => None,
-    };
-    let mut lost = LostEvents::default();
-    let mut lost_check = tokio::time::interval(Duration::from_secs(1));
-    let own_pid = std::process::id();
-    loop {
-        tokio::select! {
-            batch = reader.next_batch(|record| match record {
-                Ok(Record::Conflict(c)) => warn!("{}", render::conflict(&c)),
-                Ok(Record::Syscall(event)) => {
-                    if opts.print_events {
-                        println!("{}", render::line(&event));
-                    }
-                    if event.caller.tgid != own_pid {
-                        match roots.as_mut() {
-                            Some(roots) => record_roots(&opts.kubelet_root, roots, &event),
-                            None => observe(&opts.kubelet_root, decision.mode, ownership, &event),
-                        }
-                    }
-                }
-                Err(e) => warn!("skipped an undecodable record: {e}"),
-            }) => { batch.map_err(io("reading the event ring buffer"))?; }
-            _ = lost_check.tick() => { lost.check(&counters); }
-            _ = stop.recv() => break,
+/// Who owns which single-pod volume: the kernel map when the kernel decides, else the
+/// agent's own table.
+enum OwnerStore {
+    Kernel,
+    Userspace(Ownership),
+}
+
+impl OwnerStore {
+    fn owners(&self, ebpf: &Ebpf) -> Result<BTreeMap<String, String>, KernelError> {
+        match self {
+            Self::Kernel => Ok(kernel::owners(ebpf)?.into_iter().collect()),
+            Self::Userspace(o) => Ok(o.owners()),
         }
     }
-    info!("stopping");
-    Ok(())
+
+    fn apply(&mut self, ebpf: &mut Ebpf, fix: &OwnerFix) -> Result<(), KernelError> {
+        let done = match (self, fix) {
+            (Self::Kernel, OwnerFix::Seed { volume, pod_uid }) => kernel::seed_owner(ebpf, volume, pod_uid)?,
+            (Self::Kernel, OwnerFix::Release { volume, pod_uid }) => kernel::release_owner(ebpf, volume, pod_uid)?,
+            (Self::Userspace(o), OwnerFix::Seed { volume, pod_uid }) => {
+                o.seed(volume, pod_uid);
+                o.owner(volume) == Some(pod_uid.as_str())
+            }
+            (Self::Userspace(o), OwnerFix::Release { volume, pod_uid }) => o.release(volume, pod_uid),
+        };
+        match (fix, done) {
+            (OwnerFix::Seed { volume, pod_uid }, true) => {
+                info!("volume {volume} is published for pod {pod_uid} (mount table): pod {pod_uid} owns it")
+            }
+            (OwnerFix::Release { volume, pod_uid }, true) => info!(
+                "volume {volume} released: pod {pod_uid}'s publish target is no longer in the mount table \
+                 (its unmount was not seen)"
+            ),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The running agent's state, owned by the event loop.
+struct Running<'a> {
+    opts: &'a RunOptions,
+    decision: &'a ModeDecision,
+    model: NodeModel,
+    owners: OwnerStore,
+    /// Where conflicts go to become Kubernetes Events (none without an API).
+    explain: Option<mpsc::Sender<explain::Conflict>>,
+    /// Without an API the would-be Events are logged, as rate-limited as real ones.
+    log_limiter: RateLimiter,
+}
+
+impl Running<'_> {
+    async fn event_loop(
+        &mut self,
+        pins: &Pins,
+        ebpf: &mut Ebpf,
+        reader: &mut EventReader,
+        mut facts: watch::Receiver<Snapshot>,
+        stop: &mut StopSignals,
+    ) -> Result<(), AgentError> {
+        let io = |context| move |source| AgentError::Io { context, source };
+        let counters = Counters::new(ebpf)?;
+        let mut roots = match self.decision.in_kernel {
+            true => Some(PublishedRoots::open(pins)?),
+            false => None,
+        };
+        let mut lost = LostEvents::default();
+        let mut lost_check = tokio::time::interval(Duration::from_secs(1));
+        let period = self.opts.reconcile_interval;
+        let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let own_pid = std::process::id();
+        loop {
+            tokio::select! {
+                batch = reader.next_batch(|record| match record {
+                    Ok(Record::Conflict(c)) => self.kernel_conflict(&c),
+                    Ok(Record::Syscall(event)) => {
+                        if self.opts.print_events {
+                            println!("{}", render::line(&event));
+                        }
+                        if event.caller.tgid != own_pid {
+                            self.syscall(roots.as_mut(), &event);
+                        }
+                    }
+                    Err(e) => warn!("skipped an undecodable record: {e}"),
+                }) => { batch.map_err(io("reading the event ring buffer"))?; }
+                _ = lost_check.tick() => { lost.check(&counters); }
+                _ = reconcile.tick() => self.reconcile(ebpf)?,
+                Ok(()) = facts.changed() => {
+                    let snapshot = facts.borrow_and_update().clone();
+                    self.facts_changed(ebpf, snapshot)?;
+                }
+                _ = stop.recv() => break,
+            }
+        }
+        info!("stopping");
+        Ok(())
+    }
+
+    /// A conflict the LSM programs saw (refused in enforce mode, allowed in audit).
+    fn kernel_conflict(&mut self, c: &decode::Conflict) {
+        warn!("{}", render::conflict(c));
+        let action = if c.blocked { ConflictAction::Refused } else { ConflictAction::Audited };
+        let text = |s: &RawString| String::from_utf8_lossy(s.as_bytes()).into_owned();
+        self.explain(action, &text(&c.volume), &text(&c.attempted_by), &text(&c.owner));
+    }
+
+    /// Hands a conflict to the Kubernetes Event publisher, or without an API logs the
+    /// Event that would have been recorded (rate-limited the same way).
+    fn explain(&mut self, action: ConflictAction, volume: &str, pod_uid: &str, owner_uid: &str) {
+        let conflict = self.model.conflict(action, volume, pod_uid, owner_uid);
+        match &self.explain {
+            Some(tx) => {
+                if tx.try_send(conflict).is_err() {
+                    warn!("conflict on volume {volume} not sent as a Kubernetes Event: the event queue is full");
+                }
+            }
+            None => {
+                if let Verdict::Send { held_back } = self.log_limiter.check(&conflict, std::time::Instant::now()) {
+                    info!(
+                        "explained (no Kubernetes API, Event logged only): Warning {} on pod {}: {}{}",
+                        conflict.action.reason(),
+                        conflict.pod,
+                        conflict.message(),
+                        match held_back {
+                            0 => String::new(),
+                            n => format!(" ({n} similar reports suppressed)"),
+                        }
+                    );
+                }
+            }
+        }
+    }
+
+    fn syscall(&mut self, roots: Option<&mut PublishedRoots>, event: &Event) {
+        let Some(change) = publish_change(&self.opts.kubelet_root, event) else { return };
+        self.model.apply(&change);
+        match roots {
+            Some(roots) => record_roots(roots, &event.caller, &change),
+            None => self.observe(event, &change),
+        }
+    }
+
+    /// Userspace ownership for modes where the kernel does not decide.
+    fn observe(&mut self, event: &Event, change: &PublishChange) {
+        let OwnerStore::Userspace(ownership) = &mut self.owners else { return };
+        let (target, path) = match change {
+            PublishChange::Unpublished(t) => {
+                if ownership.unpublished(t) {
+                    info!("volume {} released: pod {} unmounted its publish target", t.volume, t.pod_uid);
+                }
+                return;
+            }
+            PublishChange::Published(t, p) => (t, p),
+        };
+        let mode = self.decision.mode;
+        let owner = match ownership.published(target) {
+            Publish::Untracked | Publish::Owner => return,
+            Publish::Claimed => {
+                info!("volume {} claimed by pod {}", target.volume, target.pod_uid);
+                return;
+            }
+            Publish::Conflict { owner } => owner,
+        };
+        let action = match mode {
+            Mode::Quarantine => match quarantine::quarantine(&event.caller, path.clone()) {
+                Ok(done) => {
+                    warn!(
+                        "CONFLICT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it; \
+                         detached {} mount(s) and masked the target read-only in {} ({} µs)",
+                        target.volume, target.pod_uid, done.detached, done.namespace, done.micros
+                    );
+                    ConflictAction::Quarantined
+                }
+                Err(e) => {
+                    warn!(
+                        "CONFLICT NOT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it: {e}",
+                        target.volume, target.pod_uid
+                    );
+                    ConflictAction::Audited
+                }
+            },
+            _ => {
+                warn!(
+                    "CONFLICT audited (allowed): volume \"{}\" is owned by pod {owner}; pod {} published it",
+                    target.volume, target.pod_uid
+                );
+                ConflictAction::Audited
+            }
+        };
+        let (volume, pod) = (target.volume.clone(), target.pod_uid.clone());
+        self.explain(action, &volume, &pod, &owner);
+    }
+
+    /// Re-reads the mount table and makes the owners agree with it.
+    fn reconcile(&mut self, ebpf: &mut Ebpf) -> Result<(), AgentError> {
+        let owners = self.owners.owners(ebpf)?;
+        let pass = match self.model.reconcile(&owners) {
+            Ok(pass) => pass,
+            Err(e) => {
+                // Keep the state built so far; the next pass tries again.
+                warn!("reconciliation skipped: reading {}: {e}", self.opts.mountinfo.display());
+                return Ok(());
+            }
+        };
+        if pass.drift > 0 {
+            info!("reconciliation: {} publishes corrected from the mount table (events missed)", pass.drift);
+        }
+        for fix in &pass.fixes {
+            self.owners.apply(ebpf, fix)?;
+        }
+        self.model.scan_tree();
+        debug!("reconciliation done: {} owner fixes", pass.fixes.len());
+        Ok(())
+    }
+
+    /// New facts from the source: update the single-pod set (kernel or userspace) and
+    /// give owners to single-pod volumes that are already published.
+    fn facts_changed(&mut self, ebpf: &mut Ebpf, snapshot: Snapshot) -> Result<(), AgentError> {
+        let set_changed = self.model.set_facts(snapshot);
+        if set_changed {
+            match &mut self.owners {
+                OwnerStore::Kernel => sync_single_pod_set(ebpf, &self.model)?,
+                OwnerStore::Userspace(o) => o.set_single_pod(self.model.single_pod().keys().cloned()),
+            }
+            let owners = self.owners.owners(ebpf)?;
+            for fix in self.model.plan_owners(&owners) {
+                if matches!(fix, OwnerFix::Seed { .. }) {
+                    self.owners.apply(ebpf, &fix)?;
+                }
+            }
+        }
+        self.model.log_summary();
+        Ok(())
+    }
 }
 
 /// The path a successful publish-capable syscall attached something at, when the event
@@ -254,12 +496,6 @@ fn classify(root: &Path, path: &RawString) -> Option<(PublishTarget, PathBuf)> {
     Some((publish_target(root, &path)?, path))
 }
 
-/// What a successful syscall did to kubelet publish targets.
-enum PublishChange {
-    Published(PublishTarget, PathBuf),
-    Unpublished(PublishTarget),
-}
-
 fn publish_change(root: &Path, event: &Event) -> Option<PublishChange> {
     if event.ret != 0 {
         return None;
@@ -276,43 +512,9 @@ fn publish_change(root: &Path, event: &Event) -> Option<PublishChange> {
 }
 
 /// In-kernel modes: keep the published-root map current for the cross-pod source check.
-fn record_roots(root: &Path, roots: &mut PublishedRoots, event: &Event) {
-    match publish_change(root, event) {
-        Some(PublishChange::Published(target, path)) => roots.published(&event.caller, &target, &path),
-        Some(PublishChange::Unpublished(target)) => roots.unpublished(&target),
-        None => {}
-    }
-}
-
-/// Userspace ownership for modes where the kernel does not decide.
-fn observe(root: &Path, mode: Mode, ownership: &mut Ownership, event: &Event) {
-    let (target, path) = match publish_change(root, event) {
-        None => return,
-        Some(PublishChange::Unpublished(t)) => {
-            if ownership.unpublished(&t) {
-                info!("volume {} released: pod {} unmounted its publish target", t.volume, t.pod_uid);
-            }
-            return;
-        }
-        Some(PublishChange::Published(t, p)) => (t, p),
-    };
-    match ownership.published(&target) {
-        Publish::Untracked | Publish::Owner => {}
-        Publish::Claimed => info!("volume {} claimed by pod {}", target.volume, target.pod_uid),
-        Publish::Conflict { owner } if mode == Mode::Quarantine => match quarantine::quarantine(&event.caller, path) {
-            Ok(done) => warn!(
-                "CONFLICT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it; \
-                     detached {} mount(s) and masked the target read-only in {} ({} µs)",
-                target.volume, target.pod_uid, done.detached, done.namespace, done.micros
-            ),
-            Err(e) => warn!(
-                "CONFLICT NOT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it: {e}",
-                target.volume, target.pod_uid
-            ),
-        },
-        Publish::Conflict { owner } => warn!(
-            "CONFLICT audited (allowed): volume \"{}\" is owned by pod {owner}; pod {} published it",
-            target.volume, target.pod_uid
-        ),
+fn record_roots(roots: &mut PublishedRoots, caller: &crate::decode::Caller, change: &PublishChange) {
+    match change {
+        PublishChange::Published(target, path) => roots.published(caller, target, path),
+        PublishChange::Unpublished(target) => roots.unpublished(target),
     }
 }

@@ -99,6 +99,11 @@ impl Conflict {
     }
 }
 
+/// One Event per (pod, volume, action) per this window.
+pub const EVENT_WINDOW: Duration = Duration::from_secs(60);
+/// How many (pod, volume, action) keys the limiter remembers.
+pub const EVENT_KEYS: usize = 4096;
+
 /// Lets the first report of a (pod, volume, action) through, then at most one per
 /// `window`, counting the ones held back so the next report can say how many.
 #[derive(Debug)]

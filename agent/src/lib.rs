@@ -16,6 +16,7 @@ pub mod kubelet;
 pub mod lsm_probe;
 pub mod mount_table;
 pub mod mountns;
+pub mod node;
 pub mod render;
 pub mod signals;
 pub mod state;

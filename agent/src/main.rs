@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use tracing::warn;
 use volguard::{
-    agent::{self, RunOptions},
+    agent::{self, FactsSource, RunOptions},
     bpf::{
         counters::{Counters, LostEvents},
         loader,
@@ -74,9 +74,34 @@ struct RunArgs {
     /// Print every traced syscall, one line each.
     #[arg(long)]
     print_events: bool,
-    /// Mount table read at start-up to rebuild who owns which single-pod volume.
+    /// Mount table read at start-up to rebuild who owns which single-pod volume, and
+    /// re-read on every reconciliation.
     #[arg(long, default_value = HOST_MOUNTINFO)]
     mountinfo: PathBuf,
+    /// Local inventory (YAML): pods, PVs, PVCs, CSI objects, for a node without a
+    /// Kubernetes API. Re-read when it changes.
+    #[arg(long, value_name = "FILE")]
+    inventory: Option<PathBuf>,
+    /// How often the mount table is re-read to correct what events missed (e.g. 30s, 500ms).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    reconcile_interval: Duration,
+}
+
+/// `<number><unit>` with unit ms, s or m.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("{text:?}: expected a number and a unit (ms, s, m)"))?;
+    let duration = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        _ => return Err(format!("{text:?}: the unit must be ms, s or m")),
+    };
+    if duration < Duration::from_millis(100) {
+        return Err(format!("{text:?}: at least 100ms"));
+    }
+    Ok(duration)
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -94,6 +119,11 @@ async fn main() -> anyhow::Result<()> {
             keep_enforcement_on_exit: args.keep_enforcement_on_exit,
             print_events: args.print_events,
             mountinfo: args.mountinfo,
+            facts_source: match args.inventory {
+                Some(path) => FactsSource::Inventory(path),
+                None => FactsSource::None,
+            },
+            reconcile_interval: args.reconcile_interval,
         })
         .await?),
         Command::Uninstall { pin_root } => {
@@ -119,7 +149,7 @@ async fn trace() -> anyhow::Result<()> {
     loader::start_kernel_log(&mut ebpf);
     loader::attach_all(&mut ebpf, &loader::trace_hooks()).context("attaching the mount syscall tracepoints")?;
     let mut reader = EventReader::new(&mut ebpf)?;
-    let counters = Counters::new(&ebpf)?;
+    let counters = Counters::new(&mut ebpf)?;
     let mut stop = StopSignals::install().context("installing signal handlers")?;
     eprintln!("volguard: tracing mount-family syscalls on this node; Ctrl-C to stop");
 

@@ -1,17 +1,14 @@
 //! The mount table (`/proc/<pid>/mountinfo`), read with the procfs crate one line at a
-//! time so that one odd line is a counted skip, not a lost table; and the ownership it
-//! implies at start-up: every mounted publish target of a single-pod volume is an owner.
+//! time so that one odd line is a counted skip, not a lost table. What it means for
+//! volumes and owners is `state::Mounts`.
 
 use std::{
-    collections::{BTreeMap, HashSet},
     ffi::OsStr,
     os::unix::ffi::OsStrExt,
     path::{Path, PathBuf},
 };
 
 use procfs::process::MountInfo;
-
-use crate::kubelet::publish_target;
 
 /// The host's mount table, as the agent reads it by default.
 pub const HOST_MOUNTINFO: &str = "/proc/1/mountinfo";
@@ -82,52 +79,10 @@ pub fn unescape(field: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A single-pod volume found published in the mount table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FoundOwner {
-    pub pod_uid: String,
-    pub mount_point: PathBuf,
-}
-
-/// What the mount table says about single-pod volumes.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Rebuilt {
-    /// Owner of each published single-pod volume: the pod whose publish is oldest.
-    pub owners: BTreeMap<String, FoundOwner>,
-    /// `(volume, owner, other pod)`: a single-pod volume already published into two pods.
-    pub conflicts: Vec<(String, String, String)>,
-}
-
-/// Owners of the single-pod volumes published in `table` under `kubelet_root`.
-pub fn owners(table: &MountTable, kubelet_root: &Path, single_pod: &HashSet<String>) -> Rebuilt {
-    let mut mounts: Vec<&Mount> = table.mounts.iter().collect();
-    mounts.sort_by_key(|m| m.id);
-    let mut rebuilt = Rebuilt::default();
-    for mount in mounts {
-        let Some(target) = publish_target(kubelet_root, &mount.mount_point) else { continue };
-        if !single_pod.contains(&target.volume) {
-            continue;
-        }
-        match rebuilt.owners.get(&target.volume) {
-            None => {
-                let found = FoundOwner { pod_uid: target.pod_uid, mount_point: mount.mount_point.clone() };
-                rebuilt.owners.insert(target.volume, found);
-            }
-            Some(owner) if owner.pod_uid != target.pod_uid => {
-                let conflict = (target.volume.clone(), owner.pod_uid.clone(), target.pod_uid);
-                if !rebuilt.conflicts.contains(&conflict) {
-                    rebuilt.conflicts.push(conflict);
-                }
-            }
-            Some(_) => {}
-        }
-    }
-    rebuilt
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::Mounts;
 
     const ROOT: &str = "/var/lib/kubelet";
 
@@ -137,10 +92,6 @@ mod tests {
 
     fn publish(pod: &str, volume: &str) -> String {
         format!("{ROOT}/pods/{pod}/volumes/kubernetes.io~csi/{volume}/mount")
-    }
-
-    fn set(names: &[&str]) -> HashSet<String> {
-        names.iter().map(|n| n.to_string()).collect()
     }
 
     #[test]
@@ -158,31 +109,25 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_publish_owns_and_later_ones_are_reported() {
+    fn publishes_come_oldest_first_and_only_from_publish_targets() {
         let text = [
             line(60, &publish("pod-b", "pv-rwop")),
             line(50, &publish("pod-a", "pv-rwop")),
             line(55, &publish("pod-a", "pv-rwop")), // the owner's second publish
-            line(70, &publish("pod-a", "pv-rwo")),
-            line(71, &publish("pod-b", "pv-rwo")),
             line(80, "/var/lib/kubelet/pods/pod-c/volumes/kubernetes.io~csi/pv-other/mount/sub"),
         ]
         .concat();
-        let rebuilt = owners(&MountTable::parse(text.as_bytes()), Path::new(ROOT), &set(&["pv-rwop", "pv-other"]));
-        assert_eq!(rebuilt.owners.len(), 1, "{rebuilt:?}");
-        let owner = &rebuilt.owners["pv-rwop"];
-        assert_eq!(
-            (owner.pod_uid.as_str(), owner.mount_point.clone()),
-            ("pod-a", PathBuf::from(publish("pod-a", "pv-rwop")))
-        );
-        assert_eq!(rebuilt.conflicts, vec![("pv-rwop".into(), "pod-a".into(), "pod-b".into())]);
+        let mounts = Mounts::from_table(&MountTable::parse(text.as_bytes()), Path::new(ROOT));
+        let pods: Vec<_> = mounts.pods_of("pv-rwop").iter().map(|(p, m)| (p.to_string(), m.mount_id)).collect();
+        assert_eq!(pods, [("pod-a".to_string(), Some(50)), ("pod-b".to_string(), Some(60))]);
+        assert!(mounts.pods_of("pv-other").is_empty(), "a mount below a publish target is not a publish");
     }
 
     #[test]
     fn escaped_spaces_in_a_publish_target_are_still_recognised() {
         let text = line(9, r"/var/lib/kubelet/pods/pod\040a/volumes/kubernetes.io~csi/pv-rwop/mount");
-        let rebuilt = owners(&MountTable::parse(text.as_bytes()), Path::new(ROOT), &set(&["pv-rwop"]));
-        assert_eq!(rebuilt.owners["pv-rwop"].pod_uid, "pod a");
+        let mounts = Mounts::from_table(&MountTable::parse(text.as_bytes()), Path::new(ROOT));
+        assert_eq!(mounts.pods_of("pv-rwop")[0].0, "pod a");
     }
 
     #[test]

@@ -182,8 +182,9 @@ async fn a_full_ring_buffer_counts_every_lost_event() {
         return;
     }
     // One page holds only a few records; nobody reads until the burst is over.
-    let (ebpf, mut recorder) = tracer_with(loader::load_with_ring_size(4096).unwrap());
-    let lost_before = Counters::new(&ebpf).unwrap().get(Counter::EventsLost);
+    let (mut ebpf, mut recorder) = tracer_with(loader::load_with_ring_size(4096).unwrap());
+    let counters = Counters::new(&mut ebpf).unwrap();
+    let lost_before = counters.get(Counter::EventsLost);
     let tmp = tempfile::tempdir().unwrap();
     let (missing, target) = (tmp.path().join("missing"), tmp.path().to_path_buf());
     const BURST: usize = 200;
@@ -198,7 +199,7 @@ async fn a_full_ring_buffer_counts_every_lost_event() {
 
     recorder.drain(Duration::from_millis(300)).await;
     let delivered = recorder.seen().iter().filter(|e: &&Event| e.caller.pid == tid).count();
-    let lost = Counters::new(&ebpf).unwrap().get(Counter::EventsLost) - lost_before;
+    let lost = counters.get(Counter::EventsLost) - lost_before;
     assert!(delivered < BURST, "the small ring cannot hold the burst ({delivered} delivered)");
     // Every one of our syscalls (the burst plus the make-private mount) was either
     // delivered or counted; other processes' drops can only add to the count.

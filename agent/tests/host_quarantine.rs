@@ -24,9 +24,10 @@ fn without_bpf_lsm_auto_mode_quarantines_a_second_pods_publish() {
         return;
     }
     let tree = KubeletTree::new();
-    let agent = Agent::start(&tree.root(), &pin_root("quarantine"), &["pv-rwop"], "auto");
+    let ns = MountNs::new();
+    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("quarantine"), &["pv-rwop"], &[]);
     agent.wait_for_line("the mode", |l| l.contains("mode=quarantine"));
-    quarantine_end_to_end(&tree, &agent);
+    quarantine_end_to_end(&tree, &ns, &agent);
     agent.stop();
 }
 
@@ -45,9 +46,7 @@ fn an_owner_already_mounted_before_the_agent_started_is_known_from_the_mount_tab
     let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
     ns.bind(&volume, &a).unwrap();
     // The agent starts after pod-a's publish: it never sees that event.
-    let mountinfo = ns.mountinfo();
-    let agent =
-        Agent::start_with(&tree.root(), &pin_root("rebuild"), &["pv-rwop"], "auto", &["--mountinfo", &mountinfo]);
+    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("rebuild"), &["pv-rwop"], &[]);
     agent.wait_for_line("the rebuilt owner", |l| l.contains("volume pv-rwop is published for pod pod-a (mount table"));
     ns.bind(&volume, &b).unwrap();
     agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("owned by pod pod-a"));

@@ -27,9 +27,9 @@ fn enforce_refuses_a_second_pod_on_every_route_and_settles_claims() {
     assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("enforce");
-    let agent = Agent::start(&tree.root(), &pins, &["pv-rwop", "pv-blk", "pv-other"], "auto");
-    agent.wait_for_line("the mode", |l| l.contains("mode=enforce"));
     let ns = MountNs::new();
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop", "pv-blk", "pv-other"], &[]);
+    agent.wait_for_line("the mode", |l| l.contains("mode=enforce"));
     let (rwop, rwo) = (tree.volume("pv-rwop"), tree.volume("pv-rwo"));
     let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
 
@@ -84,8 +84,8 @@ fn enforce_refuses_moving_a_tree_from_inside_an_owned_volume_under_another_pod()
     assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("source");
-    let agent = Agent::start(&tree.root(), &pins, &["pv-rwop"], "auto");
     let ns = MountNs::new();
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
     let volume = tree.volume("pv-rwop");
     fs::create_dir(volume.join("data")).unwrap();
     let a = tree.publish_dir("pod-a", "pv-rwop");
@@ -129,12 +129,12 @@ fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
     let rwop = tree.volume("pv-rwop");
     let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
 
-    let first = Agent::start(&tree.root(), &pins, &["pv-rwop"], "auto");
+    let first = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
     assert_eq!(ns.bind(&rwop, &a), Ok(()));
     first.sigkill();
     assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "still enforced with no agent running");
 
-    let second = Agent::start(&tree.root(), &pins, &["pv-rwop"], "auto");
+    let second = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
     second.wait_for_line("adoption", |l| {
         l.contains("adopted the pinned enforcement state") && l.contains("1 owned volumes")
     });
@@ -164,8 +164,7 @@ fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
     let volume = tree.volume("pv-rwop");
     let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
     assert_eq!(ns.bind(&volume, &a), Ok(()), "published before any agent runs");
-    let mountinfo = ns.mountinfo();
-    let agent = Agent::start_with(&tree.root(), &pins, &["pv-rwop"], "auto", &["--mountinfo", &mountinfo]);
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
     assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "seeded from the mount table");
     assert_eq!(ns.bind(&volume, &b), Err(Errno::EBUSY));
     agent.stop();
@@ -177,9 +176,10 @@ fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
 fn without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why() {
     assert!(!support::bpf_in_lsm_list(), "precondition: booted without bpf in lsm=");
     let tree = KubeletTree::new();
-    let agent = Agent::start(&tree.root(), &pin_root("nobpf"), &["pv-rwop"], "auto");
+    let ns = MountNs::new();
+    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("nobpf"), &["pv-rwop"], &[]);
     let ready = agent.wait_for_line("the mode", |l| l.contains("mode=quarantine"));
     assert!(ready.contains("never ran"), "the reason names the cause: {ready}");
-    quarantine_end_to_end(&tree, &agent);
+    quarantine_end_to_end(&tree, &ns, &agent);
     agent.stop();
 }

@@ -51,7 +51,7 @@ fn lsm_active_refuses_only_the_probe_bind() {
         let (probe_bind, other_bind) = bind_both(source, other, target);
         assert_eq!(probe_bind, Err(Errno::EBUSY), "the probe source is refused in the kernel");
         assert_eq!(other_bind, Ok(()), "any other bind mount goes through");
-        let counters = Counters::new(&ebpf).unwrap();
+        let counters = Counters::new(&mut ebpf).unwrap();
         assert_eq!(counters.get(Counter::LsmProbeDenied), 1);
         assert!(counters.get(Counter::LsmSbMountRuns) >= 2, "the hook ran for both mounts");
     }
@@ -73,7 +73,7 @@ fn lsm_inactive_program_attaches_but_never_runs() {
 
         let (probe_bind, other_bind) = bind_both(source, other, target);
         assert_eq!((probe_bind, other_bind), (Ok(()), Ok(())), "nothing is refused");
-        assert_eq!(Counters::new(&ebpf).unwrap().get(Counter::LsmSbMountRuns), 0, "the program never ran");
+        assert_eq!(Counters::new(&mut ebpf).unwrap().get(Counter::LsmSbMountRuns), 0, "the program never ran");
     }
     let report = lsm_probe::probe(&mut loader::load().unwrap()).unwrap();
     let LsmStatus::Inactive { reason } = &report.status else { panic!("expected inactive: {report:?}") };

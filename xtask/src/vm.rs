@@ -58,6 +58,8 @@ const BOOTS: &[Boot] = &[
             // The tracing programs on this kernel too (verifier and BTF differ from the host's).
             ("host_trace", &[]),
             ("host_mount_api", &[]),
+            // The node model with the kernel owner map (seed, release, adoption).
+            ("host_node_model", &[]),
         ],
     },
     Boot {

@@ -6,13 +6,14 @@ use volguard_common::{counters::Counter, maps::COUNTERS};
 use super::loader::LoadError;
 
 /// Typed read access to the `COUNTERS` map.
-pub struct Counters<'a> {
-    map: PerCpuArray<&'a aya::maps::MapData, u64>,
+pub struct Counters {
+    map: PerCpuArray<aya::maps::MapData, u64>,
 }
 
-impl<'a> Counters<'a> {
-    pub fn new(ebpf: &'a Ebpf) -> Result<Self, LoadError> {
-        let map = ebpf.map(COUNTERS).ok_or(LoadError::MissingMap { map: COUNTERS })?;
+impl Counters {
+    /// Takes the map out of `ebpf`, so the caller keeps `&mut Ebpf` for the other maps.
+    pub fn new(ebpf: &mut Ebpf) -> Result<Self, LoadError> {
+        let map = ebpf.take_map(COUNTERS).ok_or(LoadError::MissingMap { map: COUNTERS })?;
         let map = PerCpuArray::try_from(map).map_err(|_| LoadError::MissingMap { map: COUNTERS })?;
         Ok(Self { map })
     }
@@ -31,7 +32,7 @@ pub struct LostEvents {
 
 impl LostEvents {
     /// Logs a warning if events were lost since the last call; returns the total.
-    pub fn check(&mut self, counters: &Counters<'_>) -> u64 {
+    pub fn check(&mut self, counters: &Counters) -> u64 {
         let lost = counters.get(Counter::EventsLost);
         if lost > self.reported {
             tracing::warn!("{} events lost: the ring buffer was full", lost - self.reported);

@@ -1,20 +1,23 @@
 //! Fills the maps the LSM programs decide from, and reads back who owns what.
 
-use std::{os::unix::fs::MetadataExt, path::Path};
+use std::{collections::BTreeMap, os::unix::fs::MetadataExt, path::Path};
 
 use aya::{
     Ebpf,
     maps::{Array, HashMap, Map, MapData, MapError},
 };
 use volguard_common::{
-    enforce::{EnforceConfig, KernelLayout, Owner, POD_UID_LEN, PodUid, VOLUME_NAME_LEN, VolumeKey, kernel_mode},
+    enforce::{
+        EnforceConfig, KernelLayout, Owner, POD_UID_LEN, PodUid, VOLUME_NAME_LEN, VolumeKey, kernel_mode,
+        single_pod_reason,
+    },
     maps::{CONFIG, OWNERS, SINGLE_POD_VOLUMES},
 };
 
 use tracing::warn;
 
 use super::Mode;
-use crate::mount_table::Rebuilt;
+use crate::facts::SinglePodReason;
 
 /// `BPF_NOEXIST`: insert only if absent.
 const BPF_NOEXIST: u64 = 1;
@@ -92,46 +95,104 @@ pub fn configure(ebpf: &mut Ebpf, layout: KernelLayout, kubelet_root: &Path, mod
     array.set(0, config, 0).map_err(map_error(CONFIG))
 }
 
-/// Adds single-pod volumes (`reason` is a `single_pod_reason`). Existing entries stay.
-pub fn add_single_pod_volumes<'a>(
+/// The kernel's reason code for a single-pod volume.
+pub fn reason_code(reason: SinglePodReason) -> u32 {
+    match reason {
+        SinglePodReason::ReadWriteOncePod | SinglePodReason::CommandLine => single_pod_reason::READ_WRITE_ONCE_POD,
+        SinglePodReason::Annotated => single_pod_reason::ANNOTATED,
+    }
+}
+
+/// What a sync of `SINGLE_POD_VOLUMES` changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetSync {
+    pub added: usize,
+    pub removed: usize,
+    /// Names too long for the kernel key: not enforced, logged.
+    pub skipped: usize,
+}
+
+/// Makes `SINGLE_POD_VOLUMES` hold exactly `desired` (or, with `keep_others`, at least
+/// it: used before the first complete facts arrive, so an earlier agent's pinned set stays).
+pub fn sync_single_pod_volumes(
     ebpf: &mut Ebpf,
-    names: impl IntoIterator<Item = &'a str>,
-    reason: u32,
-) -> Result<(), KernelError> {
+    desired: &BTreeMap<String, SinglePodReason>,
+    keep_others: bool,
+) -> Result<SetSync, KernelError> {
     let map = ebpf.map_mut(SINGLE_POD_VOLUMES).ok_or(KernelError::MissingMap(SINGLE_POD_VOLUMES))?;
     let mut set: HashMap<&mut MapData, VolumeKey, u32> =
         HashMap::try_from(map).map_err(map_error(SINGLE_POD_VOLUMES))?;
-    for name in names {
-        set.insert(volume_key(name)?, reason, 0).map_err(map_error(SINGLE_POD_VOLUMES))?;
-    }
-    Ok(())
-}
-
-/// Puts owners found in the mount table into `OWNERS` where the kernel knows none (a
-/// fresh install on a busy node). Owners the kernel already has are kept.
-pub fn seed_owners(ebpf: &mut Ebpf, rebuilt: &Rebuilt) -> Result<(), KernelError> {
-    let map = ebpf.map_mut(OWNERS).ok_or(KernelError::MissingMap(OWNERS))?;
-    let mut owners: HashMap<&mut MapData, VolumeKey, Owner> = HashMap::try_from(map).map_err(map_error(OWNERS))?;
-    for (volume, found) in &rebuilt.owners {
-        let key = volume_key(volume)?;
-        let Some(pod) = pod_uid(&found.pod_uid) else {
-            warn!("pod UID {:?} too long for the kernel map; volume {volume} not seeded", found.pod_uid);
-            continue;
-        };
-        match owners.get(&key, 0) {
-            Ok(existing) if existing.pod.uid != pod.uid => warn!(
-                "volume {volume}: the kernel's owner is pod {}, the mount table shows pod {}; keeping the kernel's",
-                text(&existing.pod.uid),
-                found.pod_uid
-            ),
-            Ok(_) => {}
-            Err(_) => {
-                let owner = Owner { pod, claim_pid_tgid: 0, claimed_ns: 0 };
-                owners.insert(key, owner, BPF_NOEXIST).map_err(map_error(OWNERS))?;
+    let mut sync = SetSync::default();
+    let mut wanted = std::collections::HashMap::new();
+    for (name, reason) in desired {
+        match volume_key(name) {
+            Ok(key) => {
+                wanted.insert(key.name, reason_code(*reason));
+            }
+            Err(e) => {
+                warn!("single-pod volume not enforced in the kernel: {e}");
+                sync.skipped += 1;
             }
         }
     }
-    Ok(())
+    let present: Vec<(VolumeKey, u32)> = set.iter().filter_map(Result::ok).collect();
+    for (key, reason) in &present {
+        match wanted.remove(&key.name) {
+            Some(want) if want == *reason => {}
+            Some(want) => set.insert(key, want, 0).map_err(map_error(SINGLE_POD_VOLUMES))?,
+            None if keep_others => {}
+            None => {
+                set.remove(key).map_err(map_error(SINGLE_POD_VOLUMES))?;
+                sync.removed += 1;
+            }
+        }
+    }
+    for (name, reason) in wanted {
+        set.insert(VolumeKey { name }, reason, 0).map_err(map_error(SINGLE_POD_VOLUMES))?;
+        sync.added += 1;
+    }
+    Ok(sync)
+}
+
+/// Makes `pod_uid` the owner of `volume` unless the kernel already has an owner (which
+/// is kept: the kernel saw the claim happen). True if it was seeded.
+pub fn seed_owner(ebpf: &mut Ebpf, volume: &str, pod_uid: &str) -> Result<bool, KernelError> {
+    let mut owners = owners_map(ebpf)?;
+    let key = volume_key(volume)?;
+    let Some(pod) = self::pod_uid(pod_uid) else {
+        warn!("pod UID {pod_uid:?} too long for the kernel map; volume {volume} not seeded");
+        return Ok(false);
+    };
+    if let Ok(existing) = owners.get(&key, 0) {
+        if existing.pod.uid != pod.uid {
+            warn!(
+                "volume {volume}: the kernel's owner is pod {}, the mount table shows pod {pod_uid} first; keeping the kernel's",
+                text(&existing.pod.uid)
+            );
+        }
+        return Ok(false);
+    }
+    let owner = Owner { pod, claim_pid_tgid: 0, claimed_ns: 0 };
+    // BPF_NOEXIST: a claim the kernel made meanwhile wins.
+    Ok(owners.insert(key, owner, BPF_NOEXIST).is_ok())
+}
+
+/// Removes `volume`'s owner if it is still `pod_uid`. True if it was released.
+pub fn release_owner(ebpf: &mut Ebpf, volume: &str, pod_uid: &str) -> Result<bool, KernelError> {
+    let mut owners = owners_map(ebpf)?;
+    let key = volume_key(volume)?;
+    match owners.get(&key, 0) {
+        Ok(existing) if text(&existing.pod.uid) == pod_uid => {
+            owners.remove(&key).map_err(map_error(OWNERS))?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+fn owners_map(ebpf: &mut Ebpf) -> Result<HashMap<&mut MapData, VolumeKey, Owner>, KernelError> {
+    let map = ebpf.map_mut(OWNERS).ok_or(KernelError::MissingMap(OWNERS))?;
+    HashMap::try_from(map).map_err(map_error(OWNERS))
 }
 
 /// The kernel's form of a pod UID, if it fits.

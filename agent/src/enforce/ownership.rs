@@ -1,7 +1,7 @@
 //! Userspace ownership of single-pod volumes, for modes where the kernel does not decide
 //! (quarantine, and audit without BPF LSM): fed by successful publish and unmount events.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::kubelet::PublishTarget;
 
@@ -47,11 +47,7 @@ impl Ownership {
 
     /// Records a successful unmount of a publish target; true if that released ownership.
     pub fn unpublished(&mut self, target: &PublishTarget) -> bool {
-        if self.owners.get(&target.volume) == Some(&target.pod_uid) {
-            self.owners.remove(&target.volume);
-            return true;
-        }
-        false
+        self.release(&target.volume, &target.pod_uid)
     }
 
     /// Records an owner found at start-up (the mount table), unless one is known.
@@ -63,6 +59,26 @@ impl Ownership {
 
     pub fn owner(&self, volume: &str) -> Option<&str> {
         self.owners.get(volume).map(String::as_str)
+    }
+
+    /// Every `volume → owner pod UID`.
+    pub fn owners(&self) -> BTreeMap<String, String> {
+        self.owners.iter().map(|(v, p)| (v.clone(), p.clone())).collect()
+    }
+
+    /// Replaces the set of single-pod volumes. Owners of volumes that left the set stay
+    /// until their publish is gone: the mount, not the API, decides.
+    pub fn set_single_pod(&mut self, single_pod: impl IntoIterator<Item = String>) {
+        self.single_pod = single_pod.into_iter().collect();
+    }
+
+    /// Releases `volume` if `pod_uid` still owns it (the reconciler found its mount gone).
+    pub fn release(&mut self, volume: &str, pod_uid: &str) -> bool {
+        if self.owners.get(volume).map(String::as_str) == Some(pod_uid) {
+            self.owners.remove(volume);
+            return true;
+        }
+        false
     }
 }
 

@@ -127,6 +127,13 @@ impl MountNs {
         self.run(move || umount2(&t, MntFlags::empty()))
     }
 
+    /// Lazily detaches `target` and every mount below it with ONE umount2 call: the
+    /// mounts below go without an unmount of their own (an unmount no event names).
+    pub fn umount_detach(&self, target: &Path) -> nix::Result<()> {
+        let t = target.to_path_buf();
+        self.run(move || umount2(&t, MntFlags::MNT_DETACH))
+    }
+
     /// open_tree(OPEN_TREE_CLONE) of `source`, then move_mount onto `target`, as runc does
     /// for id-mapped mounts; the move_mount result.
     pub fn clone_and_move(&self, source: &Path, target: &Path) -> nix::Result<()> {
@@ -214,6 +221,20 @@ impl Agent {
         Self::start_with(kubelet_root, pin_root, single_pod, mode, &[])
     }
 
+    /// Starts the agent reading `ns`'s mount table (where the test's publishes live).
+    pub fn start_in(ns: &MountNs, kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], extra: &[&str]) -> Self {
+        let mountinfo = ns.mountinfo();
+        let args: Vec<&str> = ["--mountinfo", mountinfo.as_str()].into_iter().chain(extra.iter().copied()).collect();
+        Self::start_with(kubelet_root, pin_root, single_pod, "auto", &args)
+    }
+
+    /// The mode named in the ready line.
+    pub fn mode(&self) -> String {
+        let ready = self.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
+        let mode = ready.split("mode=").nth(1).and_then(|m| m.split_whitespace().next());
+        mode.unwrap_or_default().to_owned()
+    }
+
     /// As [`Agent::start`], with more `volguard run` arguments.
     pub fn start_with(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str, extra: &[&str]) -> Self {
         let mut cmd = Command::new(agent_binary());
@@ -278,8 +299,7 @@ pub fn uninstall(pin_root: &Path) {
 
 /// The pod-B-publishes-second story in quarantine mode, checked from inside the
 /// namespace where it happened. Shared by the host test and the no-BPF-LSM VM boot.
-pub fn quarantine_end_to_end(tree: &KubeletTree, agent: &Agent) {
-    let ns = MountNs::new();
+pub fn quarantine_end_to_end(tree: &KubeletTree, ns: &MountNs, agent: &Agent) {
     let volume = tree.volume("pv-rwop");
     let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
     ns.bind(&volume, &a).unwrap();

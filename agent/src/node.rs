@@ -1,0 +1,168 @@
+//! The agent's picture of the node, in one place: the facts in force (API or inventory),
+//! the single-pod set they imply, what is published where, and the findings. The event
+//! loop feeds it; it never touches the kernel itself (the caller applies what it says).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
+
+use tracing::{info, warn};
+
+use crate::{
+    checks::{self, Finding},
+    explain::{Conflict, ConflictAction},
+    facts::{Origin, SinglePodReason, Snapshot},
+    mount_table::MountTable,
+    state::{Mounts, OwnerFix, OwnerReconciler, PublishChange, VolumeView, volume_views},
+};
+
+pub struct NodeModel {
+    kubelet_root: PathBuf,
+    mountinfo: PathBuf,
+    command_line: BTreeSet<String>,
+    snapshot: Snapshot,
+    single_pod: BTreeMap<String, SinglePodReason>,
+    mounts: Mounts,
+    reconciler: OwnerReconciler,
+    fact_findings: Vec<Finding>,
+    tree_findings: Vec<Finding>,
+}
+
+/// What one reconciliation pass found.
+#[derive(Debug, Default)]
+pub struct Reconciled {
+    /// Publishes the events had missed (or invented), corrected from the mount table.
+    pub drift: usize,
+    pub fixes: Vec<OwnerFix>,
+}
+
+impl NodeModel {
+    /// Reads the mount table and the kubelet tree. `command_line` volumes are single-pod
+    /// whatever the facts say.
+    pub fn new(
+        kubelet_root: &Path,
+        mountinfo: &Path,
+        command_line: impl IntoIterator<Item = String>,
+        snapshot: Snapshot,
+    ) -> std::io::Result<Self> {
+        let mut model = Self {
+            kubelet_root: kubelet_root.to_owned(),
+            mountinfo: mountinfo.to_owned(),
+            command_line: command_line.into_iter().collect(),
+            snapshot: Snapshot::empty(Origin::None),
+            single_pod: BTreeMap::new(),
+            mounts: Mounts::default(),
+            reconciler: OwnerReconciler::default(),
+            fact_findings: Vec::new(),
+            tree_findings: Vec::new(),
+        };
+        model.set_facts(snapshot);
+        model.mounts = model.read_mounts()?;
+        model.scan_tree();
+        Ok(model)
+    }
+
+    fn read_mounts(&self) -> std::io::Result<Mounts> {
+        let table = MountTable::read(&self.mountinfo)?;
+        for (line, reason) in &table.skipped {
+            warn!("{} line {line} skipped: {reason}", self.mountinfo.display());
+        }
+        Ok(Mounts::from_table(&table, &self.kubelet_root))
+    }
+
+    /// Takes a new snapshot from the source; true if the single-pod set changed.
+    pub fn set_facts(&mut self, snapshot: Snapshot) -> bool {
+        let mut single_pod = snapshot.facts.single_pod_volumes();
+        for name in &self.command_line {
+            single_pod.entry(name.clone()).or_insert(SinglePodReason::CommandLine);
+        }
+        self.fact_findings = checks::ephemeral_claims(&snapshot.facts);
+        self.snapshot = snapshot;
+        let changed = single_pod != self.single_pod;
+        self.single_pod = single_pod;
+        changed
+    }
+
+    /// Re-reads `vol_data.json` files for the inline-handle check.
+    pub fn scan_tree(&mut self) {
+        self.tree_findings = checks::inline_handles(&checks::scan_pod_volumes(&self.kubelet_root));
+    }
+
+    pub fn apply(&mut self, change: &PublishChange) {
+        self.mounts.apply(change);
+    }
+
+    /// Re-reads the mount table (the truth), replacing what events built, and plans the
+    /// owner fixes against `owners` (the kernel's or userspace's).
+    pub fn reconcile(&mut self, owners: &BTreeMap<String, String>) -> std::io::Result<Reconciled> {
+        let fresh = self.read_mounts()?;
+        let drift = self.mounts.differences(&fresh);
+        self.mounts = fresh;
+        Ok(Reconciled { drift, fixes: self.plan_owners(owners) })
+    }
+
+    /// Owner fixes against the current mounts, without re-reading the table.
+    pub fn plan_owners(&mut self, owners: &BTreeMap<String, String>) -> Vec<OwnerFix> {
+        let names: BTreeSet<String> = self.single_pod.keys().cloned().collect();
+        self.reconciler.plan(&names, &self.mounts, owners)
+    }
+
+    /// Single-pod volumes published into more than one pod: `(volume, pods oldest first)`.
+    pub fn shared_single_pod_volumes(&self) -> Vec<(String, Vec<String>)> {
+        self.single_pod
+            .keys()
+            .filter_map(|v| {
+                let pods = self.mounts.pods_of(v);
+                (pods.len() > 1).then(|| (v.clone(), pods.iter().map(|(p, _)| (*p).to_owned()).collect()))
+            })
+            .collect()
+    }
+
+    pub fn single_pod(&self) -> &BTreeMap<String, SinglePodReason> {
+        &self.single_pod
+    }
+
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    pub fn mounts(&self) -> &Mounts {
+        &self.mounts
+    }
+
+    pub fn findings(&self) -> impl Iterator<Item = &Finding> {
+        self.fact_findings.iter().chain(&self.tree_findings)
+    }
+
+    pub fn volumes(&self, owners: &BTreeMap<String, String>) -> Vec<VolumeView> {
+        volume_views(&self.snapshot.facts, &self.single_pod, &self.mounts, owners)
+    }
+
+    /// A conflict with the names the facts know.
+    pub fn conflict(&self, action: ConflictAction, volume: &str, pod_uid: &str, owner_uid: &str) -> Conflict {
+        Conflict::resolve(&self.snapshot.facts, action, volume, pod_uid, owner_uid)
+    }
+
+    /// Logs the state in a few lines (start-up, and after the facts change).
+    pub fn log_summary(&self) {
+        let by_reason = |r| self.single_pod.values().filter(|&&x| x == r).count();
+        info!(
+            "node model: {} single-pod volumes ({} ReadWriteOncePod, {} annotated, {} from the command line), \
+             {} published volumes, {} findings{}",
+            self.single_pod.len(),
+            by_reason(SinglePodReason::ReadWriteOncePod),
+            by_reason(SinglePodReason::Annotated),
+            by_reason(SinglePodReason::CommandLine),
+            self.mounts.volumes().count(),
+            self.findings().count(),
+            match &self.snapshot.stale {
+                Some(why) => format!("; facts STALE: {why}"),
+                None => String::new(),
+            }
+        );
+        for finding in self.findings() {
+            warn!("finding {:?} ({:?}) {}: {}", finding.check, finding.severity, finding.subject, finding.message);
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The node model end to end with a real agent: single-pod volumes from an inventory file
+//! (no `--single-pod-volume`), ownership rebuilt after a restart, an inventory edit that
+//! makes a mounted volume single-pod, a terminating owner, and an unmount no event named
+//! corrected by reconciliation. Mode-agnostic: quarantine on a host without BPF LSM,
+//! enforce in the VM, where the same tests run again.
+
+mod support;
+
+use std::{
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use nix::errno::Errno;
+use support::{
+    have_root,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+};
+
+/// Pods db-0 (uid pod-a) and db-1 (uid pod-b) in namespace shop; PV `pv-data` bound to
+/// PVC shop/data with access mode `mode`; `terminating` marks db-0 as shutting down.
+fn inventory(mode: &str, terminating: bool) -> String {
+    format!(
+        "\
+pods:
+  - {{uid: pod-a, namespace: shop, name: db-0, terminating: {terminating}, volumes: [{{name: data, persistentVolumeClaim: data}}]}}
+  - {{uid: pod-b, namespace: shop, name: db-1, volumes: [{{name: data, persistentVolumeClaim: data}}]}}
+persistentVolumes:
+  - {{name: pv-data, accessModes: [{mode}], claimRef: shop/data, csi: {{driver: hostpath.csi.k8s.io, volumeHandle: h-1}}}}
+persistentVolumeClaims:
+  - {{namespace: shop, name: data, accessModes: [{mode}], volumeName: pv-data}}
+"
+    )
+}
+
+struct Node {
+    tree: KubeletTree,
+    ns: MountNs,
+    pins: PathBuf,
+    inventory: PathBuf,
+    volume: PathBuf,
+    a: PathBuf,
+    b: PathBuf,
+}
+
+impl Node {
+    fn new(test: &str, inventory_text: &str) -> Self {
+        let tree = KubeletTree::new();
+        let inventory = tree.tmp.path().join("inventory.yaml");
+        std::fs::write(&inventory, inventory_text).unwrap();
+        let (volume, a, b) =
+            (tree.volume("pv-data"), tree.publish_dir("pod-a", "pv-data"), tree.publish_dir("pod-b", "pv-data"));
+        Self { ns: MountNs::new(), pins: pin_root(test), tree, inventory, volume, a, b }
+    }
+
+    fn agent(&self) -> Agent {
+        let inventory = self.inventory.to_str().unwrap();
+        let extra = ["--inventory", inventory, "--reconcile-interval", "200ms"];
+        Agent::start_in(&self.ns, &self.tree.root(), &self.pins, &[], &extra)
+    }
+
+    /// Pod B publishes the volume pod A holds: refused (enforce) or detached and masked
+    /// (quarantine), and explained naming the PVC and the owner.
+    fn second_publish_is_stopped(&self, agent: &Agent) {
+        match self.ns.bind(&self.volume, &self.b) {
+            Err(Errno::EBUSY) => {
+                agent.wait_for_line("the refusal", |l| l.contains("CONFLICT blocked") && l.contains("pod-b"));
+            }
+            Ok(()) => {
+                agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod-b"));
+                assert_eq!(self.ns.umount(&self.b), Ok(()), "remove the quarantine mask");
+            }
+            other => panic!("pod B's publish: {other:?}"),
+        }
+        agent.wait_for_line("the explanation", |l| {
+            l.contains("on pod shop/db-1 (uid pod-b)") && l.contains("(PVC shop/data)") && l.contains("pod shop/db-0")
+        });
+    }
+
+    /// Pod B's publish goes through and B becomes the owner.
+    fn second_publish_claims(&self, agent: &Agent) {
+        assert_eq!(self.ns.bind(&self.volume, &self.b), Ok(()), "pod B may publish now");
+        match agent.mode().as_str() {
+            "enforce" => assert!(pinned_owners(&self.pins).contains(&("pv-data".into(), "pod-b".into()))),
+            _ => {
+                agent.wait_for_line("B's claim", |l| l.contains("volume pv-data claimed by pod pod-b"));
+            }
+        }
+    }
+
+    fn finish(self, agent: Agent) {
+        agent.stop();
+        for target in [&self.a, &self.b] {
+            while self.ns.umount(target).is_ok() {}
+        }
+        if self.pins.exists() {
+            uninstall(&self.pins);
+        }
+    }
+}
+
+fn pinned_owners(pins: &Path) -> Vec<(String, String)> {
+    let out = std::process::Command::new(support::kubelet::agent_binary())
+        .arg("owners")
+        .arg("--pin-root")
+        .arg(pins)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('\t').map(|(v, p)| (v.to_owned(), p.to_owned())))
+        .collect()
+}
+
+/// Polls `cond` for up to 10 s.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn inventory_single_pod_volumes_keep_their_owner_across_an_agent_restart() {
+    if !have_root("inventory_single_pod_volumes_keep_their_owner_across_an_agent_restart") {
+        return;
+    }
+    let node = Node::new("inv-restart", &inventory("ReadWriteOncePod", false));
+    let agent = node.agent();
+    agent.wait_for_line("the model", |l| l.contains("1 single-pod volumes (1 ReadWriteOncePod"));
+    assert_eq!(node.ns.bind(&node.volume, &node.a), Ok(()), "pod A publishes first");
+    node.second_publish_is_stopped(&agent);
+    agent.stop();
+
+    // The restarted agent never saw A's publish: it rebuilds (or adopts) the owner.
+    let agent = node.agent();
+    agent.wait_for_line("the rebuilt owner", |l| {
+        l.contains("volume pv-data is published for pod pod-a (mount table)")
+            || l.contains("volume pv-data is owned by pod pod-a")
+    });
+    node.second_publish_is_stopped(&agent);
+    node.finish(agent);
+}
+
+#[test]
+fn a_volume_that_becomes_single_pod_while_mounted_is_owned_by_its_publisher() {
+    if !have_root("a_volume_that_becomes_single_pod_while_mounted_is_owned_by_its_publisher") {
+        return;
+    }
+    let node = Node::new("inv-reload", &inventory("ReadWriteOnce", false));
+    let agent = node.agent();
+    assert_eq!(node.ns.bind(&node.volume, &node.a), Ok(()), "a ReadWriteOnce publish: nobody owns it");
+
+    // A broken edit is reported with line and field; the last good inventory stays.
+    std::fs::write(&node.inventory, inventory("ReadWriteOncePod", false).replace("claimRef", "claimRf")).unwrap();
+    agent.wait_for_line("the bad edit", |l| {
+        l.contains("persistentVolumes[0].claimRf") && l.contains("line 5") && l.contains("last good inventory stays")
+    });
+
+    std::fs::write(&node.inventory, inventory("ReadWriteOncePod", false)).unwrap();
+    agent.wait_for_line("the reload", |l| l.contains("inventory") && l.contains("reloaded"));
+    agent.wait_for_line("the seeded owner", |l| l.contains("volume pv-data is published for pod pod-a (mount table)"));
+    node.second_publish_is_stopped(&agent);
+    node.finish(agent);
+}
+
+#[test]
+fn a_terminating_owner_keeps_the_volume_until_its_unmount_then_the_replacement_gets_it() {
+    if !have_root("a_terminating_owner_keeps_the_volume_until_its_unmount_then_the_replacement_gets_it") {
+        return;
+    }
+    let node = Node::new("inv-terminating", &inventory("ReadWriteOncePod", true));
+    let agent = node.agent();
+    assert_eq!(node.ns.bind(&node.volume, &node.a), Ok(()));
+    node.second_publish_is_stopped(&agent);
+    assert_eq!(node.ns.umount(&node.a), Ok(()), "kubelet unmounts the terminating pod's volume");
+    node.second_publish_claims(&agent);
+    node.finish(agent);
+}
+
+#[test]
+fn an_unmount_no_event_named_is_corrected_by_reconciliation() {
+    if !have_root("an_unmount_no_event_named_is_corrected_by_reconciliation") {
+        return;
+    }
+    let node = Node::new("inv-reconcile", &inventory("ReadWriteOncePod", false));
+    let pod_a_dir = node.tree.root().join("pods/pod-a");
+    // Pod A's directory is a mount of its own, the publish target a mount below it.
+    assert_eq!(node.ns.bind(&pod_a_dir, &pod_a_dir), Ok(()));
+    let agent = node.agent();
+    assert_eq!(node.ns.bind(&node.volume, &node.a), Ok(()));
+    node.second_publish_is_stopped(&agent);
+
+    // One lazy unmount of pod A's directory takes the publish target with it; the only
+    // event names pod A's directory, which is not a publish target.
+    assert_eq!(node.ns.umount_detach(&pod_a_dir), Ok(()));
+    agent.wait_for_line("the release", |l| {
+        l.contains("volume pv-data released: pod pod-a's publish target is no longer in the mount table")
+    });
+    eventually("the owner map to forget pod A", || {
+        !pinned_owners(&node.pins).contains(&("pv-data".into(), "pod-a".into()))
+    });
+    node.second_publish_claims(&agent);
+    node.finish(agent);
+}
