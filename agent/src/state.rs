@@ -240,6 +240,22 @@ mod tests {
     }
 
     #[test]
+    fn a_recorded_mount_table_gives_every_publish_and_nothing_else() {
+        let text = include_bytes!("../tests/fixtures/recorded/kubelet-node.mountinfo");
+        let table = MountTable::parse(text);
+        assert_eq!(table.skipped, [], "every recorded line parses");
+        let m = Mounts::from_table(&table, Path::new(ROOT));
+        let (a, b) = ("7d1c0a52-1111-4a6e-9f00-0000000000a1", "7d1c0a52-2222-4a6e-9f00-0000000000b2");
+        let pods = |v| m.pods_of(v).into_iter().map(|(p, _)| p.to_owned()).collect::<Vec<_>>();
+        assert_eq!(pods("pvc-rwx"), [a, b]);
+        assert_eq!(pods("pvc-rwop"), [a], "the subPath bind is not a second publish");
+        assert_eq!(pods("pv odd"), [a], "the escaped space is decoded");
+        assert_eq!(pods("pvc-blk"), [b]);
+        assert!(m.pods_of("pvc-blk")[0].1.block);
+        assert_eq!(m.volumes().count(), 4, "the staging mount is not a publish");
+    }
+
+    #[test]
     fn events_add_and_remove_publishes() {
         let mut m = Mounts::default();
         m.apply(&PublishChange::Published(target("a", "v"), publish_path("a", "v").into()));
