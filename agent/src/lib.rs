@@ -10,6 +10,7 @@ pub mod enforce;
 pub mod explain;
 pub mod facts;
 pub mod flags;
+pub mod k8s;
 pub mod kubelet;
 pub mod lsm_probe;
 pub mod mount_table;
