@@ -6,3 +6,4 @@
 //! - [`events`]: turns [`crate::explain::Conflict`]s into Warning Events on the refused pod.
 
 pub mod convert;
+pub mod source;
