@@ -6,4 +6,5 @@
 //! - [`events`]: turns [`crate::explain::Conflict`]s into Warning Events on the refused pod.
 
 pub mod convert;
+pub mod events;
 pub mod source;
