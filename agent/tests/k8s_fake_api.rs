@@ -194,6 +194,7 @@ async fn a_410_gone_forces_a_relist() {
     fake.replace_and_expire(PODS, vec![pod("db-1", "uid-b", NODE), pod("db-2", "uid-c", NODE)]);
     let s = snapshot_where(&mut rx, "the re-listed pods", |s| pod_uids(&s.facts) == ["uid-b", "uid-c"]).await;
     assert_eq!(s.stale, None);
+    assert!(!fake.expiry_pending(PODS), "a watch was answered with ERROR 410");
     assert!(list_requests(&fake, PODS) > lists_before, "a new list was made");
     assert_eq!(s.facts.single_pod_volumes().len(), 1, "the other kinds are untouched");
 }
@@ -316,4 +317,17 @@ async fn unknown_pods_and_failed_creates_are_counted() {
     tx.try_send(audited).expect("room");
     eventually("the next conflict still posted", WAIT, || async { (count(&counters.posted) == 1).then_some(()) }).await;
     assert_eq!(fake.events().len(), 1);
+}
+
+/// Real clusters speak TLS: building an https client must work with the chosen rustls
+/// features (one crypto provider, no panic), and a request to nowhere is an error, not a hang.
+#[tokio::test]
+async fn an_https_client_builds_and_fails_cleanly_without_a_server() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let uri = format!("https://{addr}").parse().expect("uri");
+    let client = kube::Client::try_from(kube::Config::new(uri)).expect("an https client");
+    let result = tokio::time::timeout(WAIT, client.apiserver_version()).await.expect("no hang");
+    assert!(result.is_err(), "nothing listens there");
 }

@@ -260,6 +260,11 @@ impl FakeApi {
         });
     }
 
+    /// An expiry set by [`FakeApi::replace_and_expire`] that no watch has been told yet.
+    pub fn expiry_pending(&self, resource: &str) -> bool {
+        lock(&self.inner).collections.get(resource).expect("known resource").gone_next_watch
+    }
+
     /// While set, lists of `resource` answer 500.
     pub fn fail_lists(&self, resource: &str, fail: bool) {
         lock(&self.inner).collections.get_mut(resource).expect("known resource").fail_lists = fail;
