@@ -12,6 +12,7 @@ pub mod explain;
 pub mod facts;
 pub mod flags;
 pub mod inventory;
+pub mod k8s;
 pub mod kubelet;
 pub mod lsm_probe;
 pub mod mount_table;

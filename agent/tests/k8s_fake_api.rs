@@ -1,0 +1,333 @@
+//! The Kubernetes source and the Events task against a fake API server speaking real HTTP
+//! (tests/support_fake_api). Every wait has a timeout, so a hang fails instead of blocking.
+
+mod support_fake_api;
+
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+use support_fake_api::{CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, eventually};
+use tokio::sync::{mpsc, watch};
+use volguard::{
+    explain::{Conflict, ConflictAction},
+    facts::{Facts, Origin, SinglePodReason, Snapshot},
+    k8s::{
+        events::{self, EventCounters},
+        source,
+    },
+};
+
+const NODE: &str = "node-1";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn pod(name: &str, uid: &str, node: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": "shop", "uid": uid},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}],
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})
+}
+
+fn rwop_pv(name: &str) -> Value {
+    json!({"metadata": {"name": name},
+           "spec": {"accessModes": ["ReadWriteOncePod"], "claimRef": {"namespace": "shop", "name": "data"},
+                    "csi": {"driver": "d.example.com", "volumeHandle": format!("h-{name}")}}})
+}
+
+/// A cluster with one pod here, one on another node, an RWOP PV and its claim, a driver and
+/// this node's CSINode (and another node's).
+fn seed(fake: &FakeApi) {
+    fake.apply(PODS, pod("db-0", "uid-a", NODE));
+    fake.apply(PODS, pod("elsewhere", "uid-z", "node-2"));
+    fake.apply(PVS, rwop_pv("pv-1"));
+    fake.apply(
+        PVCS,
+        json!({"metadata": {"name": "data", "namespace": "shop"},
+        "spec": {"accessModes": ["ReadWriteOncePod"], "volumeName": "pv-1"}}),
+    );
+    fake.apply(CSI_DRIVERS, json!({"metadata": {"name": "d.example.com"}, "spec": {}}));
+    fake.apply(
+        CSI_NODES,
+        json!({"metadata": {"name": NODE},
+        "spec": {"drivers": [{"name": "d.example.com", "nodeID": "n1"}]}}),
+    );
+    fake.apply(CSI_NODES, json!({"metadata": {"name": "node-2"}, "spec": {"drivers": []}}));
+}
+
+fn start_source(fake: &FakeApi) -> watch::Receiver<Snapshot> {
+    let (tx, rx) = watch::channel(Snapshot::empty(Origin::KubernetesApi));
+    let client = fake.client();
+    tokio::spawn(async move {
+        if let Err(e) = source::run(client, NODE.into(), tx).await {
+            panic!("source failed: {e}");
+        }
+    });
+    rx
+}
+
+/// Waits until the published snapshot satisfies `check` (the initial empty value never does
+/// for checks that look at `synced_at` or the facts).
+async fn snapshot_where(rx: &mut watch::Receiver<Snapshot>, what: &str, check: impl Fn(&Snapshot) -> bool) -> Snapshot {
+    let wait = async {
+        loop {
+            {
+                let current = rx.borrow_and_update();
+                if current.synced_at.is_some() && check(&current) {
+                    return current.clone();
+                }
+            }
+            rx.changed().await.expect("the source stopped");
+        }
+    };
+    match tokio::time::timeout(WAIT, wait).await {
+        Ok(s) => s,
+        Err(_) => panic!("timed out waiting for a snapshot where {what}; last: {:?}", *rx.borrow()),
+    }
+}
+
+fn pod_uids(facts: &Facts) -> Vec<&str> {
+    facts.pods.iter().map(|p| p.uid.as_str()).collect()
+}
+
+fn watch_requests(fake: &FakeApi, resource: &str) -> usize {
+    fake.requests().iter().filter(|r| r.resource == resource && r.is_watch()).count()
+}
+
+fn list_requests(fake: &FakeApi, resource: &str) -> usize {
+    fake.requests().iter().filter(|r| r.resource == resource && !r.is_watch()).count()
+}
+
+#[tokio::test]
+async fn the_initial_list_gives_this_nodes_pods_and_the_single_pod_volumes() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut rx = start_source(&fake);
+    let s = snapshot_where(&mut rx, "the first list is in", |s| !s.facts.pods.is_empty()).await;
+    assert_eq!(s.origin, Origin::KubernetesApi);
+    assert_eq!(s.stale, None);
+    assert_eq!(s.facts.node_name.as_deref(), Some(NODE));
+    assert_eq!(pod_uids(&s.facts), ["uid-a"], "only this node's pod");
+    assert_eq!(s.facts.single_pod_volumes().get("pv-1"), Some(&SinglePodReason::ReadWriteOncePod));
+    assert_eq!(s.facts.persistent_volume_claims.len(), 1);
+    assert_eq!(s.facts.csi_drivers.len(), 1);
+    assert_eq!(s.facts.csi_node.as_ref().map(|n| n.drivers.len()), Some(1), "this node's CSINode");
+
+    let requests = fake.requests();
+    let pod_requests: Vec<_> = requests.iter().filter(|r| r.resource == PODS).collect();
+    assert!(!pod_requests.is_empty());
+    for r in pod_requests {
+        assert_eq!(r.params.get("fieldSelector").map(String::as_str), Some("spec.nodeName=node-1"), "{r:?}");
+    }
+    for r in requests.iter().filter(|r| r.resource == CSI_NODES) {
+        assert_eq!(r.params.get("fieldSelector").map(String::as_str), Some("metadata.name=node-1"), "{r:?}");
+    }
+    for r in requests.iter().filter(|r| r.is_watch()) {
+        assert_eq!(r.params.get("allowWatchBookmarks").map(String::as_str), Some("true"), "{r:?}");
+    }
+}
+
+#[tokio::test]
+async fn nothing_is_published_until_every_kind_has_listed() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    fake.fail_lists(CSI_NODES, true);
+    let mut rx = start_source(&fake);
+    // The other four list and start watching while CSINode lists keep failing.
+    eventually("four watches and two failed CSINode lists", WAIT, || async {
+        let watching = [PODS, PVS, PVCS, CSI_DRIVERS].iter().all(|r| fake.open_watches(r) > 0);
+        (watching && list_requests(&fake, CSI_NODES) >= 2).then_some(())
+    })
+    .await;
+    assert!(!rx.has_changed().expect("source alive"), "published on a half-listed cluster: {:?}", *rx.borrow());
+    fake.fail_lists(CSI_NODES, false);
+    let s = snapshot_where(&mut rx, "everything listed", |s| s.facts.csi_node.is_some()).await;
+    assert_eq!(s.stale, None, "a failed first list is not staleness once it succeeded");
+    assert_eq!(pod_uids(&s.facts), ["uid-a"]);
+}
+
+#[tokio::test]
+async fn watch_events_update_the_snapshot_and_bookmarks_are_accepted() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut rx = start_source(&fake);
+    snapshot_where(&mut rx, "the first list is in", |s| !s.facts.pods.is_empty()).await;
+
+    fake.apply(PODS, pod("db-1", "uid-b", NODE));
+    fake.apply(PODS, pod("other-node", "uid-y", "node-2"));
+    let s = snapshot_where(&mut rx, "db-1 was added", |s| pod_uids(&s.facts) == ["uid-a", "uid-b"]).await;
+    assert_eq!(s.stale, None);
+
+    let mut terminating = pod("db-0", "uid-a", NODE);
+    terminating["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+    fake.apply(PODS, terminating);
+    snapshot_where(&mut rx, "db-0 is terminating", |s| s.facts.pod("uid-a").is_some_and(|p| p.terminating)).await;
+
+    fake.delete(PODS, "shop/db-0");
+    fake.delete(PVS, "pv-1");
+    let s = snapshot_where(&mut rx, "db-0 and pv-1 were deleted", |s| {
+        pod_uids(&s.facts) == ["uid-b"] && s.facts.persistent_volumes.is_empty()
+    })
+    .await;
+    assert!(s.facts.single_pod_volumes().is_empty());
+
+    let watches_before = watch_requests(&fake, PODS);
+    for resource in [PODS, PVS, PVCS, CSI_DRIVERS, CSI_NODES] {
+        fake.bookmark(resource);
+    }
+    fake.apply(PVS, rwop_pv("pv-2"));
+    let s =
+        snapshot_where(&mut rx, "pv-2 arrived after the bookmarks", |s| s.facts.persistent_volume("pv-2").is_some())
+            .await;
+    assert_eq!(s.stale, None, "bookmarks are not errors");
+    assert_eq!(watch_requests(&fake, PODS), watches_before, "the pod watch was not restarted by a bookmark");
+}
+
+#[tokio::test]
+async fn a_410_gone_forces_a_relist() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut rx = start_source(&fake);
+    snapshot_where(&mut rx, "the first list is in", |s| !s.facts.pods.is_empty()).await;
+    let lists_before = list_requests(&fake, PODS);
+
+    fake.replace_and_expire(PODS, vec![pod("db-1", "uid-b", NODE), pod("db-2", "uid-c", NODE)]);
+    let s = snapshot_where(&mut rx, "the re-listed pods", |s| pod_uids(&s.facts) == ["uid-b", "uid-c"]).await;
+    assert_eq!(s.stale, None);
+    assert!(!fake.expiry_pending(PODS), "a watch was answered with ERROR 410");
+    assert!(list_requests(&fake, PODS) > lists_before, "a new list was made");
+    assert_eq!(s.facts.single_pod_volumes().len(), 1, "the other kinds are untouched");
+}
+
+#[tokio::test]
+async fn an_unreachable_api_makes_the_facts_stale_and_keeps_them() {
+    let mut fake = FakeApi::start().await;
+    seed(&fake);
+    let mut rx = start_source(&fake);
+    let first = snapshot_where(&mut rx, "the first list is in", |s| !s.facts.pods.is_empty()).await;
+    let synced = first.synced_at.expect("synced");
+
+    fake.stop().await;
+    let stale = snapshot_where(&mut rx, "the facts are stale", |s| s.stale.is_some()).await;
+    let why = stale.stale.clone().unwrap_or_default();
+    assert!(
+        ["pods: ", "persistentvolumes: ", "persistentvolumeclaims: ", "csidrivers: ", "csinodes: "]
+            .iter()
+            .any(|kind| why.contains(kind)),
+        "{why}"
+    );
+    assert_eq!(stale.facts, first.facts, "nothing is dropped because the API is unreachable");
+    assert_eq!(stale.facts.single_pod_volumes().get("pv-1"), Some(&SinglePodReason::ReadWriteOncePod));
+    assert_eq!(stale.synced_at, Some(synced), "synced_at stays at the last good sync");
+
+    fake.restart().await;
+    let healthy = snapshot_where(&mut rx, "the facts are fresh again", |s| s.stale.is_none()).await;
+    assert!(healthy.synced_at.is_some_and(|t| t > synced), "synced_at advanced");
+    assert_eq!(healthy.facts, first.facts);
+
+    // And the watches work again.
+    fake.apply(PODS, pod("db-1", "uid-b", NODE));
+    snapshot_where(&mut rx, "a pod added after the outage", |s| s.facts.pod("uid-b").is_some()).await;
+}
+
+fn conflict_facts() -> Facts {
+    serde_json::from_value(json!({
+        "pods": [
+            {"uid": "uid-a", "namespace": "shop", "name": "db-0"},
+            {"uid": "uid-b", "namespace": "shop", "name": "db-1"},
+        ],
+        "persistentVolumes": [{"name": "pv-1", "accessModes": ["ReadWriteOncePod"], "claimRef": "shop/data"}],
+    }))
+    .expect("facts")
+}
+
+fn start_events(fake: &FakeApi) -> (mpsc::Sender<Conflict>, Arc<EventCounters>) {
+    let (tx, rx) = mpsc::channel(64);
+    let counters = Arc::new(EventCounters::default());
+    tokio::spawn(events::run(fake.client(), NODE.into(), rx, counters.clone()));
+    (tx, counters)
+}
+
+fn count(counter: &std::sync::atomic::AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+#[tokio::test]
+async fn a_conflict_becomes_a_warning_event_on_the_refused_pod() {
+    let fake = FakeApi::start().await;
+    let (tx, counters) = start_events(&fake);
+    let conflict = Conflict::resolve(&conflict_facts(), ConflictAction::Refused, "pv-1", "uid-b", "uid-a");
+    tx.try_send(conflict.clone()).expect("room in the channel");
+    let events = eventually("one Event", WAIT, || async { Some(fake.events()).filter(|e| !e.is_empty()) }).await;
+    assert_eq!(events.len(), 1);
+    let e = &events[0];
+    assert_eq!(e["type"], "Warning");
+    assert_eq!(e["reason"], "SinglePodVolumeRefused");
+    assert_eq!(e["note"], conflict.message().as_str());
+    assert_eq!(e["action"], "Mount");
+    assert_eq!(e["metadata"]["namespace"], "shop");
+    assert_eq!(
+        e["regarding"],
+        json!({"apiVersion": "v1", "kind": "Pod", "namespace": "shop", "name": "db-1",
+                                       "uid": "uid-b"})
+    );
+    assert_eq!(e["related"]["uid"], "uid-a");
+    assert_eq!(e["reportingController"], "volguard");
+    assert_eq!(e["reportingInstance"], NODE);
+    assert!(e["eventTime"].is_string(), "{e}");
+    assert!(fake.requests().iter().any(|r| r.resource == "events/shop"), "created in the pod's namespace");
+    assert_eq!(count(&counters.posted), 1);
+}
+
+#[tokio::test]
+async fn a_burst_of_identical_conflicts_is_one_event() {
+    let fake = FakeApi::start().await;
+    let (tx, counters) = start_events(&fake);
+    let conflict = Conflict::resolve(&conflict_facts(), ConflictAction::Quarantined, "pv-1", "uid-b", "uid-a");
+    for _ in 0..10 {
+        tx.try_send(conflict.clone()).expect("room in the channel");
+    }
+    eventually("all ten handled", WAIT, || async {
+        (count(&counters.posted) + count(&counters.suppressed) == 10).then_some(())
+    })
+    .await;
+    assert_eq!(count(&counters.suppressed), 9);
+    let events = fake.events();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["reason"], "SinglePodVolumeQuarantined");
+}
+
+#[tokio::test]
+async fn unknown_pods_and_failed_creates_are_counted() {
+    let mut fake = FakeApi::start().await;
+    let (tx, counters) = start_events(&fake);
+    let facts = conflict_facts();
+    let unknown = Conflict::resolve(&facts, ConflictAction::Refused, "pv-1", "uid-unknown", "uid-a");
+    tx.try_send(unknown).expect("room");
+    eventually("the unknown pod counted", WAIT, || async { (count(&counters.unaddressable) == 1).then_some(()) }).await;
+    assert!(fake.events().is_empty());
+
+    fake.stop().await;
+    let refused = Conflict::resolve(&facts, ConflictAction::Refused, "pv-1", "uid-b", "uid-a");
+    tx.try_send(refused).expect("room");
+    eventually("the failed create counted", WAIT, || async { (count(&counters.failed) == 1).then_some(()) }).await;
+
+    fake.restart().await;
+    let audited = Conflict::resolve(&facts, ConflictAction::Audited, "pv-1", "uid-b", "uid-a");
+    tx.try_send(audited).expect("room");
+    eventually("the next conflict still posted", WAIT, || async { (count(&counters.posted) == 1).then_some(()) }).await;
+    assert_eq!(fake.events().len(), 1);
+}
+
+/// Real clusters speak TLS: building an https client must work with the chosen rustls
+/// features (one crypto provider, no panic), and a request to nowhere is an error, not a hang.
+#[tokio::test]
+async fn an_https_client_builds_and_fails_cleanly_without_a_server() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let uri = format!("https://{addr}").parse().expect("uri");
+    let client = kube::Client::try_from(kube::Config::new(uri)).expect("an https client");
+    let result = tokio::time::timeout(WAIT, client.apiserver_version()).await.expect("no hang");
+    assert!(result.is_err(), "nothing listens there");
+}

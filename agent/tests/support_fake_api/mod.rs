@@ -1,0 +1,370 @@
+//! A fake Kubernetes API server for the k8s source tests: real HTTP on 127.0.0.1 (axum),
+//! list and watch for pods, PVs, PVCs, CSIDrivers and CSINodes, and a sink for created
+//! Events. The test drives it: apply/delete objects (watchers get ADDED/MODIFIED/DELETED),
+//! send BOOKMARKs, expire watches (the next watch answers ERROR 410 Gone), fail lists,
+//! stop it (connections refused) and restart it on the same port.
+//!
+//! Watches replay the events after the requested resourceVersion, as the real server does,
+//! so a watch opened a little after the list misses nothing.
+
+#![allow(dead_code, reason = "each test binary uses a different part of the fake")]
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    convert::Infallible,
+    future::Future,
+    net::SocketAddr,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use axum::{
+    Json, Router,
+    body::{Body, Bytes},
+    extract::{Path, Query, State},
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{MethodRouter, get, post},
+};
+use serde_json::{Value, json};
+use tokio::{
+    net::TcpListener,
+    sync::{mpsc, oneshot},
+    task::JoinHandle,
+};
+
+pub const PODS: &str = "pods";
+pub const PVS: &str = "persistentvolumes";
+pub const PVCS: &str = "persistentvolumeclaims";
+pub const CSI_DRIVERS: &str = "csidrivers";
+pub const CSI_NODES: &str = "csinodes";
+
+/// (resource, URL path, apiVersion, kind)
+const RESOURCES: [(&str, &str, &str, &str); 5] = [
+    (PODS, "/api/v1/pods", "v1", "Pod"),
+    (PVS, "/api/v1/persistentvolumes", "v1", "PersistentVolume"),
+    (PVCS, "/api/v1/persistentvolumeclaims", "v1", "PersistentVolumeClaim"),
+    (CSI_DRIVERS, "/apis/storage.k8s.io/v1/csidrivers", "storage.k8s.io/v1", "CSIDriver"),
+    (CSI_NODES, "/apis/storage.k8s.io/v1/csinodes", "storage.k8s.io/v1", "CSINode"),
+];
+
+/// One request the fake answered: the resource (or path) and its decoded query parameters.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub resource: String,
+    pub params: HashMap<String, String>,
+}
+
+impl Request {
+    pub fn is_watch(&self) -> bool {
+        matches!(self.params.get("watch").map(String::as_str), Some("true" | "1"))
+    }
+}
+
+struct Watcher {
+    selector: Option<String>,
+    tx: mpsc::UnboundedSender<Bytes>,
+}
+
+#[derive(Default)]
+struct Collection {
+    api_version: &'static str,
+    kind: &'static str,
+    objects: BTreeMap<String, Value>,
+    /// (resourceVersion, watch event) of every change, for watches that resume.
+    history: Vec<(u64, Value)>,
+    watchers: Vec<Watcher>,
+    gone_next_watch: bool,
+    fail_lists: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    resource_version: u64,
+    collections: BTreeMap<&'static str, Collection>,
+    requests: Vec<Request>,
+    events: Vec<Value>,
+}
+
+type Shared = Arc<Mutex<Inner>>;
+
+pub struct FakeApi {
+    addr: SocketAddr,
+    inner: Shared,
+    server: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+}
+
+fn lock(inner: &Shared) -> MutexGuard<'_, Inner> {
+    // A test that panicked while holding the lock fails anyway; keep going for its report.
+    inner.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn key(object: &Value) -> String {
+    let meta = &object["metadata"];
+    match (meta["namespace"].as_str(), meta["name"].as_str()) {
+        (Some(ns), Some(name)) => format!("{ns}/{name}"),
+        (None, Some(name)) => name.to_owned(),
+        _ => panic!("fake API objects need metadata.name: {object}"),
+    }
+}
+
+/// `a.b=value,c=value` against the object's JSON.
+fn matches(object: &Value, selector: Option<&str>) -> bool {
+    let Some(selector) = selector.filter(|s| !s.is_empty()) else { return true };
+    selector.split(',').all(|term| {
+        let (path, want) = term.split_once("==").or_else(|| term.split_once('=')).unwrap_or((term, ""));
+        let got = path.split('.').fold(object, |v, part| &v[part]);
+        got.as_str() == Some(want)
+    })
+}
+
+fn line(event: &Value) -> Bytes {
+    let mut text = event.to_string();
+    text.push('\n');
+    Bytes::from(text)
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": reason, "code": code})
+}
+
+impl FakeApi {
+    pub async fn start() -> Self {
+        let inner: Shared = Arc::default();
+        {
+            let mut guard = lock(&inner);
+            for (resource, _, api_version, kind) in RESOURCES {
+                guard.collections.insert(resource, Collection { api_version, kind, ..Collection::default() });
+            }
+            guard.resource_version = 100;
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let mut fake = Self { addr, inner, server: None };
+        fake.serve(listener);
+        fake
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn client(&self) -> kube::Client {
+        let uri = self.url().parse().expect("fake API URL");
+        let config = kube::Config::new(uri);
+        kube::Client::try_from(config).expect("kube client for the fake API")
+    }
+
+    fn serve(&mut self, listener: TcpListener) {
+        let mut router = Router::new();
+        for (resource, path, _, _) in RESOURCES {
+            router = router.route(path, collection_route(resource));
+        }
+        let router = router
+            .route("/apis/events.k8s.io/v1/namespaces/{namespace}/events", post(create_event))
+            .fallback(|uri: axum::http::Uri, State(inner): State<Shared>| async move {
+                lock(&inner).requests.push(Request { resource: uri.path().to_owned(), params: HashMap::new() });
+                (StatusCode::NOT_FOUND, Json(status(404, "NotFound", "the fake API has no such path")))
+            })
+            .with_state(self.inner.clone());
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.await;
+                })
+                .await;
+        });
+        self.server = Some((stop_tx, task));
+    }
+
+    /// Stops listening and ends every watch: clients get "connection refused" until
+    /// [`FakeApi::restart`]. The objects are kept.
+    pub async fn stop(&mut self) {
+        {
+            let mut guard = lock(&self.inner);
+            for c in guard.collections.values_mut() {
+                c.watchers.clear();
+            }
+        }
+        if let Some((stop, mut task)) = self.server.take() {
+            let _ = stop.send(());
+            if tokio::time::timeout(Duration::from_secs(5), &mut task).await.is_err() {
+                task.abort();
+            }
+        }
+    }
+
+    /// Listens again on the same address.
+    pub async fn restart(&mut self) {
+        let listener = TcpListener::bind(self.addr).await.expect("bind the same port again");
+        self.serve(listener);
+    }
+
+    fn with<T>(&self, resource: &str, f: impl FnOnce(&mut Collection, u64) -> T) -> T {
+        let mut guard = lock(&self.inner);
+        guard.resource_version += 1;
+        let rv = guard.resource_version;
+        let c = guard.collections.get_mut(resource).expect("known resource");
+        f(c, rv)
+    }
+
+    /// Adds or replaces an object; watchers get ADDED or MODIFIED.
+    pub fn apply(&self, resource: &str, mut object: Value) {
+        self.with(resource, |c, rv| {
+            object["apiVersion"] = json!(c.api_version);
+            object["kind"] = json!(c.kind);
+            object["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let k = key(&object);
+            let kind = if c.objects.contains_key(&k) { "MODIFIED" } else { "ADDED" };
+            c.objects.insert(k, object.clone());
+            c.send(rv, json!({"type": kind, "object": object}));
+        });
+    }
+
+    /// Deletes an object (`namespace/name` or `name`); watchers get DELETED.
+    pub fn delete(&self, resource: &str, key: &str) {
+        self.with(resource, |c, rv| {
+            if let Some(mut object) = c.objects.remove(key) {
+                object["metadata"]["resourceVersion"] = json!(rv.to_string());
+                c.send(rv, json!({"type": "DELETED", "object": object}));
+            }
+        });
+    }
+
+    /// Sends a BOOKMARK with the current resourceVersion to the open watches.
+    pub fn bookmark(&self, resource: &str) {
+        self.with(resource, |c, rv| {
+            let event = json!({"type": "BOOKMARK", "object": {"apiVersion": c.api_version, "kind": c.kind,
+                "metadata": {"resourceVersion": rv.to_string()}}});
+            c.watchers.retain(|w| w.tx.send(line(&event)).is_ok());
+        });
+    }
+
+    /// Replaces the whole collection without telling any watcher (as if the events were
+    /// compacted away), then ends the open watches; the next watch answers ERROR 410 Gone,
+    /// so only a re-list can see the new state.
+    pub fn replace_and_expire(&self, resource: &str, objects: Vec<Value>) {
+        self.with(resource, |c, rv| {
+            c.objects.clear();
+            for mut object in objects {
+                object["apiVersion"] = json!(c.api_version);
+                object["kind"] = json!(c.kind);
+                object["metadata"]["resourceVersion"] = json!(rv.to_string());
+                c.objects.insert(key(&object), object);
+            }
+            c.history.clear();
+            c.gone_next_watch = true;
+            c.watchers.clear();
+        });
+    }
+
+    /// An expiry set by [`FakeApi::replace_and_expire`] that no watch has been told yet.
+    pub fn expiry_pending(&self, resource: &str) -> bool {
+        lock(&self.inner).collections.get(resource).expect("known resource").gone_next_watch
+    }
+
+    /// While set, lists of `resource` answer 500.
+    pub fn fail_lists(&self, resource: &str, fail: bool) {
+        lock(&self.inner).collections.get_mut(resource).expect("known resource").fail_lists = fail;
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
+        lock(&self.inner).requests.clone()
+    }
+
+    pub fn open_watches(&self, resource: &str) -> usize {
+        let mut guard = lock(&self.inner);
+        let c = guard.collections.get_mut(resource).expect("known resource");
+        c.watchers.retain(|w| !w.tx.is_closed());
+        c.watchers.len()
+    }
+
+    /// The Events created so far (the request bodies).
+    pub fn events(&self) -> Vec<Value> {
+        lock(&self.inner).events.clone()
+    }
+}
+
+impl Collection {
+    fn send(&mut self, rv: u64, event: Value) {
+        self.history.push((rv, event.clone()));
+        self.watchers.retain(|w| !matches(&event["object"], w.selector.as_deref()) || w.tx.send(line(&event)).is_ok());
+    }
+}
+
+fn collection_route(resource: &'static str) -> MethodRouter<Shared> {
+    get(move |State(inner): State<Shared>, Query(params): Query<HashMap<String, String>>| async move {
+        collection(&inner, resource, params)
+    })
+}
+
+fn collection(inner: &Shared, resource: &'static str, params: HashMap<String, String>) -> Response {
+    let mut guard = lock(inner);
+    let request = Request { resource: resource.to_owned(), params: params.clone() };
+    let watch = request.is_watch();
+    guard.requests.push(request);
+    let current_rv = guard.resource_version;
+    let c = guard.collections.get_mut(resource).expect("known resource");
+    let selector = params.get("fieldSelector").cloned();
+    if !watch {
+        if c.fail_lists {
+            return (StatusCode::INTERNAL_SERVER_ERROR, Json(status(500, "InternalError", "lists fail")))
+                .into_response();
+        }
+        let items: Vec<Value> = c.objects.values().filter(|o| matches(o, selector.as_deref())).cloned().collect();
+        let list = json!({"apiVersion": c.api_version, "kind": format!("{}List", c.kind),
+            "metadata": {"resourceVersion": current_rv.to_string()}, "items": items});
+        return Json(list).into_response();
+    }
+    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+    if std::mem::take(&mut c.gone_next_watch) {
+        let _ = tx.send(line(&json!({"type": "ERROR",
+            "object": status(410, "Expired", "too old resource version")})));
+        drop(tx);
+    } else {
+        let from: u64 = params.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+        if from > 0 {
+            for (rv, event) in &c.history {
+                if *rv > from && matches(&event["object"], selector.as_deref()) {
+                    let _ = tx.send(line(event));
+                }
+            }
+        }
+        c.watchers.push(Watcher { selector, tx });
+    }
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|bytes| (Ok::<Bytes, Infallible>(bytes), rx))
+    });
+    ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response()
+}
+
+async fn create_event(
+    State(inner): State<Shared>,
+    Path(namespace): Path<String>,
+    Json(event): Json<Value>,
+) -> impl IntoResponse {
+    let mut guard = lock(&inner);
+    guard.requests.push(Request { resource: format!("events/{namespace}"), params: HashMap::new() });
+    guard.events.push(event.clone());
+    (StatusCode::CREATED, Json(event))
+}
+
+/// Polls `check` until it returns `Some`, failing the test after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
