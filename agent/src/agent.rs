@@ -52,7 +52,13 @@ pub enum FactsSource {
     None,
     /// A local YAML inventory, re-read when it changes.
     Inventory(PathBuf),
+    /// The Kubernetes API (in-cluster config, or KUBECONFIG), watching this node's pods.
+    KubernetesApi { node_name: String },
 }
+
+/// How many conflicts may wait for the Event publisher before new ones are dropped
+/// (counted in the log; the conflict itself is always logged and handled).
+const EVENT_QUEUE: usize = 256;
 
 /// The default period of the mount-table reconciliation.
 pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(30);
@@ -91,6 +97,10 @@ pub enum AgentError {
     KubeletRoot(String),
     #[error(transparent)]
     Inventory(#[from] InventoryError),
+    #[error("Kubernetes API client: {0} (in a pod: the service account; elsewhere: KUBECONFIG or ~/.kube/config)")]
+    KubeConfig(String),
+    #[error(transparent)]
+    KubeSource(#[from] crate::k8s::source::SourceError),
     #[error("{context}: {source}")]
     Io {
         context: &'static str,
@@ -113,7 +123,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let decision = enforce::decide(opts.mode, probe.as_ref())?;
     info!("mode {}: {}", decision.mode, decision.reason);
 
-    let (initial, facts, _facts_tx) = start_facts_source(&opts.facts_source)?;
+    let source = start_facts_source(&opts.facts_source).await?;
+    let (initial, facts, _facts_tx) = (source.initial, source.facts, source.keep_alive);
     let mut model = NodeModel::new(&opts.kubelet_root, &opts.mountinfo, opts.single_pod_volumes.clone(), initial)
         .map_err(|source| AgentError::Io { context: "reading the mount table", source })?;
     for (volume, pods) in model.shared_single_pod_volumes() {
@@ -149,7 +160,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
 
     let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
-    let mut agent = Running { opts: &opts, decision: &decision, model, owners, explain: None, log_limiter };
+    let mut agent = Running { opts: &opts, decision: &decision, model, owners, explain: source.events, log_limiter };
     let result = agent.event_loop(&pins, &mut ebpf, &mut reader, facts, &mut stop).await;
     if decision.in_kernel && !opts.keep_enforcement_on_exit {
         info!("removing pinned programs and state (--keep-enforcement-on-exit=false)");
@@ -158,26 +169,53 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     result
 }
 
-/// The first facts, a channel for later ones and its sender (the caller keeps it, so a
-/// source that never sends leaves the receiver waiting, not closed). The inventory is
-/// read now: a bad file stops the start (there is no last good version yet).
-fn start_facts_source(
-    source: &FactsSource,
-) -> Result<(Snapshot, watch::Receiver<Snapshot>, watch::Sender<Snapshot>), AgentError> {
+/// A started facts source.
+struct StartedSource {
+    initial: Snapshot,
+    facts: watch::Receiver<Snapshot>,
+    /// Kept by the caller, so a source that never sends leaves the receiver waiting.
+    keep_alive: watch::Sender<Snapshot>,
+    /// Where conflicts go to become Kubernetes Events, when there is an API.
+    events: Option<mpsc::Sender<explain::Conflict>>,
+}
+
+/// Starts the facts source. The inventory is read now: a bad file stops the start (there
+/// is no last good version yet). The API source publishes once every kind has listed;
+/// until then the facts are empty and marked stale, and nothing pinned is removed.
+async fn start_facts_source(source: &FactsSource) -> Result<StartedSource, AgentError> {
+    let started = |initial: Snapshot| {
+        let (tx, rx) = watch::channel(initial.clone());
+        StartedSource { initial, facts: rx, keep_alive: tx, events: None }
+    };
     match source {
-        FactsSource::None => {
-            let snapshot = Snapshot::empty(Origin::None);
-            let (tx, rx) = watch::channel(snapshot.clone());
-            Ok((snapshot, rx, tx))
-        }
+        FactsSource::None => Ok(started(Snapshot::empty(Origin::None))),
         FactsSource::Inventory(path) => {
             let facts = inventory::load(path)?;
             info!("inventory {}: {}", path.display(), inventory::summary(&facts));
             let watch = InventoryWatch::new(path.clone(), facts);
-            let snapshot = watch.snapshot().clone();
-            let (tx, rx) = watch::channel(snapshot.clone());
-            tokio::spawn(watch.run(tx.clone()));
-            Ok((snapshot, rx, tx))
+            let source = started(watch.snapshot().clone());
+            tokio::spawn(watch.run(source.keep_alive.clone()));
+            Ok(source)
+        }
+        FactsSource::KubernetesApi { node_name } => {
+            let config = kube::Config::infer().await.map_err(|e| AgentError::KubeConfig(e.to_string()))?;
+            info!("Kubernetes API {}: watching pods on node {node_name}", config.cluster_url);
+            let client = kube::Client::try_from(config).map_err(|e| AgentError::KubeConfig(e.to_string()))?;
+            let mut waiting = Snapshot::empty(Origin::KubernetesApi);
+            waiting.stale = Some("waiting for the first complete list from the API server".into());
+            let mut source = started(waiting);
+            let (facts_tx, node) = (source.keep_alive.clone(), node_name.clone());
+            let api_source = crate::k8s::source::run(client.clone(), node.clone(), facts_tx);
+            tokio::spawn(async move {
+                if let Err(e) = api_source.await {
+                    warn!("the Kubernetes API source stopped: {e}");
+                }
+            });
+            let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
+            let counters = std::sync::Arc::new(crate::k8s::events::EventCounters::default());
+            tokio::spawn(crate::k8s::events::run(client, node, events_rx, counters));
+            source.events = Some(events_tx);
+            Ok(source)
         }
     }
 }
@@ -458,8 +496,8 @@ impl Running<'_> {
     /// New facts from the source: update the single-pod set (kernel or userspace) and
     /// give owners to single-pod volumes that are already published.
     fn facts_changed(&mut self, ebpf: &mut Ebpf, snapshot: Snapshot) -> Result<(), AgentError> {
-        let set_changed = self.model.set_facts(snapshot);
-        if set_changed {
+        let change = self.model.set_facts(snapshot);
+        if change.single_pod {
             match &mut self.owners {
                 OwnerStore::Kernel => sync_single_pod_set(ebpf, &self.model)?,
                 OwnerStore::Userspace(o) => o.set_single_pod(self.model.single_pod().keys().cloned()),
@@ -471,7 +509,9 @@ impl Running<'_> {
                 }
             }
         }
-        self.model.log_summary();
+        if change.noteworthy {
+            self.model.log_summary();
+        }
         Ok(())
     }
 }

@@ -80,8 +80,15 @@ struct RunArgs {
     mountinfo: PathBuf,
     /// Local inventory (YAML): pods, PVs, PVCs, CSI objects, for a node without a
     /// Kubernetes API. Re-read when it changes.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "kubernetes")]
     inventory: Option<PathBuf>,
+    /// Take the facts from the Kubernetes API (in-cluster service account, or KUBECONFIG)
+    /// and record Events on refused pods.
+    #[arg(long, requires = "node_name")]
+    kubernetes: bool,
+    /// This node's name (the DaemonSet sets NODE_NAME from spec.nodeName).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: Option<String>,
     /// How often the mount table is re-read to correct what events missed (e.g. 30s, 500ms).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     reconcile_interval: Duration,
@@ -119,9 +126,10 @@ async fn main() -> anyhow::Result<()> {
             keep_enforcement_on_exit: args.keep_enforcement_on_exit,
             print_events: args.print_events,
             mountinfo: args.mountinfo,
-            facts_source: match args.inventory {
-                Some(path) => FactsSource::Inventory(path),
-                None => FactsSource::None,
+            facts_source: match (args.inventory, args.kubernetes, args.node_name) {
+                (Some(path), _, _) => FactsSource::Inventory(path),
+                (None, true, Some(node_name)) => FactsSource::KubernetesApi { node_name },
+                _ => FactsSource::None,
             },
             reconcile_interval: args.reconcile_interval,
         })

@@ -29,6 +29,16 @@ pub struct NodeModel {
     tree_findings: Vec<Finding>,
 }
 
+/// What a new snapshot changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FactsChange {
+    /// The single-pod set: the kernel map or the userspace table must follow.
+    pub single_pod: bool,
+    /// Worth a log line: the set, the findings, or the source's health changed (pods
+    /// coming and going on a busy node are not).
+    pub noteworthy: bool,
+}
+
 /// What one reconciliation pass found.
 #[derive(Debug, Default)]
 pub struct Reconciled {
@@ -71,17 +81,24 @@ impl NodeModel {
         Ok(Mounts::from_table(&table, &self.kubelet_root))
     }
 
-    /// Takes a new snapshot from the source; true if the single-pod set changed.
-    pub fn set_facts(&mut self, snapshot: Snapshot) -> bool {
+    /// Takes a new snapshot from the source and says what changed.
+    pub fn set_facts(&mut self, snapshot: Snapshot) -> FactsChange {
         let mut single_pod = snapshot.facts.single_pod_volumes();
         for name in &self.command_line {
             single_pod.entry(name.clone()).or_insert(SinglePodReason::CommandLine);
         }
-        self.fact_findings = checks::ephemeral_claims(&snapshot.facts);
+        let findings = checks::ephemeral_claims(&snapshot.facts);
+        let change = FactsChange {
+            single_pod: single_pod != self.single_pod,
+            noteworthy: single_pod != self.single_pod
+                || findings != self.fact_findings
+                || snapshot.stale.is_some() != self.snapshot.stale.is_some()
+                || snapshot.origin != self.snapshot.origin,
+        };
+        self.fact_findings = findings;
         self.snapshot = snapshot;
-        let changed = single_pod != self.single_pod;
         self.single_pod = single_pod;
-        changed
+        change
     }
 
     /// Re-reads `vol_data.json` files for the inline-handle check.
@@ -164,5 +181,67 @@ impl NodeModel {
         for finding in self.findings() {
             warn!("finding {:?} ({:?}) {}: {}", finding.check, finding.severity, finding.subject, finding.message);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::facts::{AccessMode, Facts, PersistentVolume};
+
+    const RECORDED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/recorded/kubelet-node.mountinfo");
+
+    fn snapshot(rwop: &[&str], stale: Option<&str>) -> Snapshot {
+        let pv = |name: &&str| PersistentVolume {
+            name: (*name).into(),
+            access_modes: vec![AccessMode::ReadWriteOncePod],
+            csi: None,
+            claim_ref: None,
+            block: false,
+        };
+        let facts = Facts { persistent_volumes: rwop.iter().map(pv).collect(), ..Facts::default() };
+        Snapshot {
+            facts: Arc::new(facts),
+            origin: Origin::KubernetesApi,
+            stale: stale.map(Into::into),
+            synced_at: None,
+        }
+    }
+
+    #[test]
+    fn facts_changes_say_what_the_kernel_and_the_log_must_follow() {
+        let root = Path::new("/var/lib/kubelet");
+        let mut model = NodeModel::new(root, Path::new(RECORDED), ["pv-flag".to_owned()], snapshot(&[], None)).unwrap();
+        assert_eq!(model.single_pod().get("pv-flag"), Some(&SinglePodReason::CommandLine));
+
+        let change = model.set_facts(snapshot(&["pvc-rwop"], None));
+        assert_eq!(change, FactsChange { single_pod: true, noteworthy: true });
+        assert_eq!(
+            model.set_facts(snapshot(&["pvc-rwop"], None)),
+            FactsChange { single_pod: false, noteworthy: false }
+        );
+        let stale = model.set_facts(snapshot(&["pvc-rwop"], Some("pods: connection refused")));
+        assert_eq!(stale, FactsChange { single_pod: false, noteworthy: true }, "going stale is worth a line");
+
+        // The recorded table has pvc-rwop published into one pod: the owner to seed.
+        let fixes = model.plan_owners(&BTreeMap::new());
+        assert_eq!(
+            fixes,
+            [OwnerFix::Seed { volume: "pvc-rwop".into(), pod_uid: "7d1c0a52-1111-4a6e-9f00-0000000000a1".into() }]
+        );
+        assert_eq!(model.shared_single_pod_volumes(), []);
+        assert!(model.set_facts(snapshot(&["pvc-rwx"], None)).single_pod);
+        assert_eq!(model.shared_single_pod_volumes().len(), 1, "pvc-rwx is published into two pods");
+    }
+
+    #[test]
+    fn an_unreadable_mount_table_fails_the_start_and_skips_a_reconciliation() {
+        let missing = Path::new("/nonexistent/mountinfo");
+        assert!(NodeModel::new(Path::new("/x"), missing, [], snapshot(&[], None)).is_err());
+        let mut model = NodeModel::new(Path::new("/x"), Path::new(RECORDED), [], snapshot(&[], None)).unwrap();
+        model.mountinfo = missing.to_owned();
+        assert!(model.reconcile(&BTreeMap::new()).is_err(), "the caller logs it and keeps its state");
     }
 }

@@ -62,12 +62,14 @@ impl Node {
     /// Pod B publishes the volume pod A holds: refused (enforce) or detached and masked
     /// (quarantine), and explained naming the PVC and the owner.
     fn second_publish_is_stopped(&self, agent: &Agent) {
+        let is_quarantine = |l: &str| l.contains("CONFLICT quarantined") && l.contains("pod-b");
+        let quarantined = agent.count_lines(is_quarantine);
         match self.ns.bind(&self.volume, &self.b) {
             Err(Errno::EBUSY) => {
                 agent.wait_for_line("the refusal", |l| l.contains("CONFLICT blocked") && l.contains("pod-b"));
             }
             Ok(()) => {
-                agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod-b"));
+                agent.wait_for_more_lines("the quarantine", quarantined, is_quarantine);
                 assert_eq!(self.ns.umount(&self.b), Ok(()), "remove the quarantine mask");
             }
             other => panic!("pod B's publish: {other:?}"),

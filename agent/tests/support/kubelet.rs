@@ -237,7 +237,20 @@ impl Agent {
 
     /// As [`Agent::start`], with more `volguard run` arguments.
     pub fn start_with(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str, extra: &[&str]) -> Self {
+        Self::start_with_env(kubelet_root, pin_root, single_pod, mode, extra, &[])
+    }
+
+    /// As [`Agent::start_with`], with extra environment variables.
+    pub fn start_with_env(
+        kubelet_root: &Path,
+        pin_root: &Path,
+        single_pod: &[&str],
+        mode: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut cmd = Command::new(agent_binary());
+        cmd.envs(env.iter().copied());
         cmd.arg("run").arg("--kubelet-root").arg(kubelet_root).arg("--pin-root").arg(pin_root);
         cmd.args(["--mode", mode]).args(extra);
         for volume in single_pod {
@@ -266,6 +279,37 @@ impl Agent {
                 return line.clone();
             }
             assert!(Instant::now() < deadline, "agent never printed {what}: {:#?}", self.lines.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// How many lines so far match `want`.
+    pub fn count_lines(&self, want: impl Fn(&str) -> bool) -> usize {
+        self.lines.lock().unwrap().iter().filter(|l| want(l)).count()
+    }
+
+    /// Waits until more than `seen` lines match `want`.
+    pub fn wait_for_more_lines(&self, what: &str, seen: usize, want: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.count_lines(&want) <= seen {
+            assert!(Instant::now() < deadline, "agent never printed {what}: {:#?}", self.lines.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The first line matching `then` that comes after a line matching `first`.
+    pub fn wait_for_line_after(&self, what: &str, first: impl Fn(&str) -> bool, then: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            {
+                let lines = self.lines.lock().unwrap();
+                if let Some(start) = lines.iter().position(|l| first(l))
+                    && let Some(line) = lines[start + 1..].iter().find(|l| then(l))
+                {
+                    return line.clone();
+                }
+                assert!(Instant::now() < deadline, "agent never printed {what}: {lines:#?}");
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -1,0 +1,136 @@
+//! A real agent taking its facts from a (fake) Kubernetes API server over real HTTP: the
+//! single-pod set comes from a PV's access modes, a conflicting publish becomes a Warning
+//! Event on the refused pod, and an API outage marks the facts stale and releases nothing.
+
+mod support;
+mod support_fake_api;
+
+use std::{path::PathBuf, time::Duration};
+
+use nix::errno::Errno;
+use serde_json::{Value, json};
+use support::{
+    have_root,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+};
+use support_fake_api::{CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, eventually};
+
+const NODE: &str = "node-1";
+
+fn pod(name: &str, uid: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": "shop", "uid": uid},
+           "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "i"}],
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})
+}
+
+fn seed(fake: &FakeApi) {
+    fake.apply(PODS, pod("db-0", "pod-a"));
+    fake.apply(PODS, pod("db-1", "pod-b"));
+    fake.apply(
+        PVS,
+        json!({"metadata": {"name": "pv-data"},
+               "spec": {"accessModes": ["ReadWriteOncePod"], "claimRef": {"namespace": "shop", "name": "data"},
+                        "csi": {"driver": "hostpath.csi.k8s.io", "volumeHandle": "h-1"}}}),
+    );
+    fake.apply(
+        PVCS,
+        json!({"metadata": {"name": "data", "namespace": "shop"},
+               "spec": {"accessModes": ["ReadWriteOncePod"], "volumeName": "pv-data"}}),
+    );
+    fake.apply(CSI_DRIVERS, json!({"metadata": {"name": "hostpath.csi.k8s.io"}, "spec": {}}));
+    fake.apply(
+        CSI_NODES,
+        json!({"metadata": {"name": NODE}, "spec": {"drivers": [{"name": "hostpath.csi.k8s.io", "nodeID": NODE}]}}),
+    );
+}
+
+fn kubeconfig(dir: &std::path::Path, server: &str) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{server}\"}}\n\
+         users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: fake, user: u}}\ncurrent-context: c\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Pod B publishes: refused (enforce) or quarantined; either way pod B ends without the volume.
+fn second_publish_is_stopped(ns: &MountNs, agent: &Agent, volume: &PathBuf, b: &PathBuf) {
+    let is_quarantine = |l: &str| l.contains("CONFLICT quarantined") && l.contains("pod-b");
+    let quarantined = agent.count_lines(is_quarantine);
+    match ns.bind(volume, b) {
+        Err(Errno::EBUSY) => {}
+        Ok(()) => {
+            agent.wait_for_more_lines("the quarantine", quarantined, is_quarantine);
+            while ns.umount(b).is_ok() {}
+        }
+        other => panic!("pod B's publish: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_facts_drive_enforcement_and_conflicts_become_events_and_an_outage_releases_nothing() {
+    if !have_root("api_facts_drive_enforcement_and_conflicts_become_events_and_an_outage_releases_nothing") {
+        return;
+    }
+    let mut fake = FakeApi::start().await;
+    seed(&fake);
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let config = kubeconfig(tree.tmp.path(), &fake.url());
+    let (volume, a, b) =
+        (tree.volume("pv-data"), tree.publish_dir("pod-a", "pv-data"), tree.publish_dir("pod-b", "pv-data"));
+    let pins = pin_root("kubernetes");
+
+    let agent = tokio::task::block_in_place(|| {
+        let mountinfo = ns.mountinfo();
+        let extra = ["--mountinfo", &mountinfo, "--kubernetes", "--node-name", NODE, "--reconcile-interval", "200ms"];
+        let agent = Agent::start_with_env(
+            &tree.root(),
+            &pins,
+            &[],
+            "auto",
+            &extra,
+            &[("KUBECONFIG", config.to_str().unwrap())],
+        );
+        agent.wait_for_line("the API's facts", |l| l.contains("node model: 1 single-pod volumes (1 ReadWriteOncePod"));
+        assert_eq!(ns.bind(&volume, &a), Ok(()), "pod A publishes first");
+        second_publish_is_stopped(&ns, &agent, &volume, &b);
+        agent
+    });
+
+    let events =
+        eventually("the Event", Duration::from_secs(30), || async { Some(fake.events()).filter(|e| !e.is_empty()) })
+            .await;
+    let event = &events[0];
+    assert_eq!(event["type"], "Warning");
+    assert!(
+        ["SinglePodVolumeRefused", "SinglePodVolumeQuarantined"].contains(&event["reason"].as_str().unwrap()),
+        "{event}"
+    );
+    assert_eq!(event["regarding"]["name"], "db-1");
+    assert_eq!(event["regarding"]["uid"], "pod-b");
+    let note = event["note"].as_str().unwrap();
+    assert!(note.contains("\"pv-data\" (PVC shop/data)") && note.contains("pod shop/db-0 (uid pod-a)"), "{note}");
+
+    // The API goes away: the facts go stale, ownership and the single-pod set stay.
+    fake.stop().await;
+    tokio::task::block_in_place(|| {
+        // Stale, and still the same facts: nothing is dropped because the API is unreachable.
+        agent.wait_for_line("the stale facts", |l| l.contains("1 single-pod volumes") && l.contains("facts STALE"));
+        second_publish_is_stopped(&ns, &agent, &volume, &b);
+    });
+    fake.restart().await;
+    tokio::task::block_in_place(|| {
+        agent.wait_for_line_after(
+            "the recovery",
+            |l| l.contains("1 single-pod volumes") && l.contains("facts STALE"),
+            |l| l.contains("node model: 1 single-pod volumes") && !l.contains("STALE"),
+        );
+        agent.stop();
+        while ns.umount(&a).is_ok() {}
+        if pins.exists() {
+            uninstall(&pins);
+        }
+    });
+}
