@@ -42,7 +42,7 @@ pub struct Event {
 }
 
 /// Who made a syscall.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Caller {
     pub pid: u32,
     pub tgid: u32,

@@ -1,0 +1,285 @@
+//! The agent's two HTTP listeners (axum): `/metrics` for Prometheus, on its own address,
+//! and the read-only debug API, on localhost by default. Every error is JSON with a 4xx.
+
+use std::{collections::HashMap, sync::Arc};
+
+use axum::{
+    Json, Router,
+    extract::{Path, Query, State},
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use serde_json::{Value, json};
+
+use crate::debug::{API_VERSION, CONFLICTS_KEPT, MOUNTS_KEPT, Shared};
+
+/// The default `/metrics` address: every interface, so Prometheus can scrape the pod.
+pub const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:9728";
+/// The default debug API address: this node only.
+pub const DEFAULT_DEBUG_ADDRESS: &str = "127.0.0.1:9729";
+/// How many entries the list routes return without `?limit=`.
+const DEFAULT_LIMIT: usize = 50;
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type AppState = State<Arc<Shared>>;
+
+pub fn metrics_router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such path: metrics are at /metrics") })
+        .method_not_allowed_fallback(|| async { error(StatusCode::METHOD_NOT_ALLOWED, "only GET") })
+        .with_state(shared)
+}
+
+pub fn debug_router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/debug/status", get(status))
+        .route("/debug/volumes", get(volumes))
+        .route("/debug/volumes/{name}", get(volume))
+        .route("/debug/conflicts", get(conflicts))
+        .route("/debug/mounts", get(mounts))
+        .route("/debug/csi", get(csi))
+        .route("/debug/config", get(config))
+        .fallback(|| async {
+            error(
+                StatusCode::NOT_FOUND,
+                "no such path; try /healthz, /readyz, /debug/status, /debug/volumes, /debug/volumes/{name}, \
+                 /debug/conflicts, /debug/mounts, /debug/csi, /debug/config",
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            error(StatusCode::METHOD_NOT_ALLOWED, "the debug API is read-only: GET")
+        })
+        .with_state(shared)
+}
+
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({"apiVersion": API_VERSION, "error": message, "status": status.as_u16()}))).into_response()
+}
+
+fn ok(body: Value) -> Response {
+    let mut body = body;
+    if let Value::Object(map) = &mut body {
+        map.insert("apiVersion".into(), API_VERSION.into());
+    }
+    Json(body).into_response()
+}
+
+/// `?limit=N` (1..=max); any other parameter, or a bad value, is a 400.
+fn limit(params: &HashMap<String, String>, max: usize) -> Result<usize, Response> {
+    if let Some(unknown) = params.keys().find(|k| *k != "limit") {
+        return Err(error(StatusCode::BAD_REQUEST, &format!("unknown parameter {unknown:?}; only limit")));
+    }
+    match params.get("limit") {
+        None => Ok(DEFAULT_LIMIT.min(max)),
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(error(
+                StatusCode::BAD_REQUEST,
+                &format!("limit must be a whole number from 1 to {max}, got {text:?}"),
+            )),
+        },
+    }
+}
+
+async fn metrics(State(shared): AppState) -> Response {
+    ([(header::CONTENT_TYPE, OPENMETRICS)], shared.metrics.encode()).into_response()
+}
+
+async fn healthz() -> Response {
+    ok(json!({"status": "ok"}))
+}
+
+async fn readyz(State(shared): AppState) -> Response {
+    let ready = shared.is_ready();
+    let body = json!({"apiVersion": API_VERSION, "ready": ready,
+                      "detail": if ready { "programs attached, state built" } else { "starting" }});
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(body)).into_response()
+}
+
+async fn status(State(shared): AppState) -> Response {
+    let snap = shared.snapshot();
+    let single_pod = snap.volumes.iter().filter(|v| v.single_pod.is_some()).count();
+    let owned = snap.volumes.iter().filter(|v| v.owner.is_some()).count();
+    ok(json!({
+        "ready": shared.is_ready(),
+        "mode": snap.mode,
+        "modeReason": snap.mode_reason,
+        "source": snap.source,
+        "volumes": snap.volumes.len(),
+        "singlePodVolumes": single_pod,
+        "ownedVolumes": owned,
+        "findings": snap.findings.len() + csi_findings(&snap.csi),
+        "recentConflicts": shared.recent_conflicts(CONFLICTS_KEPT).len(),
+        "eventsLost": shared.metrics.events_lost(),
+        "updatedAt": snap.updated_at,
+    }))
+}
+
+fn csi_findings(csi: &Option<Value>) -> usize {
+    csi.as_ref().and_then(|c| c.get("findings")).and_then(Value::as_array).map_or(0, Vec::len)
+}
+
+async fn volumes(State(shared): AppState, Query(params): Query<HashMap<String, String>>) -> Response {
+    if let Some(unknown) = params.keys().next() {
+        return error(StatusCode::BAD_REQUEST, &format!("unknown parameter {unknown:?}"));
+    }
+    ok(json!({"volumes": shared.snapshot().volumes}))
+}
+
+async fn volume(State(shared): AppState, Path(name): Path<String>) -> Response {
+    match shared.snapshot().volumes.iter().find(|v| v.name == name) {
+        Some(v) => ok(json!({"volume": v})),
+        None => error(StatusCode::NOT_FOUND, &format!("no volume {name:?} is published or single-pod on this node")),
+    }
+}
+
+async fn conflicts(State(shared): AppState, Query(params): Query<HashMap<String, String>>) -> Response {
+    match limit(&params, CONFLICTS_KEPT) {
+        Ok(n) => ok(json!({"conflicts": shared.recent_conflicts(n)})),
+        Err(response) => response,
+    }
+}
+
+async fn mounts(State(shared): AppState, Query(params): Query<HashMap<String, String>>) -> Response {
+    match limit(&params, MOUNTS_KEPT) {
+        Ok(n) => ok(json!({"mounts": shared.recent_mounts(n)})),
+        Err(response) => response,
+    }
+}
+
+async fn csi(State(shared): AppState) -> Response {
+    ok(json!({"csi": shared.snapshot().csi}))
+}
+
+async fn config(State(shared): AppState) -> Response {
+    ok(json!({"config": shared.config}))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::{Body, to_bytes};
+    use tower::ServiceExt as _;
+
+    use super::*;
+    use crate::{
+        debug::{ConflictRecord, MountRecord, Snapshot, VolumeDetail},
+        explain::{Conflict, ConflictAction},
+        facts::Facts,
+    };
+
+    fn shared() -> Arc<Shared> {
+        let shared = Arc::new(Shared::new(json!({"kubeletRoot": "/var/lib/kubelet"})));
+        let volume = VolumeDetail {
+            name: "pv-1".into(),
+            single_pod: Some(crate::facts::SinglePodReason::ReadWriteOncePod),
+            claim: None,
+            driver: Some("d".into()),
+            owner: Some("pod-a".into()),
+            published_to: vec!["pod-a".into()],
+            expected_csi_access_mode: None,
+            findings: vec![],
+        };
+        shared.set_snapshot(Snapshot { mode: "quarantine".into(), volumes: vec![volume], ..Snapshot::default() });
+        for i in 0..3 {
+            let c =
+                Conflict::resolve(&Facts::default(), ConflictAction::Quarantined, "pv-1", &format!("p{i}"), "pod-a");
+            shared.record_conflict(ConflictRecord::new(&c));
+        }
+        shared.record_mount(MountRecord {
+            at: std::time::SystemTime::now(),
+            operation: "volume_mount",
+            syscall: "mount",
+            target: "/x".into(),
+            volume_plugin: "kubernetes.io/csi:d".into(),
+            success: true,
+            ret: 0,
+            duration_seconds: 0.01,
+            pid: 7,
+            comm: "csi".into(),
+        });
+        shared
+    }
+
+    async fn get(router: Router, uri: &str) -> (StatusCode, Value) {
+        request(router, "GET", uri).await
+    }
+
+    async fn request(router: Router, method: &str, uri: &str) -> (StatusCode, Value) {
+        let req = axum::http::Request::builder().method(method).uri(uri).body(Body::empty()).unwrap();
+        let response = router.oneshot(req).await.unwrap();
+        let status = response.status();
+        let bytes = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    #[tokio::test]
+    async fn every_debug_route_answers_versioned_json() {
+        let s = shared();
+        let r = || debug_router(s.clone());
+        let (code, body) = get(r(), "/healthz").await;
+        assert_eq!(
+            (code, body["status"].as_str(), body["apiVersion"].as_str()),
+            (StatusCode::OK, Some("ok"), Some(API_VERSION))
+        );
+        assert_eq!(get(r(), "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE, "not ready before the state is built");
+        s.set_ready();
+        assert_eq!(get(r(), "/readyz").await.0, StatusCode::OK);
+        let (_, body) = get(r(), "/debug/status").await;
+        assert_eq!((body["mode"].as_str(), body["singlePodVolumes"].as_u64()), (Some("quarantine"), Some(1)));
+        let (_, body) = get(r(), "/debug/volumes").await;
+        assert_eq!(body["volumes"][0]["owner"], "pod-a");
+        let (code, body) = get(r(), "/debug/volumes/pv-1").await;
+        assert_eq!((code, body["volume"]["driver"].as_str()), (StatusCode::OK, Some("d")));
+        let (_, body) = get(r(), "/debug/conflicts?limit=2").await;
+        let pods: Vec<_> = body["conflicts"].as_array().unwrap().iter().map(|c| c["pod"]["uid"].clone()).collect();
+        assert_eq!(pods, [json!("p2"), json!("p1")], "newest first, limited");
+        let (_, body) = get(r(), "/debug/mounts").await;
+        assert_eq!(body["mounts"][0]["operation"], "volume_mount");
+        let (_, body) = get(r(), "/debug/csi").await;
+        assert_eq!(body["csi"], Value::Null, "null until the CSI checks ran");
+        let (_, body) = get(r(), "/debug/config").await;
+        assert_eq!(body["config"]["kubeletRoot"], "/var/lib/kubelet");
+    }
+
+    #[tokio::test]
+    async fn bad_paths_parameters_and_methods_are_json_4xx() {
+        let s = shared();
+        let r = || debug_router(s.clone());
+        for (method, uri, want) in [
+            ("GET", "/debug/volumes/nope", StatusCode::NOT_FOUND),
+            ("GET", "/debug/nothing", StatusCode::NOT_FOUND),
+            ("GET", "/debug/conflicts?limit=0", StatusCode::BAD_REQUEST),
+            ("GET", "/debug/conflicts?limit=abc", StatusCode::BAD_REQUEST),
+            ("GET", "/debug/mounts?limit=100000", StatusCode::BAD_REQUEST),
+            ("GET", "/debug/mounts?since=5", StatusCode::BAD_REQUEST),
+            ("GET", "/debug/volumes?x=1", StatusCode::BAD_REQUEST),
+            ("POST", "/debug/volumes", StatusCode::METHOD_NOT_ALLOWED),
+            ("DELETE", "/healthz", StatusCode::METHOD_NOT_ALLOWED),
+        ] {
+            let (code, body) = request(r(), method, uri).await;
+            assert_eq!(code, want, "{method} {uri}");
+            assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{method} {uri}: {body}");
+            assert_eq!(body["status"], want.as_u16());
+        }
+    }
+
+    #[tokio::test]
+    async fn metrics_are_openmetrics_on_their_own_router() {
+        let s = shared();
+        s.metrics.syscall("mount", true);
+        let req = axum::http::Request::builder().uri("/metrics").body(Body::empty()).unwrap();
+        let response = metrics_router(s.clone()).oneshot(req).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], OPENMETRICS);
+        let text = String::from_utf8(to_bytes(response.into_body(), 1 << 20).await.unwrap().to_vec()).unwrap();
+        assert!(text.contains("volguard_mount_syscalls_total{syscall=\"mount\",result=\"success\"} 1"));
+        assert_eq!(get(metrics_router(s.clone()), "/debug/volumes").await.0, StatusCode::NOT_FOUND, "kept apart");
+        assert_eq!(get(debug_router(s), "/metrics").await.0, StatusCode::NOT_FOUND);
+    }
+}

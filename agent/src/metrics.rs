@@ -1,0 +1,493 @@
+//! Every metric the agent exports, registered in one place. Label values come from closed
+//! sets (enums) or from bounded API names (drivers, PVCs that exist); per-PVC series are
+//! removed when the PVC goes away, and their number is capped.
+//!
+//! `storage_operation_duration_seconds` copies kubelet's name, labels and buckets (K8S
+//! `pkg/volume/util/metrics.go`) so kubelet's SLO queries work on our series unchanged.
+
+use std::{
+    collections::{BTreeSet, HashSet},
+    sync::{Mutex, atomic::AtomicU64},
+    time::SystemTime,
+};
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::{Registry, Unit},
+};
+
+use crate::{
+    checks::Finding,
+    enforce::Mode,
+    explain::ConflictAction,
+    facts::{ClaimRef, Origin},
+    volume_ops::OperationName,
+};
+
+/// kubelet's bucket boundaries for `storage_operation_duration_seconds`, in seconds.
+pub const STORAGE_OPERATION_BUCKETS: [f64; 13] =
+    [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0];
+
+/// At most this many (namespace, PVC, action) conflict series; more go to `_other`.
+pub const MAX_CONFLICT_SERIES: usize = 10_000;
+/// The label value that stands for everything beyond the cap, or for an unknown PVC.
+pub const OTHER: &str = "_other";
+pub const UNKNOWN: &str = "_unknown";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StorageOperationLabels {
+    pub volume_plugin: String,
+    pub operation_name: String,
+    pub status: String,
+    pub migrated: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConflictLabels {
+    pub namespace: String,
+    pub persistentvolumeclaim: String,
+    pub action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SyscallLabels {
+    syscall: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModeLabels {
+    mode: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DriverInfoLabels {
+    driver: String,
+    vendor_version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CsiFindingLabels {
+    driver: String,
+    check: String,
+    severity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingLabels {
+    check: String,
+    severity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabels {
+    version: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn storage_histogram() -> Histogram {
+    Histogram::new(STORAGE_OPERATION_BUCKETS)
+}
+
+/// Why the active mode is the active mode (a closed set for the `reason` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModeReason {
+    /// `auto`, and a probe mount was refused in the kernel.
+    LsmActive,
+    /// `auto`, and BPF LSM was missing or did not act.
+    NoBpfLsm,
+    /// `--mode` named it.
+    Flag,
+}
+
+impl ModeReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::LsmActive => "lsm_active",
+            Self::NoBpfLsm => "no_bpf_lsm",
+            Self::Flag => "flag",
+        }
+    }
+}
+
+/// Single-pod volumes by state, for `volguard_single_pod_volumes`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SinglePodCounts {
+    /// Published into one pod, which owns it.
+    pub owned: i64,
+    /// Not published (or published without an owner yet).
+    pub unowned: i64,
+    /// Published into more than one pod (a conflict on the node).
+    pub shared: i64,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    storage_operations: HistogramFamily<StorageOperationLabels>,
+    conflicts: Family<ConflictLabels, Counter>,
+    conflict_series: Mutex<HashSet<ConflictLabels>>,
+    syscalls: Family<SyscallLabels, Counter>,
+    single_pod: Family<StateLabels, Gauge>,
+    mode: Family<ModeLabels, Gauge>,
+    csi_driver_info: Family<DriverInfoLabels, Gauge>,
+    csi_findings: Family<CsiFindingLabels, Gauge>,
+    node_findings: Family<FindingLabels, Gauge>,
+    events_lost: Counter,
+    inventory_info: Family<SourceLabels, Gauge>,
+    inventory_stale: Gauge,
+    inventory_last_sync: Gauge<f64, AtomicU64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let storage_operations = HistogramFamily::<StorageOperationLabels>::new_with_constructor(storage_histogram);
+        registry.register_with_unit(
+            "storage_operation_duration",
+            "Storage operation duration (kubelet's metric, measured in the kernel from syscall entry to exit)",
+            Unit::Seconds,
+            storage_operations.clone(),
+        );
+        let conflicts = Family::<ConflictLabels, Counter>::default();
+        registry.register(
+            "volguard_conflicts",
+            "Publishes of a single-pod volume into a second pod, by namespace, PVC and what was done",
+            conflicts.clone(),
+        );
+        let syscalls = Family::<SyscallLabels, Counter>::default();
+        registry.register(
+            "volguard_mount_syscalls",
+            "Mount-family syscalls seen, by syscall and result",
+            syscalls.clone(),
+        );
+        let single_pod = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "volguard_single_pod_volumes",
+            "Single-pod volumes on this node by state",
+            single_pod.clone(),
+        );
+        let mode = Family::<ModeLabels, Gauge>::default();
+        registry.register("volguard_enforcement_mode", "1 for the active enforcement mode, with why", mode.clone());
+        let csi_driver_info = Family::<DriverInfoLabels, Gauge>::default();
+        registry.register(
+            "volguard_csi_driver_info",
+            "1 for each CSI driver found on this node",
+            csi_driver_info.clone(),
+        );
+        let csi_findings = Family::<CsiFindingLabels, Gauge>::default();
+        registry.register(
+            "volguard_csi_findings",
+            "CSI check findings by driver, check and severity",
+            csi_findings.clone(),
+        );
+        let node_findings = Family::<FindingLabels, Gauge>::default();
+        registry.register(
+            "volguard_node_findings",
+            "Findings of the node model checks by check and severity",
+            node_findings.clone(),
+        );
+        let events_lost = Counter::default();
+        registry.register(
+            "volguard_events_lost",
+            "Syscall events lost because the kernel ring buffer was full",
+            events_lost.clone(),
+        );
+        let inventory_info = Family::<SourceLabels, Gauge>::default();
+        registry.register("volguard_inventory_info", "1 for the source of the facts in force", inventory_info.clone());
+        let inventory_stale = Gauge::default();
+        registry.register(
+            "volguard_inventory_stale",
+            "1 while the facts may be out of date (API unreachable, inventory unreadable)",
+            inventory_stale.clone(),
+        );
+        let inventory_last_sync = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "volguard_inventory_last_sync_timestamp_seconds",
+            "When the facts source last delivered a complete, good set (Unix time)",
+            inventory_last_sync.clone(),
+        );
+        let build_info = Family::<VersionLabels, Gauge>::default();
+        registry.register("volguard_build_info", "1, labelled with the agent's version", build_info.clone());
+        build_info.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
+        Self {
+            registry,
+            storage_operations,
+            conflicts,
+            conflict_series: Mutex::default(),
+            syscalls,
+            single_pod,
+            mode,
+            csi_driver_info,
+            csi_findings,
+            node_findings,
+            events_lost,
+            inventory_info,
+            inventory_stale,
+            inventory_last_sync,
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn storage_operation(&self, volume_plugin: String, operation: OperationName, success: bool, seconds: f64) {
+        let labels = StorageOperationLabels {
+            volume_plugin,
+            operation_name: operation.as_str().into(),
+            status: if success { "success" } else { "fail-unknown" }.into(),
+            migrated: "false".into(),
+        };
+        self.storage_operations.get_or_create(&labels).observe(seconds);
+    }
+
+    pub fn syscall(&self, syscall: &'static str, success: bool) {
+        let labels =
+            SyscallLabels { syscall: syscall.into(), result: if success { "success" } else { "failure" }.into() };
+        self.syscalls.get_or_create(&labels).inc();
+    }
+
+    /// Counts a conflict. Past [`MAX_CONFLICT_SERIES`] distinct series, new PVCs are
+    /// counted under `_other`, so a cluster with many PVCs cannot blow up the series count.
+    pub fn conflict(&self, claim: Option<&ClaimRef>, action: ConflictAction) {
+        let action = match action {
+            ConflictAction::Refused => "blocked",
+            ConflictAction::Quarantined => "quarantined",
+            ConflictAction::Audited => "observed",
+        };
+        let (namespace, pvc) = match claim {
+            Some(c) => (c.namespace.clone(), c.name.clone()),
+            None => (UNKNOWN.into(), UNKNOWN.into()),
+        };
+        let mut labels = ConflictLabels { namespace, persistentvolumeclaim: pvc, action: action.into() };
+        let mut series = self.conflict_series.lock().unwrap_or_else(|e| e.into_inner());
+        if !series.contains(&labels) {
+            if series.len() >= MAX_CONFLICT_SERIES {
+                labels.namespace = OTHER.into();
+                labels.persistentvolumeclaim = OTHER.into();
+            }
+            series.insert(labels.clone());
+        }
+        self.conflicts.get_or_create(&labels).inc();
+    }
+
+    /// Removes the conflict series of PVCs that no longer exist.
+    pub fn forget_claims_except(&self, existing: &BTreeSet<ClaimRef>) {
+        let mut series = self.conflict_series.lock().unwrap_or_else(|e| e.into_inner());
+        series.retain(|labels| {
+            let special = [UNKNOWN, OTHER].contains(&labels.persistentvolumeclaim.as_str());
+            let claim = ClaimRef { namespace: labels.namespace.clone(), name: labels.persistentvolumeclaim.clone() };
+            let keep = special || existing.contains(&claim);
+            if !keep {
+                self.conflicts.remove(labels);
+            }
+            keep
+        });
+    }
+
+    pub fn set_single_pod(&self, counts: SinglePodCounts) {
+        for (state, value) in [("owned", counts.owned), ("unowned", counts.unowned), ("shared", counts.shared)] {
+            self.single_pod.get_or_create(&StateLabels { state: state.into() }).set(value);
+        }
+    }
+
+    pub fn set_mode(&self, mode: Mode, reason: ModeReason) {
+        self.mode.clear();
+        self.mode.get_or_create(&ModeLabels { mode: mode.to_string(), reason: reason.as_str().into() }).set(1);
+    }
+
+    /// Replaces the node-model findings.
+    pub fn set_node_findings<'a>(&self, findings: impl IntoIterator<Item = &'a Finding>) {
+        self.node_findings.clear();
+        for f in findings {
+            let labels = FindingLabels { check: label(&f.check), severity: label(&f.severity) };
+            self.node_findings.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Replaces the CSI driver info and findings: `(driver, vendor_version)` and
+    /// `(driver, finding)`.
+    pub fn set_csi<'a>(
+        &self,
+        drivers: impl IntoIterator<Item = (&'a str, &'a str)>,
+        findings: impl IntoIterator<Item = (&'a str, &'a Finding)>,
+    ) {
+        self.csi_driver_info.clear();
+        for (driver, vendor_version) in drivers {
+            let labels = DriverInfoLabels { driver: driver.into(), vendor_version: vendor_version.into() };
+            self.csi_driver_info.get_or_create(&labels).set(1);
+        }
+        self.csi_findings.clear();
+        for (driver, f) in findings {
+            let labels =
+                CsiFindingLabels { driver: driver.into(), check: label(&f.check), severity: label(&f.severity) };
+            self.csi_findings.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Sets the lost-event counter to the kernel's running total.
+    pub fn set_events_lost(&self, total: u64) {
+        let seen = self.events_lost.get();
+        if total > seen {
+            self.events_lost.inc_by(total - seen);
+        }
+    }
+
+    pub fn set_source(&self, origin: &Origin, stale: bool, synced_at: Option<SystemTime>) {
+        let source = match origin {
+            Origin::None => "none",
+            Origin::Inventory { .. } => "inventory",
+            Origin::KubernetesApi => "kubernetes_api",
+        };
+        self.inventory_info.clear();
+        self.inventory_info.get_or_create(&SourceLabels { source: source.into() }).set(1);
+        self.inventory_stale.set(i64::from(stale));
+        let seconds =
+            synced_at.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()).map_or(0.0, |d| d.as_secs_f64());
+        self.inventory_last_sync.set(seconds);
+    }
+
+    /// The lost-event counter's value (for tests and the debug API).
+    pub fn events_lost(&self) -> u64 {
+        self.events_lost.get()
+    }
+}
+
+/// A closed enum's snake_case serde name, as a label value.
+fn label<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => UNKNOWN.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::{Check, Severity};
+
+    fn claim(ns: &str, name: &str) -> ClaimRef {
+        ClaimRef { namespace: ns.into(), name: name.into() }
+    }
+
+    #[test]
+    fn the_storage_histogram_has_kubelets_name_labels_and_buckets() {
+        let m = Metrics::new();
+        m.storage_operation("kubernetes.io/csi:d.example.com".into(), OperationName::VolumeMount, true, 0.3);
+        m.storage_operation("kubernetes.io/csi:d.example.com".into(), OperationName::VolumeMount, false, 700.0);
+        let text = m.encode();
+        assert!(text.contains("# TYPE storage_operation_duration_seconds histogram"), "{text}");
+        assert!(text.contains("# UNIT storage_operation_duration_seconds seconds"));
+        let bucket = |le: &str, status: &str| {
+            format!(
+                "storage_operation_duration_seconds_bucket{{le=\"{le}\",volume_plugin=\"kubernetes.io/csi:d.example.com\",\
+                 operation_name=\"volume_mount\",status=\"{status}\",migrated=\"false\"}}"
+            )
+        };
+        // 0.3 s falls in the 0.5 bucket, not the 0.25 one.
+        assert!(text.contains(&format!("{} 0\n", bucket("0.25", "success"))), "{text}");
+        assert!(text.contains(&format!("{} 1\n", bucket("0.5", "success"))), "{text}");
+        assert!(text.contains(&format!("{} 0\n", bucket("600.0", "fail-unknown"))), "{text}");
+        assert!(text.contains(&format!("{} 1\n", bucket("+Inf", "fail-unknown"))), "{text}");
+        let les: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("status=\"success\"") && l.contains("_bucket"))
+            .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+            .collect();
+        assert_eq!(
+            les,
+            [
+                "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "15.0", "25.0", "50.0", "120.0", "300.0", "600.0",
+                "+Inf"
+            ]
+        );
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn conflicts_are_labelled_by_claim_and_action_and_removed_with_the_claim() {
+        let m = Metrics::new();
+        m.conflict(Some(&claim("shop", "data")), ConflictAction::Refused);
+        m.conflict(Some(&claim("shop", "data")), ConflictAction::Refused);
+        m.conflict(Some(&claim("shop", "logs")), ConflictAction::Quarantined);
+        m.conflict(None, ConflictAction::Audited);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "volguard_conflicts_total{namespace=\"shop\",persistentvolumeclaim=\"data\",action=\"blocked\"} 2"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("persistentvolumeclaim=\"logs\",action=\"quarantined\"} 1"));
+        assert!(text.contains("namespace=\"_unknown\",persistentvolumeclaim=\"_unknown\",action=\"observed\"} 1"));
+        m.forget_claims_except(&[claim("shop", "data")].into_iter().collect());
+        let text = m.encode();
+        assert!(!text.contains("\"logs\""), "the deleted PVC's series is gone");
+        assert!(text.contains("\"data\"") && text.contains("_unknown"));
+    }
+
+    #[test]
+    fn conflict_series_are_capped() {
+        let m = Metrics::new();
+        for i in 0..MAX_CONFLICT_SERIES + 50 {
+            m.conflict(Some(&claim("ns", &format!("pvc-{i}"))), ConflictAction::Refused);
+        }
+        let text = m.encode();
+        let series = text.lines().filter(|l| l.starts_with("volguard_conflicts_total{")).count();
+        assert_eq!(series, MAX_CONFLICT_SERIES + 1, "the cap plus one _other series");
+        assert!(text.contains("namespace=\"_other\",persistentvolumeclaim=\"_other\",action=\"blocked\"} 50"));
+    }
+
+    #[test]
+    fn gauges_replace_their_previous_values() {
+        let m = Metrics::new();
+        m.set_mode(Mode::Quarantine, ModeReason::NoBpfLsm);
+        m.set_mode(Mode::Enforce, ModeReason::LsmActive);
+        let finding = Finding {
+            check: Check::InlineHandleMismatch,
+            severity: Severity::Error,
+            subject: "x".into(),
+            message: "m".into(),
+        };
+        m.set_node_findings([&finding, &finding]);
+        m.set_source(&Origin::KubernetesApi, true, Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(5)));
+        m.set_events_lost(3);
+        m.set_events_lost(7);
+        m.set_single_pod(SinglePodCounts { owned: 2, unowned: 1, shared: 0 });
+        m.syscall("mount", true);
+        let text = m.encode();
+        assert!(text.contains("volguard_enforcement_mode{mode=\"enforce\",reason=\"lsm_active\"} 1"), "{text}");
+        assert!(!text.contains("mode=\"quarantine\""));
+        assert!(text.contains("volguard_node_findings{check=\"inline_handle_mismatch\",severity=\"error\"} 2"));
+        assert!(text.contains("volguard_inventory_info{source=\"kubernetes_api\"} 1"));
+        assert!(text.contains("volguard_inventory_stale 1"));
+        assert!(text.contains("volguard_inventory_last_sync_timestamp_seconds 5.0"));
+        assert!(text.contains("volguard_events_lost_total 7"));
+        assert!(text.contains("volguard_single_pod_volumes{state=\"owned\"} 2"));
+        assert!(text.contains("volguard_mount_syscalls_total{syscall=\"mount\",result=\"success\"} 1"));
+        assert!(text.contains(&format!("volguard_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"))));
+    }
+}
