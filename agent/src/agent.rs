@@ -4,9 +4,11 @@
 
 use std::{
     collections::BTreeMap,
+    net::SocketAddr,
     os::unix::ffi::OsStrExt as _,
     path::{Path, PathBuf},
-    time::Duration,
+    sync::Arc,
+    time::{Duration, SystemTime},
 };
 
 use aya::Ebpf;
@@ -25,6 +27,7 @@ use crate::{
         reader::EventReader,
     },
     btf::{Btf, BtfError, VMLINUX_BTF},
+    debug::{self, ConflictRecord, MountRecord, Shared},
     decode::{self, Call, Event, RawString, Record},
     enforce::{
         self, Mode, ModeChoice, ModeDecision, ModeError,
@@ -36,13 +39,16 @@ use crate::{
     },
     explain::{self, ConflictAction, RateLimiter, Verdict},
     facts::{Origin, Snapshot},
+    http,
     inventory::{self, InventoryError, InventoryWatch},
     kubelet::{PublishTarget, publish_target},
     lsm_probe::{self, ProbeError},
+    metrics::{ModeReason, SinglePodCounts},
     node::NodeModel,
     render,
     signals::StopSignals,
     state::{OwnerFix, PublishChange},
+    volume_ops::{self, volume_op},
 };
 
 /// Where the facts about pods, PVs, PVCs and CSI objects come from.
@@ -77,6 +83,35 @@ pub struct RunOptions {
     pub mountinfo: PathBuf,
     pub facts_source: FactsSource,
     pub reconcile_interval: Duration,
+    /// Where `/metrics` is served.
+    pub metrics_address: SocketAddr,
+    /// Where the read-only debug API is served (localhost by default).
+    pub debug_address: SocketAddr,
+}
+
+impl RunOptions {
+    /// The effective configuration, as `/debug/config` shows it.
+    fn effective(&self) -> serde_json::Value {
+        let source = match &self.facts_source {
+            FactsSource::None => serde_json::json!({"kind": "none"}),
+            FactsSource::Inventory(path) => serde_json::json!({"kind": "inventory", "path": path}),
+            FactsSource::KubernetesApi { node_name } => {
+                serde_json::json!({"kind": "kubernetes_api", "nodeName": node_name})
+            }
+        };
+        serde_json::json!({
+            "kubeletRoot": self.kubelet_root,
+            "singlePodVolumes": self.single_pod_volumes,
+            "mode": format!("{:?}", self.mode).to_lowercase(),
+            "pinRoot": self.pin_root,
+            "keepEnforcementOnExit": self.keep_enforcement_on_exit,
+            "mountinfo": self.mountinfo,
+            "factsSource": source,
+            "reconcileIntervalSeconds": self.reconcile_interval.as_secs_f64(),
+            "metricsAddress": self.metrics_address.to_string(),
+            "debugAddress": self.debug_address.to_string(),
+        })
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +136,13 @@ pub enum AgentError {
     KubeConfig(String),
     #[error(transparent)]
     KubeSource(#[from] crate::k8s::source::SourceError),
+    #[error("serving {what} on {address}: {source}")]
+    Listen {
+        what: &'static str,
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{context}: {source}")]
     Io {
         context: &'static str,
@@ -122,6 +164,14 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     };
     let decision = enforce::decide(opts.mode, probe.as_ref())?;
     info!("mode {}: {}", decision.mode, decision.reason);
+    let shared = Arc::new(Shared::new(opts.effective()));
+    let reason = match (opts.mode, decision.mode) {
+        (ModeChoice::Auto, Mode::Enforce) => ModeReason::LsmActive,
+        (ModeChoice::Auto, _) => ModeReason::NoBpfLsm,
+        _ => ModeReason::Flag,
+    };
+    shared.metrics.set_mode(decision.mode, reason);
+    serve_http(&opts, &shared).await?;
 
     let source = start_facts_source(&opts.facts_source).await?;
     let (initial, facts, _facts_tx) = (source.initial, source.facts, source.keep_alive);
@@ -157,16 +207,50 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
+    let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
+    let mut agent = Running {
+        opts: &opts,
+        decision: &decision,
+        model,
+        owners,
+        explain: source.events,
+        log_limiter,
+        shared: shared.clone(),
+        view_dirty: true,
+    };
+    agent.facts_metrics();
+    agent.refresh_view(&ebpf)?;
+    shared.set_ready();
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
 
-    let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
-    let mut agent = Running { opts: &opts, decision: &decision, model, owners, explain: source.events, log_limiter };
     let result = agent.event_loop(&pins, &mut ebpf, &mut reader, facts, &mut stop).await;
     if decision.in_kernel && !opts.keep_enforcement_on_exit {
         info!("removing pinned programs and state (--keep-enforcement-on-exit=false)");
         pins.uninstall()?;
     }
     result
+}
+
+/// Binds both listeners (a taken port stops the start with the address named) and
+/// serves them for the life of the process.
+async fn serve_http(opts: &RunOptions, shared: &Arc<Shared>) -> Result<(), AgentError> {
+    for (what, address, router) in [
+        ("metrics", opts.metrics_address, http::metrics_router(shared.clone())),
+        ("debug API", opts.debug_address, http::debug_router(shared.clone())),
+    ] {
+        let listener = tokio::net::TcpListener::bind(address).await.map_err(|source| AgentError::Listen {
+            what,
+            address: address.to_string(),
+            source,
+        })?;
+        info!("{what} on http://{}", listener.local_addr().map_or(address, |a| a));
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                warn!("the {what} server stopped: {e}");
+            }
+        });
+    }
+    Ok(())
 }
 
 /// A started facts source.
@@ -327,6 +411,10 @@ struct Running<'a> {
     explain: Option<mpsc::Sender<explain::Conflict>>,
     /// Without an API the would-be Events are logged, as rate-limited as real ones.
     log_limiter: RateLimiter,
+    /// Metrics and what the debug API shows.
+    shared: Arc<Shared>,
+    /// The debug view is out of date (refreshed at most once a second).
+    view_dirty: bool,
 }
 
 impl Running<'_> {
@@ -363,7 +451,12 @@ impl Running<'_> {
                     }
                     Err(e) => warn!("skipped an undecodable record: {e}"),
                 }) => { batch.map_err(io("reading the event ring buffer"))?; }
-                _ = lost_check.tick() => { lost.check(&counters); }
+                _ = lost_check.tick() => {
+                    self.shared.metrics.set_events_lost(lost.check(&counters));
+                    if self.view_dirty {
+                        self.refresh_view(ebpf)?;
+                    }
+                }
                 _ = reconcile.tick() => self.reconcile(ebpf)?,
                 Ok(()) = facts.changed() => {
                     let snapshot = facts.borrow_and_update().clone();
@@ -388,6 +481,9 @@ impl Running<'_> {
     /// Event that would have been recorded (rate-limited the same way).
     fn explain(&mut self, action: ConflictAction, volume: &str, pod_uid: &str, owner_uid: &str) {
         let conflict = self.model.conflict(action, volume, pod_uid, owner_uid);
+        self.shared.metrics.conflict(conflict.claim.as_ref(), action);
+        self.shared.record_conflict(ConflictRecord::new(&conflict));
+        self.view_dirty = true;
         match &self.explain {
             Some(tx) => {
                 if tx.try_send(conflict).is_err() {
@@ -412,11 +508,90 @@ impl Running<'_> {
     }
 
     fn syscall(&mut self, roots: Option<&mut PublishedRoots>, event: &Event) {
+        self.shared.metrics.syscall(event.call.name(), event.ret >= 0);
+        self.measure(event);
         let Some(change) = publish_change(&self.opts.kubelet_root, event) else { return };
         self.model.apply(&change);
+        self.view_dirty = true;
         match roots {
             Some(roots) => record_roots(roots, &event.caller, &change),
             None => self.observe(event, &change),
+        }
+    }
+
+    /// A volume operation: into kubelet's histogram and the recent-mounts log.
+    fn measure(&self, event: &Event) {
+        let root = &self.opts.kubelet_root;
+        let Some(op) = volume_op(root, event) else { return };
+        let driver = volume_ops::driver_of(root, &self.model.snapshot().facts, &op.target);
+        let plugin = volume_ops::volume_plugin(driver.as_deref());
+        let seconds = op.duration_ns as f64 / 1e9;
+        self.shared.metrics.storage_operation(plugin.clone(), op.operation, op.success, seconds);
+        let target = match &event.call {
+            Call::Umount { target, .. } | Call::Mount { target, .. } => target,
+            Call::MoveMount { to_path, .. } => to_path,
+            _ => return,
+        };
+        self.shared.record_mount(MountRecord {
+            at: SystemTime::now(),
+            operation: op.operation.as_str(),
+            syscall: event.call.name(),
+            target: String::from_utf8_lossy(target.as_bytes()).into_owned(),
+            volume_plugin: plugin,
+            success: op.success,
+            ret: event.ret.min(0),
+            duration_seconds: seconds,
+            pid: event.caller.tgid,
+            comm: String::from_utf8_lossy(event.caller.comm.as_bytes()).into_owned(),
+        });
+    }
+
+    /// Rebuilds what the debug API shows and the gauges derived from it.
+    fn refresh_view(&mut self, ebpf: &Ebpf) -> Result<(), AgentError> {
+        let owners = self.owners.owners(ebpf)?;
+        let findings: Vec<_> = self.model.findings().cloned().collect();
+        let views = self.model.volumes(&owners);
+        let mut counts = SinglePodCounts::default();
+        for v in views.iter().filter(|v| v.single_pod.is_some()) {
+            match (v.published_to.len(), &v.owner) {
+                (n, _) if n > 1 => counts.shared += 1,
+                (1, Some(_)) => counts.owned += 1,
+                _ => counts.unowned += 1,
+            }
+        }
+        self.shared.metrics.set_single_pod(counts);
+        self.shared.metrics.set_node_findings(&findings);
+        let snapshot = self.model.snapshot();
+        let origin = match snapshot.origin {
+            Origin::None => "none",
+            Origin::Inventory { .. } => "inventory",
+            Origin::KubernetesApi => "kubernetes_api",
+        };
+        let previous = self.shared.snapshot();
+        self.shared.set_snapshot(debug::Snapshot {
+            mode: self.decision.mode.to_string(),
+            mode_reason: self.decision.reason.clone(),
+            source: debug::SourceStatus {
+                origin: origin.into(),
+                stale: snapshot.stale.clone(),
+                synced_at: snapshot.synced_at,
+            },
+            volumes: debug::volume_details(views, &findings),
+            findings,
+            csi: previous.csi.clone(),
+            updated_at: Some(SystemTime::now()),
+        });
+        self.view_dirty = false;
+        Ok(())
+    }
+
+    /// The metrics that follow the facts source.
+    fn facts_metrics(&self) {
+        let snapshot = self.model.snapshot();
+        self.shared.metrics.set_source(&snapshot.origin, snapshot.stale.is_some(), snapshot.synced_at);
+        if snapshot.origin != Origin::None {
+            let claims = snapshot.facts.persistent_volume_claims.iter().map(|c| c.claim_ref()).collect();
+            self.shared.metrics.forget_claims_except(&claims);
         }
     }
 
@@ -489,6 +664,7 @@ impl Running<'_> {
             self.owners.apply(ebpf, fix)?;
         }
         self.model.scan_tree();
+        self.view_dirty = true;
         debug!("reconciliation done: {} owner fixes", pass.fixes.len());
         Ok(())
     }
@@ -497,6 +673,8 @@ impl Running<'_> {
     /// give owners to single-pod volumes that are already published.
     fn facts_changed(&mut self, ebpf: &mut Ebpf, snapshot: Snapshot) -> Result<(), AgentError> {
         let change = self.model.set_facts(snapshot);
+        self.facts_metrics();
+        self.view_dirty = true;
         if change.single_pod {
             match &mut self.owners {
                 OwnerStore::Kernel => sync_single_pod_set(ebpf, &self.model)?,

@@ -1,6 +1,6 @@
 //! `volguard`: the node agent and the CLI for people on the node.
 
-use std::{path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use aya::maps::MapData;
 
@@ -18,6 +18,7 @@ use volguard::{
         ModeChoice, kernel,
         pins::{DEFAULT_PIN_ROOT, Pins},
     },
+    http,
     lsm_probe::{self, LsmStatus},
     mount_table::HOST_MOUNTINFO,
     render,
@@ -89,6 +90,12 @@ struct RunArgs {
     /// This node's name (the DaemonSet sets NODE_NAME from spec.nodeName).
     #[arg(long, env = "NODE_NAME")]
     node_name: Option<String>,
+    /// Where Prometheus scrapes `/metrics`.
+    #[arg(long, default_value = http::DEFAULT_METRICS_ADDRESS)]
+    metrics_address: SocketAddr,
+    /// Where the read-only debug API listens (keep it on localhost: it names pods and volumes).
+    #[arg(long, default_value = http::DEFAULT_DEBUG_ADDRESS)]
+    debug_address: SocketAddr,
     /// How often the mount table is re-read to correct what events missed (e.g. 30s, 500ms).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     reconcile_interval: Duration,
@@ -132,6 +139,8 @@ async fn main() -> anyhow::Result<()> {
                 _ => FactsSource::None,
             },
             reconcile_interval: args.reconcile_interval,
+            metrics_address: args.metrics_address,
+            debug_address: args.debug_address,
         })
         .await?),
         Command::Uninstall { pin_root } => {

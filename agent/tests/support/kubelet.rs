@@ -253,6 +253,12 @@ impl Agent {
         cmd.envs(env.iter().copied());
         cmd.arg("run").arg("--kubelet-root").arg(kubelet_root).arg("--pin-root").arg(pin_root);
         cmd.args(["--mode", mode]).args(extra);
+        // Tests run agents side by side: any free port, unless the test names one.
+        for flag in ["--metrics-address", "--debug-address"] {
+            if !extra.contains(&flag) {
+                cmd.args([flag, "127.0.0.1:0"]);
+            }
+        }
         for volume in single_pod {
             cmd.args(["--single-pod-volume", volume]);
         }
@@ -281,6 +287,13 @@ impl Agent {
             assert!(Instant::now() < deadline, "agent never printed {what}: {:#?}", self.lines.lock().unwrap());
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The address a listener ended up on (`what` is "metrics" or "debug API").
+    pub fn address(&self, what: &str) -> String {
+        let prefix = format!("{what} on http://");
+        let line = self.wait_for_line(what, |l| l.contains(&prefix));
+        line.split(&prefix).nth(1).unwrap().trim().to_owned()
     }
 
     /// How many lines so far match `want`.
