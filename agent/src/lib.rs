@@ -6,6 +6,7 @@ pub mod bpf;
 pub mod btf;
 pub mod cgroup;
 pub mod checks;
+pub mod cli;
 pub mod debug;
 pub mod decode;
 pub mod enforce;

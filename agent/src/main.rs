@@ -52,6 +52,26 @@ enum Command {
     Trace,
     /// Check whether BPF LSM enforcement really works on this kernel (needs root).
     LsmProbe,
+    /// The running agent's state: mode, facts source, counts.
+    Status(ViewArgs),
+    /// Volumes on this node: single-pod reason, PVC, driver, owner, publishes.
+    Volumes(ViewArgs),
+    /// Recent conflicts: refused, quarantined or audited publishes.
+    Conflicts(ViewArgs),
+    /// Recent volume mount operations with their kernel-measured duration.
+    Mounts(ViewArgs),
+    /// CSI drivers on this node and the findings of the CSI checks.
+    Csi(ViewArgs),
+}
+
+#[derive(clap::Args)]
+struct ViewArgs {
+    /// The agent's debug API address.
+    #[arg(long, default_value = http::DEFAULT_DEBUG_ADDRESS)]
+    debug_address: SocketAddr,
+    /// Print the debug API's JSON instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -158,7 +178,21 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Trace => trace().await,
         Command::LsmProbe => lsm_probe_command(),
+        Command::Status(args) => show(View::Status, args),
+        Command::Volumes(args) => show(View::Volumes, args),
+        Command::Conflicts(args) => show(View::Conflicts, args),
+        Command::Mounts(args) => show(View::Mounts, args),
+        Command::Csi(args) => show(View::Csi, args),
     }
+}
+
+fn show(view: View, args: ViewArgs) -> anyhow::Result<()> {
+    let body = cli::fetch(args.debug_address, view.path())?;
+    match args.json {
+        true => println!("{}", serde_json::to_string_pretty(&body)?),
+        false => print!("{}", view.render(&body)),
+    }
+    Ok(())
 }
 
 async fn trace() -> anyhow::Result<()> {

@@ -1,0 +1,299 @@
+//! `volguard status | volumes | conflicts | mounts | csi`: the debug API rendered as
+//! aligned tables for a person on the node (`--json` passes the API's JSON through for
+//! scripts). The client is a plain HTTP/1.0 GET on a local TCP socket: the debug API is
+//! local, and the CLI should work even when nothing else on the node does.
+
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpStream},
+    time::Duration,
+};
+
+use serde_json::Value;
+
+/// How long the CLI waits for the agent.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(
+        "volguard is not running here: nothing answers on {address} ({source}). Start it with `volguard run`, \
+         or pass --debug-address if it listens elsewhere"
+    )]
+    NotRunning {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("talking to the agent on {address}: {source}")]
+    Io {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the agent answered {status}: {message}")]
+    Http { status: u16, message: String },
+    #[error("the agent's answer is not JSON: {0}")]
+    NotJson(String),
+}
+
+/// Which view to show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Status,
+    Volumes,
+    Conflicts,
+    Mounts,
+    Csi,
+}
+
+impl View {
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::Status => "/debug/status",
+            Self::Volumes => "/debug/volumes",
+            Self::Conflicts => "/debug/conflicts?limit=256",
+            Self::Mounts => "/debug/mounts?limit=100",
+            Self::Csi => "/debug/csi",
+        }
+    }
+
+    pub fn render(self, body: &Value) -> String {
+        match self {
+            Self::Status => status(body),
+            Self::Volumes => volumes(body),
+            Self::Conflicts => conflicts(body),
+            Self::Mounts => mounts(body),
+            Self::Csi => csi(body),
+        }
+    }
+}
+
+/// GETs `path` from the debug API and parses the JSON.
+pub fn fetch(address: SocketAddr, path: &str) -> Result<Value, CliError> {
+    let io = |source| CliError::Io { address, source };
+    let mut stream = TcpStream::connect_timeout(&address, TIMEOUT).map_err(|source| match source.kind() {
+        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut => {
+            CliError::NotRunning { address, source }
+        }
+        _ => CliError::Io { address, source },
+    })?;
+    stream.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: application/json\r\n\r\n").map_err(io)?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).map_err(io)?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| CliError::NotJson("no HTTP header".into()))?;
+    let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let json: Value = serde_json::from_str(body).map_err(|e| CliError::NotJson(e.to_string()))?;
+    if !(200..300).contains(&status) && status != 503 {
+        let message = json["error"].as_str().unwrap_or("no message").to_owned();
+        return Err(CliError::Http { status, message });
+    }
+    Ok(json)
+}
+
+/// Left-aligned columns separated by two spaces; `-` for empty cells.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let cell = |s: &str| if s.is_empty() { "-".to_owned() } else { s.to_owned() };
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, c) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell(c).chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        padded.join("  ").trim_end().to_owned() + "\n"
+    };
+    let mut out = line(header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        out += &line(row.iter().map(|c| cell(c)).collect());
+    }
+    out
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(s).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+/// `namespace/name` of a PodRef, else its UID.
+fn pod(v: &Value) -> String {
+    match (v["namespace"].as_str(), v["name"].as_str()) {
+        (Some(ns), Some(name)) => format!("{ns}/{name}"),
+        _ => s(&v["uid"]),
+    }
+}
+
+fn claim(v: &Value) -> String {
+    s(v)
+}
+
+/// SystemTime serialises as `{secs_since_epoch, nanos_since_epoch}`: seconds ago.
+fn ago(v: &Value) -> String {
+    let Some(secs) = v["secs_since_epoch"].as_u64() else { return String::new() };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format!("{}s ago", now.saturating_sub(secs))
+}
+
+fn status(b: &Value) -> String {
+    let source = &b["source"];
+    let stale = match source["stale"].as_str() {
+        Some(why) => format!("STALE ({why})"),
+        None => "fresh".into(),
+    };
+    let rows = vec![
+        vec!["ready".into(), s(&b["ready"])],
+        vec!["mode".into(), format!("{} ({})", s(&b["mode"]), s(&b["modeReason"]))],
+        vec![
+            "facts source".into(),
+            format!("{} — {stale}, synced {}", s(&source["origin"]), ago(&source["synced_at"])),
+        ],
+        vec![
+            "volumes".into(),
+            format!("{} ({} single-pod, {} owned)", s(&b["volumes"]), s(&b["singlePodVolumes"]), s(&b["ownedVolumes"])),
+        ],
+        vec!["findings".into(), s(&b["findings"])],
+        vec!["recent conflicts".into(), s(&b["recentConflicts"])],
+        vec!["events lost".into(), s(&b["eventsLost"])],
+    ];
+    table(&["", ""], &rows).lines().skip(1).map(|l| l.to_owned() + "\n").collect()
+}
+
+fn volumes(b: &Value) -> String {
+    let rows: Vec<Vec<String>> = b["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            vec![
+                s(&v["name"]),
+                s(&v["single_pod"]),
+                claim(&v["claim"]),
+                s(&v["driver"]),
+                s(&v["owner"]),
+                s(&v["published_to"]),
+                v["findings"].as_array().map_or(0, Vec::len).to_string(),
+            ]
+        })
+        .collect();
+    table(&["VOLUME", "SINGLE-POD", "PVC", "DRIVER", "OWNER", "PUBLISHED-TO", "FINDINGS"], &rows)
+}
+
+fn conflicts(b: &Value) -> String {
+    let rows: Vec<Vec<String>> = b["conflicts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            vec![ago(&c["at"]), s(&c["action"]), s(&c["volume"]), claim(&c["claim"]), pod(&c["pod"]), pod(&c["owner"])]
+        })
+        .collect();
+    table(&["WHEN", "ACTION", "VOLUME", "PVC", "POD", "OWNER"], &rows)
+}
+
+fn mounts(b: &Value) -> String {
+    let rows: Vec<Vec<String>> = b["mounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let result =
+                if m["success"].as_bool() == Some(true) { "ok".to_owned() } else { format!("ret {}", s(&m["ret"])) };
+            let ms = m["duration_seconds"].as_f64().map_or(String::new(), |d| format!("{:.3}", d * 1e3));
+            vec![ago(&m["at"]), s(&m["operation"]), s(&m["volume_plugin"]), result, ms, s(&m["comm"]), s(&m["target"])]
+        })
+        .collect();
+    table(&["WHEN", "OPERATION", "PLUGIN", "RESULT", "MS", "COMM", "TARGET"], &rows)
+}
+
+fn csi(b: &Value) -> String {
+    let report = &b["csi"];
+    if report.is_null() {
+        return "no CSI report yet: the CSI checks have not run\n".into();
+    }
+    let drivers: Vec<Vec<String>> = report["drivers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| vec![s(&d["name"]), s(&d["endpoint"]), s(&d["vendor_version"]), s(&d["node_id"]), s(&d["ready"])])
+        .collect();
+    let findings: Vec<Vec<String>> = report["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| vec![s(&f["severity"]), s(&f["check"]), s(&f["subject"]), s(&f["message"])])
+        .collect();
+    table(&["DRIVER", "ENDPOINT", "VERSION", "NODE-ID", "READY"], &drivers)
+        + "\n"
+        + &table(&["SEVERITY", "CHECK", "SUBJECT", "MESSAGE"], &findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn tables_align_and_mark_empty_cells() {
+        let t = table(&["A", "LONGER"], &[vec!["x".into(), "".into()], vec!["wide cell".into(), "y".into()]]);
+        assert_eq!(t, "A          LONGER\nx          -\nwide cell  y\n");
+    }
+
+    #[test]
+    fn views_render_the_api_shape() {
+        let v = json!({"volumes": [{"name": "pv-1", "single_pod": "ReadWriteOncePod", "claim": "shop/data",
+            "driver": "d", "owner": "pod-a", "published_to": ["pod-a", "pod-b"], "findings": []}]});
+        let out = View::Volumes.render(&v);
+        assert!(
+            out.starts_with("VOLUME  SINGLE-POD        PVC        DRIVER  OWNER  PUBLISHED-TO  FINDINGS\n"),
+            "{out}"
+        );
+        assert!(out.contains("pv-1    ReadWriteOncePod  shop/data  d       pod-a  pod-a,pod-b   0"), "{out}");
+
+        let c = json!({"conflicts": [{"at": {"secs_since_epoch": 0, "nanos_since_epoch": 0}, "action": "refused",
+            "volume": "pv-1", "claim": null, "pod": {"uid": "u-b", "namespace": "shop", "name": "db-1"},
+            "owner": {"uid": "u-a", "namespace": null, "name": null}}]});
+        let out = View::Conflicts.render(&c);
+        assert!(out.contains("refused") && out.contains("shop/db-1") && out.contains("u-a"), "{out}");
+        assert_eq!(View::Csi.render(&json!({"csi": null})), "no CSI report yet: the CSI checks have not run\n");
+        let st = View::Status.render(&json!({"ready": true, "mode": "enforce", "modeReason": "auto",
+            "source": {"origin": "inventory", "stale": "bad line 3", "synced_at": null}}));
+        assert!(st.contains("mode") && st.contains("enforce (auto)") && st.contains("STALE (bad line 3)"), "{st}");
+    }
+
+    #[test]
+    fn a_missing_agent_is_a_clear_message() {
+        // A port nothing listens on: bind, note, drop.
+        let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let e = fetch(address, "/debug/status").unwrap_err();
+        assert!(e.to_string().starts_with("volguard is not running here"), "{e}");
+    }
+
+    #[test]
+    fn fetch_talks_to_the_real_debug_router() {
+        let shared = std::sync::Arc::new(crate::debug::Shared::new(json!({"k": 1})));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let router = crate::http::debug_router(shared);
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(listener, router).await.unwrap();
+            });
+        });
+        assert_eq!(fetch(address, "/debug/config").unwrap()["config"]["k"], 1);
+        let e = fetch(address, "/debug/volumes/nope").unwrap_err();
+        assert!(matches!(e, CliError::Http { status: 404, .. }), "{e}");
+        let ready = fetch(address, "/readyz").unwrap();
+        assert_eq!(ready["ready"], false, "503 still carries the JSON");
+    }
+}
