@@ -14,6 +14,7 @@ use volguard::{
         loader,
         reader::EventReader,
     },
+    cli::{self, View},
     enforce::{
         ModeChoice, kernel,
         pins::{DEFAULT_PIN_ROOT, Pins},

@@ -1,0 +1,229 @@
+//! A real Prometheus server scrapes a real agent while real mounts happen in a private
+//! mount namespace; everything is checked through Prometheus's HTTP API: the target is up
+//! with no scrape error, `histogram_quantile` over kubelet's histogram returns a value, and
+//! the conflict counter rises after a conflicting publish. The debug API and the CLI are
+//! checked against the same running agent.
+
+mod support;
+
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use nix::errno::Errno;
+use serde_json::Value;
+use support::{
+    have_root,
+    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
+};
+
+const INVENTORY: &str = "\
+pods:
+  - {uid: pod-a, namespace: shop, name: db-0, volumes: [{name: data, persistentVolumeClaim: data}]}
+  - {uid: pod-b, namespace: shop, name: db-1, volumes: [{name: data, persistentVolumeClaim: data}]}
+persistentVolumes:
+  - {name: pv-data, accessModes: [ReadWriteOncePod], claimRef: shop/data, csi: {driver: hostpath.csi.k8s.io, volumeHandle: h-1}}
+persistentVolumeClaims:
+  - {namespace: shop, name: data, accessModes: [ReadWriteOncePod], volumeName: pv-data}
+";
+
+/// A blocking HTTP/1.0 GET; (status, body).
+fn get(address: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).unwrap_or_else(|e| panic!("connect {address}: {e}"));
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_owned())
+}
+
+fn encode(query: &str) -> String {
+    query
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
+}
+
+/// A Prometheus server on loopback scraping `target` every second.
+struct Prometheus {
+    child: Child,
+    address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(target: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+                 scrape_configs:\n  - job_name: volguard\n    static_configs: [{{targets: ['{target}']}}]\n"
+            ),
+        )
+        .unwrap();
+        let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address={address}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (Debian package `prometheus`, installed by `cargo xtask setup`)");
+        Self { child, address, _dir: dir }
+    }
+
+    /// Polls an instant query until `check` accepts its result, for up to 30 s.
+    fn query_until(&self, query: &str, check: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let result = self.query(query);
+            if check(&result) {
+                return result;
+            }
+            assert!(Instant::now() < deadline, "{query}: never as expected; last result {result:?}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    fn query(&self, query: &str) -> Vec<Value> {
+        match self.api(&format!("/api/v1/query?query={}", encode(query))) {
+            Some(data) => data["result"].as_array().cloned().unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
+    /// `data` of a successful API answer, `None` while Prometheus is not up yet.
+    fn api(&self, path: &str) -> Option<Value> {
+        TcpStream::connect(&self.address).ok()?;
+        let (status, body) = get(&self.address, path);
+        let json: Value = serde_json::from_str(&body).ok()?;
+        assert_eq!((status, json["status"].as_str()), (200, Some("success")), "{path}: {body}");
+        Some(json["data"].clone())
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn value(result: &[Value]) -> Option<f64> {
+    result.first()?["value"][1].as_str()?.parse().ok()
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_agent_while_real_mounts_happen() {
+    if !have_root("a_real_prometheus_scrapes_the_agent_while_real_mounts_happen") {
+        return;
+    }
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let inventory = tree.tmp.path().join("inventory.yaml");
+    std::fs::write(&inventory, INVENTORY).unwrap();
+    let pins = pin_root("prometheus");
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &[], &["--inventory", inventory.to_str().unwrap()]);
+    let (metrics, debug) = (agent.address("metrics"), agent.address("debug API"));
+    let prometheus = Prometheus::start(&metrics);
+
+    // The target is up with no scrape error.
+    prometheus.query_until("up{job=\"volguard\"}", |r| value(r) == Some(1.0));
+    let targets = prometheus.api("/api/v1/targets").unwrap();
+    let target = &targets["activeTargets"][0];
+    assert_eq!((target["health"].as_str(), target["lastError"].as_str()), (Some("up"), Some("")), "{target}");
+
+    // Real publishes and unmounts: kubelet's histogram fills from the kernel's durations.
+    let (volume, a, b) =
+        (tree.volume("pv-data"), tree.publish_dir("pod-a", "pv-data"), tree.publish_dir("pod-b", "pv-data"));
+    let scratch = tree.volume("pv-scratch");
+    let c = tree.publish_dir("pod-a", "pv-scratch");
+    for _ in 0..5 {
+        assert_eq!(ns.bind(&scratch, &c), Ok(()));
+        assert_eq!(ns.umount(&c), Ok(()));
+    }
+    assert_eq!(ns.bind(&volume, &a), Ok(()));
+    let p90 = "histogram_quantile(0.9, sum by (le) (storage_operation_duration_seconds_bucket{operation_name=\"volume_mount\"}))";
+    let result = prometheus.query_until(p90, |r| value(r).is_some_and(f64::is_finite));
+    assert!(value(&result).unwrap() <= 0.1, "binds take far less than the first bucket: {result:?}");
+    let unmounts =
+        "sum(storage_operation_duration_seconds_count{operation_name=\"volume_unmount\",status=\"success\"})";
+    prometheus.query_until(unmounts, |r| value(r) == Some(5.0));
+    let plugins = prometheus.query("count by (volume_plugin) (storage_operation_duration_seconds_count)");
+    let names: Vec<&str> = plugins.iter().filter_map(|s| s["metric"]["volume_plugin"].as_str()).collect();
+    assert!(names.contains(&"kubernetes.io/csi:hostpath.csi.k8s.io"), "the PV's driver names the plugin: {names:?}");
+
+    // The conflict counter rises after a conflicting publish.
+    let conflicts = "sum(volguard_conflicts_total{namespace=\"shop\",persistentvolumeclaim=\"data\"})";
+    assert_eq!(value(&prometheus.query(conflicts)), None, "no conflict yet");
+    match ns.bind(&volume, &b) {
+        Err(Errno::EBUSY) => {}
+        Ok(()) => {
+            agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined"));
+            while ns.umount(&b).is_ok() {}
+        }
+        other => panic!("pod B's publish: {other:?}"),
+    }
+    prometheus.query_until(conflicts, |r| value(r) == Some(1.0));
+    prometheus.query_until("volguard_single_pod_volumes{state=\"owned\"}", |r| value(r) == Some(1.0));
+    prometheus.query_until("volguard_mount_syscalls_total{syscall=\"umount2\",result=\"success\"}", |r| {
+        value(r).is_some_and(|v| v >= 5.0)
+    });
+
+    // The debug API and the CLI see the same state.
+    let (status, body) = get(&debug, "/debug/volumes/pv-data");
+    let volume_json: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, volume_json["volume"]["owner"].as_str()), (200, Some("pod-a")), "{body}");
+    let cli = Command::new(agent_binary()).args(["conflicts", "--debug-address", &debug]).output().unwrap();
+    let table = String::from_utf8_lossy(&cli.stdout);
+    assert!(cli.status.success() && table.starts_with("WHEN") && table.contains("shop/db-1"), "{table}");
+    let (status, _) = get(&debug, "/debug/mounts?limit=nope");
+    assert_eq!(status, 400);
+
+    // Every metric the dashboards name is in the agent's real exposition.
+    let (_, exposition) = get(&metrics, "/metrics");
+    for name in dashboard_metrics() {
+        assert!(
+            exposition.contains(&format!("# TYPE {name} ")),
+            "dashboards use {name}, which the agent does not export"
+        );
+    }
+
+    agent.stop();
+    while ns.umount(&a).is_ok() {}
+    if pins.exists() {
+        uninstall(&pins);
+    }
+}
+
+/// Metric family names used by the dashboards' expressions (histogram and counter
+/// suffixes folded into the family name as it appears in `# TYPE`).
+fn dashboard_metrics() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
+    let mut names = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("volguard_") || word.starts_with("storage_operation_duration_seconds") {
+                let family = ["_bucket", "_sum", "_count", "_total"]
+                    .iter()
+                    .find_map(|suffix| word.strip_suffix(suffix))
+                    .unwrap_or(word);
+                names.insert(family.to_owned());
+            }
+        }
+    }
+    names.into_iter().collect()
+}
