@@ -472,6 +472,33 @@ mod tests {
     }
 
     #[test]
+    fn extracts_from_rows_and_variables() {
+        let dashboard = json!({
+            "panels": [
+                { "type": "row", "title": "r", "collapsed": true, "panels": [
+                    { "type": "stat", "title": "inner", "targets": [{ "refId": "A", "expr": "up[$__range]" }] },
+                ]},
+                { "type": "text", "title": "no targets" },
+            ],
+            "templating": { "list": [
+                { "type": "datasource", "name": "datasource", "query": "prometheus" },
+                { "type": "query", "name": "node", "query": "label_values(volguard_build_info{cluster=~\"$cluster\"}, node)" },
+                { "type": "query", "name": "q", "query": { "query": "query_result(max by (x) (y))" } },
+                { "type": "query", "name": "l", "query": "label_values(node)" },
+            ]},
+        });
+        let found: Vec<(String, String)> = queries(&dashboard).into_iter().map(|q| (q.source, q.expr)).collect();
+        assert_eq!(
+            found,
+            [
+                (r#"panel "inner" A"#.to_owned(), "up[1h]".to_owned()),
+                (r#"variable "node""#.to_owned(), r#"volguard_build_info{cluster=~".*"}"#.to_owned()),
+                (r#"variable "q""#.to_owned(), "max by (x) (y)".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
     fn finds_metric_names() {
         let names = metric_names(
             r#"histogram_quantile(0.99, sum by (le, operation_name) (rate(storage_operation_duration_seconds_bucket{le=~"10|10\\.0", x="a b"}[5m]))) / on (node) group_left (version) max without (instance) (volguard_build_info) > bool 1e-9 or vector(0)"#,
