@@ -1,5 +1,6 @@
 //! volguard's developer commands, run as `cargo xtask <command>`.
 
+mod dashboards;
 mod demo;
 mod proc;
 mod setup;
@@ -25,6 +26,8 @@ enum Command {
     VmTest(vm::Options),
     /// Set up and build if needed, then trace every mount on this host.
     Demo,
+    /// Check dashboards/: Grafana schema types (tsc), PromQL (promtool), metric names.
+    CheckDashboards,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -34,5 +37,6 @@ fn main() -> anyhow::Result<()> {
         Command::Test => test::run(),
         Command::VmTest(options) => vm::run(&options),
         Command::Demo => demo::run(),
+        Command::CheckDashboards => dashboards::run(),
     }
 }

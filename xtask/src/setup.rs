@@ -23,7 +23,14 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("cpio", "packs the VM initramfs"),
     ("gzip", "compresses the VM initramfs"),
     ("binutils", "strips test binaries for the VM"),
+    ("prometheus", "promtool parses the dashboards' PromQL; the server scrapes the agent in the metrics tests"),
+    ("nodejs", "runs tsc for the dashboards' Grafana schema check (Debian 12: node 18; typescript 5 needs >= 14.17)"),
+    ("npm", "installs typescript and @grafana/schema for the dashboards' schema check"),
 ];
+
+/// Packages that count as present when their command is on PATH from elsewhere: a
+/// NodeSource nodejs bundles npm and conflicts with Debian's npm package.
+const PRESENT_AS_COMMAND: &[(&str, &str)] = &[("nodejs", "node"), ("npm", "npm")];
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
@@ -38,6 +45,7 @@ pub fn run() -> anyhow::Result<()> {
     let mut apt = Apt::default();
     install_apt_packages(&mut apt)?;
     install_bpf_linker()?;
+    crate::dashboards::install_tools()?;
     let kernel = install_vm_kernel(&mut apt)?;
     println!("setup: done (VM kernel {})", kernel.display());
     Ok(())
@@ -60,6 +68,15 @@ impl Apt {
 }
 
 fn is_installed(package: &str) -> bool {
+    if let Some((_, command)) = PRESENT_AS_COMMAND.iter().find(|(p, _)| *p == package)
+        && Command::new("sh")
+            .args(["-c", &format!("command -v {command}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    {
+        return true;
+    }
     Command::new("dpkg-query")
         .args(["-W", "-f=${db:Status-Status}", package])
         .stderr(Stdio::null())

@@ -5,6 +5,7 @@ use std::time::Instant;
 use anyhow::bail;
 
 use crate::{
+    dashboards,
     proc::{cargo, require_root, run_cmd},
     setup, vm,
 };
@@ -29,6 +30,7 @@ pub fn run() -> anyhow::Result<()> {
             // Root tests must not skip themselves here.
             run_cmd(cargo().env("VOLGUARD_REQUIRE_ROOT_TESTS", "1").args(["test", "--workspace"]))
         });
+        step("dashboards (Grafana schema types, PromQL, metric names)", &mut dashboards::run);
         step("VM tests (BPF LSM, qemu)", &mut || vm::run(&vm::Options { timeout: 600, ..Default::default() }));
     }
 
