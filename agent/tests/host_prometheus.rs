@@ -25,6 +25,8 @@ const INVENTORY: &str = "\
 pods:
   - {uid: pod-a, namespace: shop, name: db-0, volumes: [{name: data, persistentVolumeClaim: data}]}
   - {uid: pod-b, namespace: shop, name: db-1, volumes: [{name: data, persistentVolumeClaim: data}]}
+  # A generic ephemeral volume whose PVC does not exist: a node-model finding.
+  - {uid: pod-c, namespace: shop, name: web, volumes: [{name: cache, ephemeral: {}}]}
 persistentVolumes:
   - {name: pv-data, accessModes: [ReadWriteOncePod], claimRef: shop/data, csi: {driver: hostpath.csi.k8s.io, volumeHandle: h-1}}
 persistentVolumeClaims:

@@ -28,6 +28,9 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("npm", "installs typescript and @grafana/schema for the dashboards' schema check"),
 ];
 
+/// Installed without their Recommends: we need the binaries, not services.
+const WITHOUT_RECOMMENDS: &[&str] = &["prometheus"];
+
 /// Packages that count as present when their command is on PATH from elsewhere: a
 /// NodeSource nodejs bundles npm and conflicts with Debian's npm package.
 const PRESENT_AS_COMMAND: &[(&str, &str)] = &[("nodejs", "node"), ("npm", "npm")];
@@ -94,13 +97,23 @@ fn install_apt_packages(apt: &mut Apt) -> anyhow::Result<()> {
         println!("setup: will install {package}: {why}");
     }
     apt.update()?;
-    run_cmd(
-        Command::new("apt-get")
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .args(["install", "-y", "-q"])
-            .args(missing.iter().map(|(p, _)| p)),
-    )
-    .context("installing apt packages")
+    // Recommends of these would add daemons (prometheus: node-exporter and friends).
+    let (lean, full): (Vec<&str>, Vec<&str>) =
+        missing.iter().map(|(p, _)| *p).partition(|p| WITHOUT_RECOMMENDS.contains(p));
+    for (packages, extra) in [(full, None), (lean, Some("--no-install-recommends"))] {
+        if packages.is_empty() {
+            continue;
+        }
+        run_cmd(
+            Command::new("apt-get")
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .args(["install", "-y", "-q"])
+                .args(extra)
+                .args(&packages),
+        )
+        .context("installing apt packages")?;
+    }
+    Ok(())
 }
 
 fn bpf_linker_version() -> Option<String> {
