@@ -1,0 +1,221 @@
+//! `volguard run`: the node agent. Chooses the mode by probing the kernel, attaches the
+//! programs (pinned, adopting an earlier agent's, when the kernel enforces), then
+//! handles events until SIGTERM or Ctrl-C.
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use tracing::{info, warn};
+use volguard_common::enforce::KernelLayout;
+
+mod running;
+mod startup;
+
+use running::Running;
+use startup::{OwnerStore, serve_http, start_facts_source, start_in_kernel, start_userspace};
+
+use crate::{
+    bpf::{
+        loader::{self, LoadError},
+        reader::EventReader,
+    },
+    btf::{Btf, BtfError, VMLINUX_BTF},
+    debug::Shared,
+    enforce::{
+        self, Mode, ModeChoice, ModeError,
+        kernel::KernelError,
+        ownership::Ownership,
+        pins::{PinError, Pins},
+    },
+    explain::{self, RateLimiter},
+    inventory::InventoryError,
+    lsm_probe::{self, ProbeError},
+    metrics::ModeReason,
+    node::NodeModel,
+    signals::StopSignals,
+};
+
+/// Where the facts about pods, PVs, PVCs and CSI objects come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FactsSource {
+    /// None: only `--single-pod-volume` names are single-pod.
+    None,
+    /// A local YAML inventory, re-read when it changes.
+    Inventory(PathBuf),
+    /// The Kubernetes API (in-cluster config, or KUBECONFIG), watching this node's pods.
+    KubernetesApi { node_name: String },
+}
+
+/// How many conflicts may wait for the Event publisher before new ones are dropped
+/// (counted in the log; the conflict itself is always logged and handled).
+const EVENT_QUEUE: usize = 256;
+
+/// The default period of the mount-table reconciliation.
+pub const DEFAULT_RECONCILE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Everything `volguard run` is told.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub kubelet_root: PathBuf,
+    pub single_pod_volumes: Vec<String>,
+    pub mode: ModeChoice,
+    pub pin_root: PathBuf,
+    pub keep_enforcement_on_exit: bool,
+    pub print_events: bool,
+    /// Mount table read at start-up to rebuild ownership, and on every reconciliation
+    /// (the host's by default).
+    pub mountinfo: PathBuf,
+    pub facts_source: FactsSource,
+    pub reconcile_interval: Duration,
+    /// Where `/metrics` is served.
+    pub metrics_address: SocketAddr,
+    /// Where the read-only debug API is served (localhost by default).
+    pub debug_address: SocketAddr,
+}
+
+impl RunOptions {
+    /// The effective configuration, as `/debug/config` shows it.
+    fn effective(&self) -> serde_json::Value {
+        let source = match &self.facts_source {
+            FactsSource::None => serde_json::json!({"kind": "none"}),
+            FactsSource::Inventory(path) => serde_json::json!({"kind": "inventory", "path": path}),
+            FactsSource::KubernetesApi { node_name } => {
+                serde_json::json!({"kind": "kubernetes_api", "nodeName": node_name})
+            }
+        };
+        serde_json::json!({
+            "kubeletRoot": self.kubelet_root,
+            "singlePodVolumes": self.single_pod_volumes,
+            "mode": format!("{:?}", self.mode).to_lowercase(),
+            "pinRoot": self.pin_root,
+            "keepEnforcementOnExit": self.keep_enforcement_on_exit,
+            "mountinfo": self.mountinfo,
+            "factsSource": source,
+            "reconcileIntervalSeconds": self.reconcile_interval.as_secs_f64(),
+            "metricsAddress": self.metrics_address.to_string(),
+            "debugAddress": self.debug_address.to_string(),
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Mode(#[from] ModeError),
+    #[error("probing BPF LSM: {0}")]
+    Probe(#[from] ProbeError),
+    #[error("reading kernel BTF: {0}")]
+    Btf(#[from] BtfError),
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    #[error(transparent)]
+    Pin(#[from] PinError),
+    #[error("kubelet root {0} is not a directory")]
+    KubeletRoot(String),
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    #[error("Kubernetes API client: {0} (in a pod: the service account; elsewhere: KUBECONFIG or ~/.kube/config)")]
+    KubeConfig(String),
+    #[error(transparent)]
+    KubeSource(#[from] crate::k8s::source::SourceError),
+    #[error("serving {what} on {address}: {source}")]
+    Listen {
+        what: &'static str,
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{context}: {source}")]
+    Io {
+        context: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The line printed once the programs are attached and the state is loaded.
+pub const READY: &str = "volguard: ready:";
+
+pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
+    if !opts.kubelet_root.is_dir() {
+        return Err(AgentError::KubeletRoot(opts.kubelet_root.display().to_string()));
+    }
+    let probe = match enforce::needs_probe(opts.mode) {
+        true => Some(lsm_probe::probe(&mut loader::load()?)?),
+        false => None,
+    };
+    let decision = enforce::decide(opts.mode, probe.as_ref())?;
+    info!("mode {}: {}", decision.mode, decision.reason);
+    let shared = Arc::new(Shared::new(opts.effective()));
+    let reason = match (opts.mode, decision.mode) {
+        (ModeChoice::Auto, Mode::Enforce) => ModeReason::LsmActive,
+        (ModeChoice::Auto, _) => ModeReason::NoBpfLsm,
+        _ => ModeReason::Flag,
+    };
+    shared.metrics.set_mode(decision.mode, reason);
+    serve_http(&opts, &shared).await?;
+
+    let source = start_facts_source(&opts.facts_source).await?;
+    let (initial, facts, _facts_tx) = (source.initial, source.facts, source.keep_alive);
+    let mut model = NodeModel::new(&opts.kubelet_root, &opts.mountinfo, opts.single_pod_volumes.clone(), initial)
+        .map_err(|source| AgentError::Io { context: "reading the mount table", source })?;
+    for (volume, pods) in model.shared_single_pod_volumes() {
+        warn!("CONFLICT found at start-up: single-pod volume {volume} is published into pods {}", pods.join(", "));
+    }
+    model.log_summary();
+
+    let pins = Pins::new(&opts.pin_root);
+    let layout = Btf::from_file(Path::new(VMLINUX_BTF)).and_then(|btf| btf.kernel_layout());
+    let (mut ebpf, owners) = match decision.in_kernel {
+        true => (start_in_kernel(&opts, &decision, &pins, layout?, &mut model)?, OwnerStore::Kernel),
+        // Userspace modes use the offsets only to note each caller's mount namespace.
+        false => {
+            let layout = layout.unwrap_or_else(|e| {
+                warn!(
+                    "kernel struct offsets unavailable ({e}): events carry no mount namespace, so quarantine \
+                   reaches only mounts whose process is still alive"
+                );
+                KernelLayout::default()
+            });
+            let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().keys().cloned()));
+            let mut ebpf = start_userspace(&opts, layout)?;
+            for fix in model.plan_owners(&BTreeMap::new()) {
+                owners.apply(&mut ebpf, &fix)?;
+            }
+            (ebpf, owners)
+        }
+    };
+    let mut reader = EventReader::new(&mut ebpf)?;
+    // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
+    let mut stop =
+        StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
+    let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
+    let mut agent = Running {
+        opts: &opts,
+        decision: &decision,
+        model,
+        owners,
+        explain: source.events,
+        log_limiter,
+        shared: shared.clone(),
+        view_dirty: true,
+    };
+    agent.facts_metrics();
+    agent.refresh_view(&ebpf)?;
+    shared.set_ready();
+    eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
+
+    let result = agent.event_loop(&pins, &mut ebpf, &mut reader, facts, &mut stop).await;
+    if decision.in_kernel && !opts.keep_enforcement_on_exit {
+        info!("removing pinned programs and state (--keep-enforcement-on-exit=false)");
+        pins.uninstall()?;
+    }
+    result
+}

@@ -1,0 +1,373 @@
+//! The running agent: one loop owns the eBPF object, the node model and the owners, and
+//! handles kernel events, facts changes, reconciliation and the debug view.
+
+use std::{
+    os::unix::ffi::OsStrExt as _,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
+
+use aya::Ebpf;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+use volguard_common::{enforce::MountOp, mount_api::AT_FDCWD, mount_flags::without_magic};
+
+use super::{
+    AgentError, RunOptions,
+    startup::{OwnerStore, sync_single_pod_set},
+};
+use crate::{
+    bpf::{
+        counters::{Counters, LostEvents},
+        reader::EventReader,
+    },
+    debug::{self, ConflictRecord, MountRecord, Shared},
+    decode::{self, Call, Event, RawString, Record},
+    enforce::{Mode, ModeDecision, ownership::Publish, pins::Pins, quarantine, roots::PublishedRoots},
+    explain::{self, ConflictAction, RateLimiter, Verdict},
+    facts::{Origin, Snapshot},
+    kubelet::{PublishTarget, publish_target},
+    metrics::SinglePodCounts,
+    node::NodeModel,
+    render,
+    signals::StopSignals,
+    state::{OwnerFix, PublishChange},
+    volume_ops::{self, volume_op},
+};
+
+/// The running agent's state, owned by the event loop.
+pub(super) struct Running<'a> {
+    pub(super) opts: &'a RunOptions,
+    pub(super) decision: &'a ModeDecision,
+    pub(super) model: NodeModel,
+    pub(super) owners: OwnerStore,
+    /// Where conflicts go to become Kubernetes Events (none without an API).
+    pub(super) explain: Option<mpsc::Sender<explain::Conflict>>,
+    /// Without an API the would-be Events are logged, as rate-limited as real ones.
+    pub(super) log_limiter: RateLimiter,
+    /// Metrics and what the debug API shows.
+    pub(super) shared: Arc<Shared>,
+    /// The debug view is out of date (refreshed at most once a second).
+    pub(super) view_dirty: bool,
+}
+
+impl Running<'_> {
+    pub(super) async fn event_loop(
+        &mut self,
+        pins: &Pins,
+        ebpf: &mut Ebpf,
+        reader: &mut EventReader,
+        mut facts: watch::Receiver<Snapshot>,
+        stop: &mut StopSignals,
+    ) -> Result<(), AgentError> {
+        let io = |context| move |source| AgentError::Io { context, source };
+        let counters = Counters::new(ebpf)?;
+        let mut roots = match self.decision.in_kernel {
+            true => Some(PublishedRoots::open(pins)?),
+            false => None,
+        };
+        let mut lost = LostEvents::default();
+        let mut lost_check = tokio::time::interval(Duration::from_secs(1));
+        let period = self.opts.reconcile_interval;
+        let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let own_pid = std::process::id();
+        loop {
+            tokio::select! {
+                batch = reader.next_batch(|record| match record {
+                    Ok(Record::Conflict(c)) => self.kernel_conflict(&c),
+                    Ok(Record::Syscall(event)) => {
+                        if self.opts.print_events {
+                            println!("{}", render::line(&event));
+                        }
+                        if event.caller.tgid != own_pid {
+                            self.syscall(roots.as_mut(), &event);
+                        }
+                    }
+                    Err(e) => warn!("skipped an undecodable record: {e}"),
+                }) => { batch.map_err(io("reading the event ring buffer"))?; }
+                _ = lost_check.tick() => {
+                    self.shared.metrics.set_events_lost(lost.check(&counters));
+                    if self.view_dirty {
+                        self.refresh_view(ebpf)?;
+                    }
+                }
+                _ = reconcile.tick() => self.reconcile(ebpf)?,
+                Ok(()) = facts.changed() => {
+                    let snapshot = facts.borrow_and_update().clone();
+                    self.facts_changed(ebpf, snapshot)?;
+                }
+                _ = stop.recv() => break,
+            }
+        }
+        info!("stopping");
+        Ok(())
+    }
+
+    /// A conflict the LSM programs saw (refused in enforce mode, allowed in audit).
+    fn kernel_conflict(&mut self, c: &decode::Conflict) {
+        warn!("{}", render::conflict(c));
+        let action = if c.blocked { ConflictAction::Refused } else { ConflictAction::Audited };
+        let text = |s: &RawString| String::from_utf8_lossy(s.as_bytes()).into_owned();
+        self.explain(action, &text(&c.volume), &text(&c.attempted_by), &text(&c.owner));
+    }
+
+    /// Hands a conflict to the Kubernetes Event publisher, or without an API logs the
+    /// Event that would have been recorded (rate-limited the same way).
+    fn explain(&mut self, action: ConflictAction, volume: &str, pod_uid: &str, owner_uid: &str) {
+        let conflict = self.model.conflict(action, volume, pod_uid, owner_uid);
+        self.shared.metrics.conflict(conflict.claim.as_ref(), action);
+        self.shared.record_conflict(ConflictRecord::new(&conflict));
+        self.view_dirty = true;
+        match &self.explain {
+            Some(tx) => {
+                if tx.try_send(conflict).is_err() {
+                    warn!("conflict on volume {volume} not sent as a Kubernetes Event: the event queue is full");
+                }
+            }
+            None => {
+                if let Verdict::Send { held_back } = self.log_limiter.check(&conflict, std::time::Instant::now()) {
+                    info!(
+                        "explained (no Kubernetes API, Event logged only): Warning {} on pod {}: {}{}",
+                        conflict.action.reason(),
+                        conflict.pod,
+                        conflict.message(),
+                        match held_back {
+                            0 => String::new(),
+                            n => format!(" ({n} similar reports suppressed)"),
+                        }
+                    );
+                }
+            }
+        }
+    }
+
+    fn syscall(&mut self, roots: Option<&mut PublishedRoots>, event: &Event) {
+        self.shared.metrics.syscall(event.call.name(), event.ret >= 0);
+        self.measure(event);
+        let Some(change) = publish_change(&self.opts.kubelet_root, event) else { return };
+        self.model.apply(&change);
+        self.view_dirty = true;
+        match roots {
+            Some(roots) => record_roots(roots, &event.caller, &change),
+            None => self.observe(event, &change),
+        }
+    }
+
+    /// A volume operation: into kubelet's histogram and the recent-mounts log.
+    fn measure(&self, event: &Event) {
+        let root = &self.opts.kubelet_root;
+        let Some(op) = volume_op(root, event) else { return };
+        let driver = volume_ops::driver_of(root, &self.model.snapshot().facts, &op.target);
+        let plugin = volume_ops::volume_plugin(driver.as_deref());
+        let seconds = op.duration_ns as f64 / 1e9;
+        self.shared.metrics.storage_operation(plugin.clone(), op.operation, op.success, seconds);
+        let target = match &event.call {
+            Call::Umount { target, .. } | Call::Mount { target, .. } => target,
+            Call::MoveMount { to_path, .. } => to_path,
+            _ => return,
+        };
+        self.shared.record_mount(MountRecord {
+            at: SystemTime::now(),
+            operation: op.operation.as_str(),
+            syscall: event.call.name(),
+            target: String::from_utf8_lossy(target.as_bytes()).into_owned(),
+            volume_plugin: plugin,
+            success: op.success,
+            ret: event.ret.min(0),
+            duration_seconds: seconds,
+            pid: event.caller.tgid,
+            comm: String::from_utf8_lossy(event.caller.comm.as_bytes()).into_owned(),
+        });
+    }
+
+    /// Rebuilds what the debug API shows and the gauges derived from it.
+    pub(super) fn refresh_view(&mut self, ebpf: &Ebpf) -> Result<(), AgentError> {
+        let owners = self.owners.owners(ebpf)?;
+        let findings: Vec<_> = self.model.findings().cloned().collect();
+        let views = self.model.volumes(&owners);
+        let mut counts = SinglePodCounts::default();
+        for v in views.iter().filter(|v| v.single_pod.is_some()) {
+            match (v.published_to.len(), &v.owner) {
+                (n, _) if n > 1 => counts.shared += 1,
+                (1, Some(_)) => counts.owned += 1,
+                _ => counts.unowned += 1,
+            }
+        }
+        self.shared.metrics.set_single_pod(counts);
+        self.shared.metrics.set_node_findings(&findings);
+        let snapshot = self.model.snapshot();
+        let origin = match snapshot.origin {
+            Origin::None => "none",
+            Origin::Inventory { .. } => "inventory",
+            Origin::KubernetesApi => "kubernetes_api",
+        };
+        let previous = self.shared.snapshot();
+        self.shared.set_snapshot(debug::Snapshot {
+            mode: self.decision.mode.to_string(),
+            mode_reason: self.decision.reason.clone(),
+            source: debug::SourceStatus {
+                origin: origin.into(),
+                stale: snapshot.stale.clone(),
+                synced_at: snapshot.synced_at,
+            },
+            volumes: debug::volume_details(views, &findings),
+            findings,
+            csi: previous.csi.clone(),
+            updated_at: Some(SystemTime::now()),
+        });
+        self.view_dirty = false;
+        Ok(())
+    }
+
+    /// The metrics that follow the facts source.
+    pub(super) fn facts_metrics(&self) {
+        let snapshot = self.model.snapshot();
+        self.shared.metrics.set_source(&snapshot.origin, snapshot.stale.is_some(), snapshot.synced_at);
+        if snapshot.origin != Origin::None {
+            let claims = snapshot.facts.persistent_volume_claims.iter().map(|c| c.claim_ref()).collect();
+            self.shared.metrics.forget_claims_except(&claims);
+        }
+    }
+
+    /// Userspace ownership for modes where the kernel does not decide.
+    fn observe(&mut self, event: &Event, change: &PublishChange) {
+        let OwnerStore::Userspace(ownership) = &mut self.owners else { return };
+        let (target, path) = match change {
+            PublishChange::Unpublished(t) => {
+                if ownership.unpublished(t) {
+                    info!("volume {} released: pod {} unmounted its publish target", t.volume, t.pod_uid);
+                }
+                return;
+            }
+            PublishChange::Published(t, p) => (t, p),
+        };
+        let mode = self.decision.mode;
+        let owner = match ownership.published(target) {
+            Publish::Untracked | Publish::Owner => return,
+            Publish::Claimed => {
+                info!("volume {} claimed by pod {}", target.volume, target.pod_uid);
+                return;
+            }
+            Publish::Conflict { owner } => owner,
+        };
+        let action = match mode {
+            Mode::Quarantine => match quarantine::quarantine(&event.caller, path.clone()) {
+                Ok(done) => {
+                    warn!(
+                        "CONFLICT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it; \
+                         detached {} mount(s) and masked the target read-only in {} ({} µs)",
+                        target.volume, target.pod_uid, done.detached, done.namespace, done.micros
+                    );
+                    ConflictAction::Quarantined
+                }
+                Err(e) => {
+                    warn!(
+                        "CONFLICT NOT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it: {e}",
+                        target.volume, target.pod_uid
+                    );
+                    ConflictAction::Audited
+                }
+            },
+            _ => {
+                warn!(
+                    "CONFLICT audited (allowed): volume \"{}\" is owned by pod {owner}; pod {} published it",
+                    target.volume, target.pod_uid
+                );
+                ConflictAction::Audited
+            }
+        };
+        let (volume, pod) = (target.volume.clone(), target.pod_uid.clone());
+        self.explain(action, &volume, &pod, &owner);
+    }
+
+    /// Re-reads the mount table and makes the owners agree with it.
+    fn reconcile(&mut self, ebpf: &mut Ebpf) -> Result<(), AgentError> {
+        let owners = self.owners.owners(ebpf)?;
+        let pass = match self.model.reconcile(&owners) {
+            Ok(pass) => pass,
+            Err(e) => {
+                // Keep the state built so far; the next pass tries again.
+                warn!("reconciliation skipped: reading {}: {e}", self.opts.mountinfo.display());
+                return Ok(());
+            }
+        };
+        if pass.drift > 0 {
+            info!("reconciliation: {} publishes corrected from the mount table (events missed)", pass.drift);
+        }
+        for fix in &pass.fixes {
+            self.owners.apply(ebpf, fix)?;
+        }
+        self.model.scan_tree();
+        self.view_dirty = true;
+        debug!("reconciliation done: {} owner fixes", pass.fixes.len());
+        Ok(())
+    }
+
+    /// New facts from the source: update the single-pod set (kernel or userspace) and
+    /// give owners to single-pod volumes that are already published.
+    fn facts_changed(&mut self, ebpf: &mut Ebpf, snapshot: Snapshot) -> Result<(), AgentError> {
+        let change = self.model.set_facts(snapshot);
+        self.facts_metrics();
+        self.view_dirty = true;
+        if change.single_pod {
+            match &mut self.owners {
+                OwnerStore::Kernel => sync_single_pod_set(ebpf, &self.model)?,
+                OwnerStore::Userspace(o) => o.set_single_pod(self.model.single_pod().keys().cloned()),
+            }
+            let owners = self.owners.owners(ebpf)?;
+            for fix in self.model.plan_owners(&owners) {
+                if matches!(fix, OwnerFix::Seed { .. }) {
+                    self.owners.apply(ebpf, &fix)?;
+                }
+            }
+        }
+        if change.noteworthy {
+            self.model.log_summary();
+        }
+        Ok(())
+    }
+}
+
+/// The path a successful publish-capable syscall attached something at, when the event
+/// names it absolutely (userspace sees strings, not resolved paths).
+fn attached_target(call: &Call) -> Option<&RawString> {
+    match call {
+        Call::Mount { target, flags, .. } if MountOp::of(without_magic(*flags)).attaches() => Some(target),
+        Call::MoveMount { to_dfd, to_path, .. } if *to_dfd == AT_FDCWD || to_path.as_bytes().starts_with(b"/") => {
+            Some(to_path)
+        }
+        _ => None,
+    }
+}
+
+fn classify(root: &Path, path: &RawString) -> Option<(PublishTarget, PathBuf)> {
+    if path.truncated {
+        return None;
+    }
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(path.as_bytes()));
+    Some((publish_target(root, &path)?, path))
+}
+
+fn publish_change(root: &Path, event: &Event) -> Option<PublishChange> {
+    if event.ret != 0 {
+        return None;
+    }
+    if let Call::Umount { target, .. } = &event.call {
+        return classify(root, target).map(|(t, _)| PublishChange::Unpublished(t));
+    }
+    let path = attached_target(&event.call)?;
+    let classified = classify(root, path);
+    if classified.is_none() {
+        debug!("not a recognisable publish target: {}", render::line(event));
+    }
+    classified.map(|(t, p)| PublishChange::Published(t, p))
+}
+
+/// In-kernel modes: keep the published-root map current for the cross-pod source check.
+fn record_roots(roots: &mut PublishedRoots, caller: &crate::decode::Caller, change: &PublishChange) {
+    match change {
+        PublishChange::Published(target, path) => roots.published(caller, target, path),
+        PublishChange::Unpublished(target) => roots.unpublished(target),
+    }
+}
