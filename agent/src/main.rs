@@ -53,6 +53,12 @@ enum Command {
     Trace,
     /// Check whether BPF LSM enforcement really works on this kernel (needs root).
     LsmProbe,
+    /// Every metric the agent exports (a Markdown table, generated from its registry).
+    MetricsReference {
+        /// One `name type` per line, for tools.
+        #[arg(long)]
+        names: bool,
+    },
     /// The running agent's state: mode, facts source, counts.
     Status(ViewArgs),
     /// Volumes on this node: single-pod reason, PVC, driver, owner, publishes.
@@ -179,6 +185,13 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Trace => trace().await,
         Command::LsmProbe => lsm_probe_command(),
+        Command::MetricsReference { names } => {
+            match names {
+                true => volguard::metrics::reference().iter().for_each(|d| println!("{} {}", d.name, d.kind)),
+                false => print!("{}", volguard::metrics::reference_markdown()),
+            }
+            Ok(())
+        }
         Command::Status(args) => show(View::Status, args),
         Command::Volumes(args) => show(View::Volumes, args),
         Command::Conflicts(args) => show(View::Conflicts, args),

@@ -376,6 +376,71 @@ impl Metrics {
     }
 }
 
+/// One exported metric family, as the reference lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricDoc {
+    /// The name as queried (`_total` for counters; histograms add `_bucket`/`_sum`/`_count`).
+    pub name: String,
+    pub kind: String,
+    pub help: String,
+    pub labels: Vec<String>,
+}
+
+/// Every family the agent exports, read back from a registry in which each family has
+/// one sample series, so the reference can never drift from the code.
+pub fn reference() -> Vec<MetricDoc> {
+    use crate::checks::{Check, Severity};
+    let m = Metrics::new();
+    m.storage_operation(crate::volume_ops::volume_plugin(Some("x")), OperationName::VolumeMount, true, 0.0);
+    m.syscall("mount", true);
+    m.conflict(None, ConflictAction::Refused);
+    m.set_single_pod(SinglePodCounts::default());
+    m.set_mode(Mode::Audit, ModeReason::Flag);
+    let finding = Finding {
+        check: Check::VolDataUnreadable,
+        severity: Severity::Info,
+        subject: String::new(),
+        message: String::new(),
+    };
+    m.set_csi([("x", "v")], [("x", &finding)]);
+    m.set_node_findings([&finding]);
+    m.set_source(&Origin::None, false, None);
+    let text = m.encode();
+    let mut docs: Vec<MetricDoc> = Vec::new();
+    // OpenMetrics writes HELP, then TYPE, then the samples.
+    let mut help = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = rest.split_once(' ').map_or("", |(_, h)| h).to_owned();
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            let name = if kind == "counter" { format!("{name}_total") } else { name.to_owned() };
+            docs.push(MetricDoc { name, kind: kind.into(), help: std::mem::take(&mut help), labels: Vec::new() });
+        } else if !line.starts_with('#')
+            && let (Some(doc), Some((_, labels))) = (docs.last_mut(), line.split_once('{'))
+            && doc.labels.is_empty()
+        {
+            let labels = labels.split('}').next().unwrap_or("");
+            doc.labels = labels
+                .split(',')
+                .filter_map(|pair| pair.split_once('=').map(|(k, _)| k.to_owned()))
+                .filter(|k| k != "le")
+                .collect();
+        }
+    }
+    docs
+}
+
+/// The reference as a Markdown table (README, `volguard metrics-reference`).
+pub fn reference_markdown() -> String {
+    let mut out = String::from("| metric | type | labels | help |\n|---|---|---|---|\n");
+    for doc in reference() {
+        let labels: Vec<String> = doc.labels.iter().map(|l| format!("`{l}`")).collect();
+        out += &format!("| `{}` | {} | {} | {} |\n", doc.name, doc.kind, labels.join(", "), doc.help);
+    }
+    out
+}
+
 /// A closed enum's snake_case serde name, as a label value.
 fn label<T: serde::Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
@@ -447,6 +512,46 @@ mod tests {
         let text = m.encode();
         assert!(!text.contains("\"logs\""), "the deleted PVC's series is gone");
         assert!(text.contains("\"data\"") && text.contains("_unknown"));
+    }
+
+    #[test]
+    fn the_reference_lists_every_family_with_its_labels() {
+        let docs = reference();
+        let names: Vec<&str> = docs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "storage_operation_duration_seconds",
+                "volguard_conflicts_total",
+                "volguard_mount_syscalls_total",
+                "volguard_single_pod_volumes",
+                "volguard_enforcement_mode",
+                "volguard_csi_driver_info",
+                "volguard_csi_findings",
+                "volguard_node_findings",
+                "volguard_events_lost_total",
+                "volguard_inventory_info",
+                "volguard_inventory_stale",
+                "volguard_inventory_last_sync_timestamp_seconds",
+                "volguard_build_info",
+            ]
+        );
+        assert_eq!(docs[0].labels, ["volume_plugin", "operation_name", "status", "migrated"]);
+        assert_eq!(docs[0].kind, "histogram");
+        assert!(docs.iter().all(|d| !d.help.is_empty()), "{docs:#?}");
+        assert!(
+            reference_markdown()
+                .contains("| `volguard_conflicts_total` | counter | `namespace`, `persistentvolumeclaim`, `action` |")
+        );
+    }
+
+    #[test]
+    fn the_readme_carries_the_current_reference() {
+        let readme = include_str!("../../README.md");
+        let section = readme.split("<!-- metrics-reference:start").nth(1).expect("the README's reference markers");
+        let body = section.split_once("-->\n").expect("the start marker's end").1;
+        let body = body.split("<!-- metrics-reference:end -->").next().unwrap_or_default();
+        assert_eq!(body, reference_markdown(), "regenerate the README's table with `volguard metrics-reference`");
     }
 
     #[test]
