@@ -26,8 +26,12 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 type AppState = State<Arc<Shared>>;
 
 pub fn metrics_router(shared: Arc<Shared>) -> Router {
+    // The health routes are here too: kubelet's probes reach the pod's address, not its
+    // localhost, and they reveal nothing about the node.
     Router::new()
         .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such path: metrics are at /metrics") })
         .method_not_allowed_fallback(|| async { error(StatusCode::METHOD_NOT_ALLOWED, "only GET") })
         .with_state(shared)
@@ -280,6 +284,7 @@ mod tests {
         let text = String::from_utf8(to_bytes(response.into_body(), 1 << 20).await.unwrap().to_vec()).unwrap();
         assert!(text.contains("volguard_mount_syscalls_total{syscall=\"mount\",result=\"success\"} 1"));
         assert_eq!(get(metrics_router(s.clone()), "/debug/volumes").await.0, StatusCode::NOT_FOUND, "kept apart");
-        assert_eq!(get(debug_router(s), "/metrics").await.0, StatusCode::NOT_FOUND);
+        assert_eq!(get(debug_router(s.clone()), "/metrics").await.0, StatusCode::NOT_FOUND);
+        assert_eq!(get(metrics_router(s), "/healthz").await.0, StatusCode::OK, "for kubelet's probes");
     }
 }
