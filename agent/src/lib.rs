@@ -6,6 +6,7 @@ pub mod bpf;
 pub mod btf;
 pub mod cgroup;
 pub mod checks;
+pub mod csi;
 pub mod decode;
 pub mod enforce;
 pub mod explain;

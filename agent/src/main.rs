@@ -14,6 +14,7 @@ use volguard::{
         loader,
         reader::EventReader,
     },
+    csi,
     enforce::{
         ModeChoice, kernel,
         pins::{DEFAULT_PIN_ROOT, Pins},
@@ -51,6 +52,9 @@ enum Command {
     Trace,
     /// Check whether BPF LSM enforcement really works on this kernel (needs root).
     LsmProbe,
+    /// Ask every CSI driver on this node and check it against its volumes; exits 2 when
+    /// an error-severity finding exists.
+    Check(csi::cli::CheckArgs),
 }
 
 #[derive(clap::Args)]
@@ -149,6 +153,12 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Trace => trace().await,
         Command::LsmProbe => lsm_probe_command(),
+        Command::Check(args) => {
+            if !csi::cli::run(args).await? {
+                std::process::exit(2);
+            }
+            Ok(())
+        }
     }
 }
 

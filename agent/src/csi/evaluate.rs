@@ -1,0 +1,385 @@
+//! The CSI checks proper: what the drivers said against the facts (CSINode, CSIDriver,
+//! PVs, pods) and the mounts. Pure: the same inputs give the same findings, so each rule
+//! is tested with plain data and the monitor re-judges without asking the drivers again.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use super::{
+    client::{Call, FailureKind, NodeCapability},
+    report::DriverReport,
+    rules::{self, CsiAccessMode, FsGroupInput, FsGroupPolicy, Ownership},
+};
+use crate::{
+    checks::{Check, Finding, Severity},
+    enforce::Mode,
+    facts::{AccessMode, Facts, VolumeSource},
+    state::Mounts,
+};
+
+/// A CSI volume in use on this node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VolumeReport {
+    /// The PV name, or the pod's volume name for an inline volume.
+    pub name: String,
+    pub kind: VolumeKind,
+    pub driver: String,
+    /// Pod UIDs it is published into; for a volume not published yet, the pods using it.
+    pub pods: Vec<String>,
+    pub published: bool,
+    /// The PV's access modes (empty for inline volumes).
+    pub access_modes: Vec<AccessMode>,
+    /// What kubelet sends in NodeStage/NodePublish; `None` while the driver's node
+    /// capabilities are unknown.
+    pub csi_access_mode: Option<CsiAccessMode>,
+    /// Whether a pod's fsGroup changes ownership; `None` while capabilities are unknown.
+    pub fs_group: Option<Ownership>,
+    pub fs_group_reason: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VolumeKind {
+    Persistent,
+    /// A CSI inline ephemeral volume (`VolumeSource::Csi`).
+    Inline,
+}
+
+/// Every CSI volume published on the node (per the mount table) or used by a pod on it.
+pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<VolumeReport> {
+    let mut pv_names: BTreeSet<&str> = mounts.volumes().filter(|v| facts.persistent_volume(v).is_some()).collect();
+    for pod in &facts.pods {
+        for volume in &pod.volumes {
+            if let VolumeSource::PersistentVolumeClaim(claim) = &volume.source
+                && let Some(pvc) =
+                    facts.claim(&crate::facts::ClaimRef { namespace: pod.namespace.clone(), name: claim.clone() })
+                && let Some(pv) = pvc.volume_name.as_deref()
+            {
+                pv_names.insert(pv);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for name in pv_names {
+        let Some(pv) = facts.persistent_volume(name) else { continue };
+        let Some(csi) = &pv.csi else { continue };
+        let published: Vec<String> = mounts.pods_of(name).into_iter().map(|(p, _)| p.to_owned()).collect();
+        let pods = if published.is_empty() { pods_using_pv(facts, name) } else { published.clone() };
+        let driver = drivers.iter().find(|d| d.answers_to(&csi.driver));
+        let (csi_access_mode, fs_group, fs_group_reason) = decide(
+            driver,
+            facts,
+            &csi.driver,
+            FsGroupInput {
+                policy: FsGroupPolicy::ReadWriteOnceWithFSType, // replaced in decide
+                driver_has_volume_mount_group: false,           // replaced in decide
+                fs_type: csi.fs_type.as_deref(),
+                pv_access_modes: Some(&pv.access_modes),
+                block: pv.block,
+            },
+        );
+        out.push(VolumeReport {
+            name: name.to_owned(),
+            kind: VolumeKind::Persistent,
+            driver: csi.driver.clone(),
+            pods,
+            published: !published.is_empty(),
+            access_modes: pv.access_modes.clone(),
+            csi_access_mode,
+            fs_group,
+            fs_group_reason,
+        });
+    }
+    for pod in &facts.pods {
+        for volume in &pod.volumes {
+            let VolumeSource::Csi { driver: driver_name } = &volume.source else { continue };
+            let driver = drivers.iter().find(|d| d.answers_to(driver_name));
+            // The facts do not carry an inline volume's fsType: judged as unset.
+            let (csi_access_mode, fs_group, fs_group_reason) = decide(
+                driver,
+                facts,
+                driver_name,
+                FsGroupInput {
+                    policy: FsGroupPolicy::ReadWriteOnceWithFSType,
+                    driver_has_volume_mount_group: false,
+                    fs_type: None,
+                    pv_access_modes: None,
+                    block: false,
+                },
+            );
+            out.push(VolumeReport {
+                name: volume.name.clone(),
+                kind: VolumeKind::Inline,
+                driver: driver_name.clone(),
+                pods: vec![pod.uid.clone()],
+                published: mounts.is_published(&volume.name, &pod.uid),
+                access_modes: Vec::new(),
+                csi_access_mode,
+                fs_group,
+                fs_group_reason,
+            });
+        }
+    }
+    out
+}
+
+fn pods_using_pv(facts: &Facts, pv: &str) -> Vec<String> {
+    let Some(claim) = facts.claim_of(pv) else { return Vec::new() };
+    facts
+        .pods
+        .iter()
+        .filter(|p| {
+            p.namespace == claim.namespace
+                && p.volumes.iter().any(|v| v.source == VolumeSource::PersistentVolumeClaim(claim.name.clone()))
+        })
+        .map(|p| p.uid.clone())
+        .collect()
+}
+
+/// Access mode and fsGroup outcome, once the driver's node capabilities are known.
+fn decide(
+    driver: Option<&DriverReport>,
+    facts: &Facts,
+    driver_name: &str,
+    input: FsGroupInput<'_>,
+) -> (Option<CsiAccessMode>, Option<Ownership>, String) {
+    let Some(caps) = driver.and_then(|d| d.node_capabilities.as_ref()) else {
+        return (None, None, "driver's node capabilities unknown".into());
+    };
+    let multi_writer = caps.contains(&NodeCapability::SingleNodeMultiWriter);
+    let access = rules::kubelet_access_mode(input.pv_access_modes.unwrap_or(&[]), multi_writer);
+    let object = facts.csi_drivers.iter().find(|d| d.name == driver_name);
+    let policy_text = object.map_or("ReadWriteOnceWithFSType", |d| d.fs_group_policy.as_str());
+    let Some(policy) = FsGroupPolicy::parse(policy_text) else {
+        return (Some(access), None, format!("unknown fsGroupPolicy {policy_text:?}"));
+    };
+    let (ownership, reason) = rules::fs_group_ownership(FsGroupInput {
+        policy,
+        driver_has_volume_mount_group: caps.contains(&NodeCapability::VolumeMountGroup),
+        ..input
+    });
+    (Some(access), Some(ownership), reason.to_owned())
+}
+
+/// The severity of an RWOP volume the driver cannot tell from RWO: what else stops a
+/// second pod on this node. Kubelet's own check counts only pods it has mounted and is
+/// lost across restarts; volguard's enforce mode refuses in the kernel (info: covered),
+/// quarantine undoes the mount after the fact (warning: a window remains), and audit or
+/// no agent leaves nothing below kubelet (error).
+pub fn rwop_severity(mode: Option<Mode>) -> Severity {
+    match mode {
+        Some(Mode::Enforce) => Severity::Info,
+        Some(Mode::Quarantine) => Severity::Warning,
+        Some(Mode::Audit) | None => Severity::Error,
+    }
+}
+
+/// Every CSI finding. `drivers` have had [`DriverReport::apply_facts`]; `volumes` come
+/// from [`volumes`]; `mode` is the agent's active mode (`None`: no agent enforcing).
+pub fn evaluate(facts: &Facts, drivers: &[DriverReport], volumes: &[VolumeReport], mode: Option<Mode>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let mut push = |check, severity, subject: &str, message: String| {
+        findings.push(Finding { check, severity, subject: subject.to_owned(), message })
+    };
+
+    for d in drivers {
+        let subject = format!("driver {}", d.name);
+        for failure in &d.errors {
+            let (check, what) = match (failure.call, failure.kind) {
+                (Call::RegistrationGetInfo, _) => (Check::CsiRegistrationFailed, "registration socket"),
+                (Call::Connect, _) => (Check::CsiDriverUnreachable, "socket unreachable"),
+                (_, FailureKind::Timeout) => (Check::CsiCallFailed, "call timed out"),
+                (_, _) => (Check::CsiCallFailed, "call failed"),
+            };
+            let place = match failure.call {
+                Call::RegistrationGetInfo => d.registration_socket.as_deref(),
+                _ => d.endpoint.as_deref(),
+            };
+            let place = place.map(|p| p.display().to_string()).unwrap_or_default();
+            push(
+                check,
+                Severity::Error,
+                &subject,
+                format!("{what}: {:?} on {place}: {}", failure.call, failure.message),
+            );
+        }
+        if let (Some(registered), Some(plugin)) = (&d.registered_name, &d.plugin_name)
+            && registered != plugin
+        {
+            push(
+                Check::CsiPluginNameMismatch,
+                Severity::Error,
+                &subject,
+                format!(
+                    "registered with kubelet as {registered:?} but GetPluginInfo says {plugin:?}: the registrar points \
+                     at another driver's socket or is misconfigured"
+                ),
+            );
+        }
+        if d.ready == Some(false) {
+            push(
+                Check::CsiProbeNotReady,
+                Severity::Error,
+                &subject,
+                "Probe says not ready: the driver cannot serve mounts yet".into(),
+            );
+        }
+        let known_name = d.registered_name.is_some() || d.plugin_name.is_some();
+        if known_name && !d.csi_driver_object {
+            push(
+                Check::CsiDriverObjectMissing,
+                Severity::Warning,
+                &subject,
+                "no CSIDriver object: kubelet assumes attachRequired, fsGroupPolicy ReadWriteOnceWithFSType and \
+                 refuses inline volumes"
+                    .into(),
+            );
+        }
+        let Some(csi_node) = &facts.csi_node else { continue };
+        let entry = csi_node.drivers.iter().find(|e| d.answers_to(&e.name));
+        match entry {
+            None if known_name => push(
+                Check::CsiRegisteredNotInCsiNode,
+                Severity::Warning,
+                &subject,
+                format!(
+                    "has a socket on the node ({}) but is not in this node's CSINode: kubelet has not registered it, \
+                     so its volumes cannot be mounted",
+                    d.endpoint
+                        .as_deref()
+                        .or(d.registration_socket.as_deref())
+                        .map_or("?".into(), |p| p.display().to_string()),
+                ),
+            ),
+            None => {}
+            Some(entry) => {
+                if let Some(node_id) = &d.node_id
+                    && *node_id != entry.node_id
+                {
+                    push(
+                        Check::CsiNodeIdMismatch,
+                        Severity::Error,
+                        &subject,
+                        format!(
+                            "CSINode nodeID is {:?} but NodeGetInfo says {node_id:?}: attachments target the wrong node",
+                            entry.node_id
+                        ),
+                    );
+                }
+                if let Some(max) = d.max_volumes_per_node {
+                    // Kubelet sets the count only for a positive maximum, capped at MaxInt32.
+                    let expected = (max > 0).then(|| i32::try_from(max).unwrap_or(i32::MAX));
+                    if expected != entry.allocatable_count {
+                        push(
+                            Check::CsiMaxVolumesMismatch,
+                            Severity::Warning,
+                            &subject,
+                            format!(
+                                "CSINode allocatable.count is {} but NodeGetInfo max_volumes_per_node is {max}: the \
+                                 scheduler's volume limit for this node is wrong",
+                                entry.allocatable_count.map_or("unset".into(), |c| c.to_string())
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if let Some(csi_node) = &facts.csi_node {
+        for entry in &csi_node.drivers {
+            if !drivers.iter().any(|d| d.answers_to(&entry.name)) {
+                push(
+                    Check::CsiNodeDriverWithoutSocket,
+                    Severity::Error,
+                    &format!("driver {}", entry.name),
+                    "in this node's CSINode but no socket for it was found: its volumes cannot be mounted or unmounted"
+                        .into(),
+                );
+            }
+        }
+    }
+
+    let mut persistent_flagged = BTreeSet::new();
+    for v in volumes {
+        let subject = format!("volume {}", v.name);
+        let object = facts.csi_drivers.iter().find(|d| d.name == v.driver);
+        match v.kind {
+            VolumeKind::Inline => {
+                let allowed = object.is_some_and(|d| d.volume_lifecycle_modes.iter().any(|m| m == "Ephemeral"));
+                if !allowed {
+                    let why = match object {
+                        None => "has no CSIDriver object".to_owned(),
+                        Some(d) => format!("lists volumeLifecycleModes {:?}", d.volume_lifecycle_modes),
+                    };
+                    push(
+                        Check::CsiEphemeralModeUnsupported,
+                        Severity::Error,
+                        &format!("pod {} {subject}", v.pods.join(",")),
+                        format!(
+                            "CSI inline volume of driver {} which {why} without Ephemeral: kubelet refuses to mount it",
+                            v.driver
+                        ),
+                    );
+                }
+            }
+            VolumeKind::Persistent => {
+                if let Some(d) = object
+                    && !d.volume_lifecycle_modes.iter().any(|m| m == "Persistent")
+                    && persistent_flagged.insert(v.driver.clone())
+                {
+                    push(
+                        Check::CsiPersistentModeUnsupported,
+                        Severity::Error,
+                        &format!("driver {}", v.driver),
+                        format!(
+                            "used by persistent volume {} but its CSIDriver lists volumeLifecycleModes {:?} without \
+                             Persistent: kubelet refuses to mount it",
+                            v.name, d.volume_lifecycle_modes
+                        ),
+                    );
+                }
+                if v.access_modes.first() == Some(&AccessMode::ReadWriteOncePod)
+                    && v.csi_access_mode == Some(CsiAccessMode::SingleNodeWriter)
+                {
+                    let protection = match mode {
+                        Some(Mode::Enforce) => "volguard refuses a second pod's mount in the kernel",
+                        Some(Mode::Quarantine) => "volguard undoes a second pod's mount after it happens",
+                        Some(Mode::Audit) => "volguard only reports (audit mode)",
+                        None => "no volguard agent enforces",
+                    };
+                    push(
+                        Check::CsiRwopNotEnforcedByDriver,
+                        rwop_severity(mode),
+                        &subject,
+                        format!(
+                            "ReadWriteOncePod on driver {} without node capability SINGLE_NODE_MULTI_WRITER: it is \
+                             told SINGLE_NODE_WRITER, same as RWO, and cannot refuse a second pod; {protection}",
+                            v.driver
+                        ),
+                    );
+                }
+            }
+        }
+        let policy = object.map_or("ReadWriteOnceWithFSType", |d| d.fs_group_policy.as_str());
+        match (FsGroupPolicy::parse(policy), v.fs_group) {
+            (None, _) => push(
+                Check::CsiFsGroupNotApplied,
+                Severity::Warning,
+                &subject,
+                format!(
+                    "driver {} has an unknown fsGroupPolicy {policy:?}: kubelet's behaviour is undefined",
+                    v.driver
+                ),
+            ),
+            (Some(p), Some(Ownership::Unchanged)) if p != FsGroupPolicy::None && v.published => push(
+                Check::CsiFsGroupNotApplied,
+                Severity::Info,
+                &subject,
+                format!("a pod's fsGroup will not be applied: {}", v.fs_group_reason),
+            ),
+            _ => {}
+        }
+    }
+    findings
+}
