@@ -62,15 +62,24 @@ impl CallFailure {
     }
 
     fn status(call: Call, status: &Status) -> Self {
-        let mut message = format!("{:?}: {}", status.code(), status.message());
-        // Transport errors hide the cause (reset, broken pipe, bad frame) in the source chain.
-        let mut source = std::error::Error::source(status);
-        while let Some(cause) = source {
-            message.push_str(&format!(": {cause}"));
-            source = cause.source();
-        }
+        let message = with_causes(format!("{:?}: {}", status.code(), status.message()), status);
         Self { call, kind: FailureKind::Status, message }
     }
+}
+
+/// Transport errors hide the cause (reset, broken pipe, bad frame) in the source chain;
+/// each layer often repeats the one below, so a cause already in the text is skipped.
+fn with_causes(mut message: String, error: &(dyn std::error::Error + 'static)) -> String {
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
 }
 
 /// Connects to a unix socket. The URI is a placeholder: the connector ignores it and
@@ -84,15 +93,11 @@ pub async fn connect(socket: PathBuf, deadline: Duration) -> Result<Channel, Cal
     match tokio::time::timeout(deadline, endpoint.connect_with_connector(connector)).await {
         Err(_) => Err(CallFailure::timeout(Call::Connect, deadline)),
         Ok(Ok(channel)) => Ok(channel),
-        Ok(Err(e)) => {
-            let mut message = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                message.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            Err(CallFailure { call: Call::Connect, kind: FailureKind::Unreachable, message })
-        }
+        Ok(Err(e)) => Err(CallFailure {
+            call: Call::Connect,
+            kind: FailureKind::Unreachable,
+            message: with_causes(e.to_string(), &e),
+        }),
     }
 }
 
@@ -107,11 +112,23 @@ async fn call<T, R>(
     request.set_timeout(deadline);
     match tokio::time::timeout(deadline, send(request)).await {
         Err(_) => Err(CallFailure::timeout(call, deadline)),
-        // The driver honoured the grpc-timeout header and gave up itself.
-        Ok(Err(status)) if status.code() == tonic::Code::DeadlineExceeded => Err(CallFailure::timeout(call, deadline)),
+        Ok(Err(status)) if is_timeout(&status) => Err(CallFailure::timeout(call, deadline)),
         Ok(Err(status)) => Err(CallFailure::status(call, &status)),
         Ok(Ok(response)) => Ok(response.into_inner()),
     }
+}
+
+/// The channel enforces the request's `grpc-timeout` itself and reports it as Cancelled
+/// with a [`tonic::TimeoutExpired`] cause; a driver that gives up answers DeadlineExceeded.
+fn is_timeout(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(cause) = source {
+        if cause.downcast_ref::<tonic::TimeoutExpired>().is_some() {
+            return true;
+        }
+        source = cause.source();
+    }
+    status.code() == tonic::Code::DeadlineExceeded
 }
 
 /// `Registration/GetInfo` on a registration socket.

@@ -185,7 +185,27 @@ pub fn evaluate(facts: &Facts, drivers: &[DriverReport], volumes: &[VolumeReport
 
     for d in drivers {
         let subject = format!("driver {}", d.name);
+        // A driver that answered none of the calls is one finding, not five.
+        let answered_nothing = d.endpoint.is_some()
+            && d.plugin_name.is_none()
+            && d.plugin_capabilities.is_none()
+            && d.ready.is_none()
+            && d.node_capabilities.is_none()
+            && d.node_id.is_none();
+        let mut reported_silence = false;
         for failure in &d.errors {
+            if answered_nothing && failure.call != Call::RegistrationGetInfo && failure.call != Call::Connect {
+                if !std::mem::replace(&mut reported_silence, true) {
+                    let place = d.endpoint.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+                    push(
+                        Check::CsiDriverUnreachable,
+                        Severity::Error,
+                        &subject,
+                        format!("answered none of the calls on {place}: {:?}: {}", failure.call, failure.message),
+                    );
+                }
+                continue;
+            }
             let (check, what) = match (failure.call, failure.kind) {
                 (Call::RegistrationGetInfo, _) => (Check::CsiRegistrationFailed, "registration socket"),
                 (Call::Connect, _) => (Check::CsiDriverUnreachable, "socket unreachable"),
