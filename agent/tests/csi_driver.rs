@@ -520,3 +520,63 @@ async fn volguard_check_exits_non_zero_on_an_error_finding() {
 fn serde_yaml_ng_free(facts: &Facts) -> String {
     serde_json::to_string(facts).unwrap()
 }
+
+/// Waits for a report that satisfies `done`, up to `within`.
+async fn wait_for(
+    rx: &mut tokio::sync::watch::Receiver<CsiReport>,
+    within: Duration,
+    done: impl Fn(&CsiReport) -> bool,
+) -> CsiReport {
+    let deadline = Instant::now() + within;
+    loop {
+        if done(&rx.borrow_and_update()) {
+            return rx.borrow().clone();
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, rx.changed()).await {
+            Ok(Ok(())) => {}
+            _ => panic!("no such report within {within:?}; last: {:#?}", *rx.borrow()),
+        }
+    }
+}
+
+/// The monitor asks again when a socket appears (long before the periodic re-check) and
+/// re-judges, without asking, when the facts change.
+#[tokio::test]
+async fn the_monitor_follows_sockets_and_facts() {
+    use std::sync::Arc;
+
+    use tokio::sync::watch;
+    use volguard::{
+        csi::monitor::{self, MonitorOptions},
+        facts::{Origin, Snapshot},
+    };
+
+    let node = Node1::new();
+    let opts = MonitorOptions {
+        recheck_interval: Duration::from_secs(3600),
+        socket_poll_interval: Duration::from_millis(100),
+        ..MonitorOptions::new(node.options(DEADLINE), Some(Mode::Enforce))
+    };
+    let (facts_tx, facts_rx) = watch::channel(Snapshot::empty(Origin::None));
+    let (_mounts_tx, mounts_rx) = watch::channel(node.mounts(&[("pod-a", "pv-rwop")]));
+    let (tx, mut rx) = watch::channel(CsiReport::default());
+    let task = tokio::spawn(monitor::run(opts, facts_rx, mounts_rx, tx));
+
+    let first = wait_for(&mut rx, Duration::from_secs(2), |r| r.checked_at.is_some()).await;
+    assert!(first.drivers.is_empty() && first.findings.is_empty(), "{first:#?}");
+
+    node.serve_driver(&node.conventional("stand-in"), Driver::default());
+    let found = wait_for(&mut rx, Duration::from_secs(3), |r| !r.drivers.is_empty()).await;
+    assert_eq!(found.drivers[0].name, DRIVER);
+    let asked_at = found.checked_at;
+
+    facts_tx.send_replace(Snapshot { facts: Arc::new(facts(DRIVER)), ..Snapshot::empty(Origin::None) });
+    let judged = wait_for(&mut rx, Duration::from_secs(2), |r| !r.volumes.is_empty()).await;
+    assert_eq!(judged.checked_at, asked_at, "new facts are judged without asking the drivers again");
+    let rwop = judged.findings.iter().find(|f| f.check == Check::CsiRwopNotEnforcedByDriver).unwrap();
+    assert_eq!(rwop.severity, Severity::Info, "the agent enforces in the kernel");
+
+    drop(rx);
+    tokio::time::timeout(Duration::from_secs(2), task).await.expect("the monitor stops when nobody listens").unwrap();
+}
