@@ -14,7 +14,7 @@ use super::{
 use crate::{
     checks::{Check, Finding, Severity},
     enforce::Mode,
-    facts::{AccessMode, Facts, VolumeSource},
+    facts::{AccessMode, ClaimRef, Facts, VolumeSource},
     state::Mounts,
 };
 
@@ -52,8 +52,7 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
     for pod in &facts.pods {
         for volume in &pod.volumes {
             if let VolumeSource::PersistentVolumeClaim(claim) = &volume.source
-                && let Some(pvc) =
-                    facts.claim(&crate::facts::ClaimRef { namespace: pod.namespace.clone(), name: claim.clone() })
+                && let Some(pvc) = facts.claim(&ClaimRef { namespace: pod.namespace.clone(), name: claim.clone() })
                 && let Some(pv) = pvc.volume_name.as_deref()
             {
                 pv_names.insert(pv);
@@ -67,18 +66,8 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
         let published: Vec<String> = mounts.pods_of(name).into_iter().map(|(p, _)| p.to_owned()).collect();
         let pods = if published.is_empty() { pods_using_pv(facts, name) } else { published.clone() };
         let driver = drivers.iter().find(|d| d.answers_to(&csi.driver));
-        let (csi_access_mode, fs_group, fs_group_reason) = decide(
-            driver,
-            facts,
-            &csi.driver,
-            FsGroupInput {
-                policy: FsGroupPolicy::ReadWriteOnceWithFSType, // replaced in decide
-                driver_has_volume_mount_group: false,           // replaced in decide
-                fs_type: csi.fs_type.as_deref(),
-                pv_access_modes: Some(&pv.access_modes),
-                block: pv.block,
-            },
-        );
+        let (csi_access_mode, fs_group, fs_group_reason) =
+            decide(driver, facts, &csi.driver, csi.fs_type.as_deref(), Some(&pv.access_modes), pv.block);
         out.push(VolumeReport {
             name: name.to_owned(),
             kind: VolumeKind::Persistent,
@@ -96,18 +85,7 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
             let VolumeSource::Csi { driver: driver_name } = &volume.source else { continue };
             let driver = drivers.iter().find(|d| d.answers_to(driver_name));
             // The facts do not carry an inline volume's fsType: judged as unset.
-            let (csi_access_mode, fs_group, fs_group_reason) = decide(
-                driver,
-                facts,
-                driver_name,
-                FsGroupInput {
-                    policy: FsGroupPolicy::ReadWriteOnceWithFSType,
-                    driver_has_volume_mount_group: false,
-                    fs_type: None,
-                    pv_access_modes: None,
-                    block: false,
-                },
-            );
+            let (csi_access_mode, fs_group, fs_group_reason) = decide(driver, facts, driver_name, None, None, false);
             out.push(VolumeReport {
                 name: volume.name.clone(),
                 kind: VolumeKind::Inline,
@@ -138,17 +116,20 @@ fn pods_using_pv(facts: &Facts, pv: &str) -> Vec<String> {
 }
 
 /// Access mode and fsGroup outcome, once the driver's node capabilities are known.
+/// `pv_access_modes` is `None` for an inline volume.
 fn decide(
     driver: Option<&DriverReport>,
     facts: &Facts,
     driver_name: &str,
-    input: FsGroupInput<'_>,
+    fs_type: Option<&str>,
+    pv_access_modes: Option<&[AccessMode]>,
+    block: bool,
 ) -> (Option<CsiAccessMode>, Option<Ownership>, String) {
     let Some(caps) = driver.and_then(|d| d.node_capabilities.as_ref()) else {
         return (None, None, "driver's node capabilities unknown".into());
     };
     let multi_writer = caps.contains(&NodeCapability::SingleNodeMultiWriter);
-    let access = rules::kubelet_access_mode(input.pv_access_modes.unwrap_or(&[]), multi_writer);
+    let access = rules::kubelet_access_mode(pv_access_modes.unwrap_or(&[]), multi_writer);
     let object = facts.csi_drivers.iter().find(|d| d.name == driver_name);
     let policy_text = object.map_or("ReadWriteOnceWithFSType", |d| d.fs_group_policy.as_str());
     let Some(policy) = FsGroupPolicy::parse(policy_text) else {
@@ -157,16 +138,18 @@ fn decide(
     let (ownership, reason) = rules::fs_group_ownership(FsGroupInput {
         policy,
         driver_has_volume_mount_group: caps.contains(&NodeCapability::VolumeMountGroup),
-        ..input
+        fs_type,
+        pv_access_modes,
+        block,
     });
     (Some(access), Some(ownership), reason.to_owned())
 }
 
-/// The severity of an RWOP volume the driver cannot tell from RWO: what else stops a
-/// second pod on this node. Kubelet's own check counts only pods it has mounted and is
-/// lost across restarts; volguard's enforce mode refuses in the kernel (info: covered),
-/// quarantine undoes the mount after the fact (warning: a window remains), and audit or
-/// no agent leaves nothing below kubelet (error).
+/// The severity of an RWOP volume the driver cannot tell from RWO: what stops a second
+/// pod on this node besides kubelet's own bookkeeping. The driver cannot (it is told
+/// SINGLE_NODE_WRITER, as for RWO), so it is volguard: enforce refuses the mount in the
+/// kernel (info: covered), quarantine undoes it after the fact (warning: a window
+/// remains), audit or no agent leaves nothing below kubelet (error).
 pub fn rwop_severity(mode: Option<Mode>) -> Severity {
     match mode {
         Some(Mode::Enforce) => Severity::Info,

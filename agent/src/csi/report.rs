@@ -12,7 +12,7 @@ use futures::future::join_all;
 use serde::Serialize;
 
 use super::{
-    client::{self, Call, CallFailure, NodeCapability},
+    client::{self, CallFailure, NodeCapability},
     discovery::{self, CSI_PLUGIN_TYPE, Source},
     evaluate::{self, VolumeReport},
 };
@@ -202,9 +202,4 @@ pub async fn gather(opts: &CheckOptions) -> Vec<DriverReport> {
     reports.extend(unanswered);
     reports.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.endpoint.cmp(&b.endpoint)));
     reports
-}
-
-/// True when the driver answered nothing at all (connecting failed).
-pub fn unreachable(report: &DriverReport) -> bool {
-    report.errors.iter().any(|e| e.call == Call::Connect || e.call == Call::RegistrationGetInfo)
 }
