@@ -235,12 +235,8 @@ pub async fn ask_driver(socket: PathBuf, deadline: Duration) -> DriverAnswers {
             answers.node_capabilities = Some(
                 caps.capabilities
                     .iter()
-                    .filter_map(|c| match c.r#type {
-                        Some(csi::node_service_capability::Type::Rpc(rpc)) => {
-                            Some(NodeCapability::from_wire(rpc.r#type))
-                        }
-                        None => None,
-                    })
+                    .filter_map(|c| c.r#type)
+                    .map(|csi::node_service_capability::Type::Rpc(rpc)| NodeCapability::from_wire(rpc.r#type))
                     .collect(),
             )
         }

@@ -312,17 +312,19 @@ pub fn evaluate(facts: &Facts, drivers: &[DriverReport], volumes: &[VolumeReport
                 let allowed = object.is_some_and(|d| d.volume_lifecycle_modes.iter().any(|m| m == "Ephemeral"));
                 if !allowed {
                     let why = match object {
-                        None => "has no CSIDriver object".to_owned(),
-                        Some(d) => format!("lists volumeLifecycleModes {:?}", d.volume_lifecycle_modes),
+                        None => {
+                            format!("driver {} has no CSIDriver object (then only Persistent is allowed)", v.driver)
+                        }
+                        Some(d) => format!(
+                            "CSIDriver {} lists volumeLifecycleModes {:?} without Ephemeral",
+                            v.driver, d.volume_lifecycle_modes
+                        ),
                     };
                     push(
                         Check::CsiEphemeralModeUnsupported,
                         Severity::Error,
                         &format!("pod {} {subject}", v.pods.join(",")),
-                        format!(
-                            "CSI inline volume of driver {} which {why} without Ephemeral: kubelet refuses to mount it",
-                            v.driver
-                        ),
+                        format!("CSI inline volume, but {why}: kubelet refuses to mount it"),
                     );
                 }
             }
@@ -500,6 +502,11 @@ mod tests {
                 checks(&report).into_iter().filter(|(c, _)| *c == Check::CsiRwopNotEnforcedByDriver).collect();
             assert_eq!(rwop, [(Check::CsiRwopNotEnforcedByDriver, severity)], "{mode:?}");
         }
+        // The debug API shows the report as JSON: stable snake_case names.
+        let json = serde_json::to_value(judge(&facts, &mounts, vec![driver(&[])], None)).unwrap();
+        assert_eq!(json["findings"][0]["check"], "csi_rwop_not_enforced_by_driver");
+        assert_eq!(json["volumes"][0]["csi_access_mode"], "SINGLE_NODE_WRITER");
+        assert_eq!(json["drivers"][0]["endpoint"], "/k/plugins/d/csi.sock");
         let capable = judge(&facts, &mounts, vec![driver(&[NodeCapability::SingleNodeMultiWriter])], None);
         assert_eq!(capable.volumes[0].csi_access_mode, Some(CsiAccessMode::SingleNodeSingleWriter));
         assert!(!checks(&capable).iter().any(|(c, _)| *c == Check::CsiRwopNotEnforcedByDriver));

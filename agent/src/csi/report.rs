@@ -44,13 +44,13 @@ pub struct DriverReport {
     /// The registered name, else the name it gave, else its directory or socket name.
     pub name: String,
     pub found_by: BTreeSet<Source>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "lossy_path")]
     pub registration_socket: Option<PathBuf>,
     /// The name its registrar gave kubelet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub registered_name: Option<String>,
     /// The driver's own socket; `None` when its registrar did not answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "lossy_path")]
     pub endpoint: Option<PathBuf>,
     /// GetPluginInfo's name.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -77,6 +77,14 @@ pub struct DriverReport {
     /// The CSIDriver's volumeLifecycleModes; without one kubelet allows Persistent only.
     pub volume_lifecycle_modes: Vec<String>,
     pub errors: Vec<CallFailure>,
+}
+
+/// Paths as text even when not UTF-8 (serde refuses those, which would fail the whole report).
+fn lossy_path<S: serde::Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(p) => s.serialize_some(&p.to_string_lossy()),
+        None => s.serialize_none(),
+    }
 }
 
 impl DriverReport {
