@@ -369,10 +369,11 @@ async fn an_unset_ready_field_means_ready() {
 }
 
 /// Asserts the whole check returned within the deadline plus a margin: connecting and the
-/// concurrent calls each get one deadline.
+/// concurrent calls each get one deadline. The bound (1.8 s) stays below five deadlines
+/// (2 s), what calls made one after another would take.
 fn assert_bounded(started: Instant) {
     let elapsed = started.elapsed();
-    assert!(elapsed < DEADLINE * 2 + Duration::from_millis(600), "took {elapsed:?} with a {DEADLINE:?} deadline");
+    assert!(elapsed < DEADLINE * 2 + Duration::from_millis(1000), "took {elapsed:?} with a {DEADLINE:?} deadline");
 }
 
 #[tokio::test]
