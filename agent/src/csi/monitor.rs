@@ -3,6 +3,19 @@
 //! [`SOCKET_POLL_INTERVAL`]; cheap), and re-judges without asking the drivers when the
 //! facts or the mounts change. Each result replaces the last in a watch channel, for the
 //! metrics and the debug API.
+//!
+//! Wiring in the agent loop (not done here): a clone of the facts receiver it already
+//! has, a `watch` channel of [`Mounts`] that the loop refreshes when its model changes
+//! (`mounts_tx.send_replace(model.mounts().clone())` after a publish change or a
+//! reconciliation), the mode decided at start-up, and a `watch::Sender<CsiReport>` whose
+//! receivers are the metrics and the debug API:
+//!
+//! ```ignore
+//! let (csi_tx, csi_rx) = watch::channel(CsiReport::default());
+//! let (mounts_tx, mounts_rx) = watch::channel(model.mounts().clone());
+//! let opts = MonitorOptions::new(CheckOptions::new(&kubelet_root), Some(decision.mode));
+//! tokio::spawn(csi::monitor::run(opts, facts_rx.clone(), mounts_rx, csi_tx));
+//! ```
 
 use std::{collections::BTreeSet, path::PathBuf, sync::Arc, time::Duration};
 
