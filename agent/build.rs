@@ -1,6 +1,10 @@
 //! Builds the eBPF object from ../agent-ebpf with Debian's rustc (which ships a prebuilt
 //! `core` for bpfel-unknown-none) and bpf-linker, and leaves it in OUT_DIR for
 //! `include_bytes_aligned!`. See README "Requirements" and `cargo xtask setup`.
+//!
+//! Also generates the gRPC code for the CSI checks from proto/*.proto: protox compiles
+//! the files in pure Rust (no protoc on build machines), tonic-prost-build writes the
+//! messages, clients and servers (the servers are for the tests' driver stand-ins).
 
 use std::{
     env,
@@ -15,7 +19,7 @@ const DEFAULT_BPF_RUSTC: &str = "/usr/bin/rustc";
 const SETUP_HINT: &str = "run `cargo xtask setup` as root";
 
 fn main() -> ExitCode {
-    match build() {
+    match build().and_then(|()| generate_grpc()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("error: {message}");
@@ -64,6 +68,22 @@ fn build() -> Result<(), String> {
     std::fs::copy(&object, out_dir.join("volguard.bpf.o"))
         .map_err(|e| format!("eBPF object {} missing after build: {e}", object.display()))?;
     Ok(())
+}
+
+/// `csi.v1` (Identity, Node) and `pluginregistration` (Registration), our own subsets.
+fn generate_grpc() -> Result<(), String> {
+    const PROTOS: [&str; 2] = ["proto/csi.proto", "proto/pluginregistration.proto"];
+    for proto in PROTOS {
+        println!("cargo:rerun-if-changed={proto}");
+    }
+    let descriptors = protox::compile(PROTOS, ["proto"]).map_err(|e| format!("compiling the .proto files: {e}"))?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        // The client dials unix sockets itself; no `connect(url)` constructor needed.
+        .build_transport(false)
+        .compile_fds(descriptors)
+        .map_err(|e| format!("generating the gRPC code: {e}"))
 }
 
 /// One clear line when the eBPF toolchain is not installed.

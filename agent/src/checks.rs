@@ -34,6 +34,36 @@ pub enum Check {
     InlineHandleMismatch,
     /// A `vol_data.json` that could not be read (counted, skipped).
     VolDataUnreadable,
+    // The CSI driver checks (`csi::evaluate`); severities are given there.
+    /// A driver has a socket on the node but is not in this node's CSINode.
+    CsiRegisteredNotInCsiNode,
+    /// CSINode lists a driver for which no socket was found on the node.
+    CsiNodeDriverWithoutSocket,
+    /// CSINode's nodeID differs from the driver's NodeGetInfo node_id.
+    CsiNodeIdMismatch,
+    /// CSINode's allocatable.count differs from NodeGetInfo max_volumes_per_node.
+    CsiMaxVolumesMismatch,
+    /// No CSIDriver object for a driver on the node.
+    CsiDriverObjectMissing,
+    /// A registration socket did not answer GetInfo.
+    CsiRegistrationFailed,
+    /// A driver socket could not be connected to.
+    CsiDriverUnreachable,
+    /// One call to a reachable driver failed, timed out or was answered with garbage.
+    CsiCallFailed,
+    /// Probe answered ready = false.
+    CsiProbeNotReady,
+    /// GetPluginInfo's name differs from the name registered with kubelet.
+    CsiPluginNameMismatch,
+    /// A ReadWriteOncePod volume on a driver that is told SINGLE_NODE_WRITER (no node
+    /// capability SINGLE_NODE_MULTI_WRITER) and so cannot refuse a second pod itself.
+    CsiRwopNotEnforcedByDriver,
+    /// A CSI inline volume whose driver does not allow the Ephemeral lifecycle mode.
+    CsiEphemeralModeUnsupported,
+    /// A persistent volume whose driver does not allow the Persistent lifecycle mode.
+    CsiPersistentModeUnsupported,
+    /// fsGroup will not be applied although the policy is not None, or the policy is unknown.
+    CsiFsGroupNotApplied,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -7,6 +7,7 @@ pub mod btf;
 pub mod cgroup;
 pub mod checks;
 pub mod cli;
+pub mod csi;
 pub mod debug;
 pub mod decode;
 pub mod enforce;

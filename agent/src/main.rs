@@ -15,6 +15,7 @@ use volguard::{
         reader::EventReader,
     },
     cli::{self, View},
+    csi,
     enforce::{
         ModeChoice, kernel,
         pins::{DEFAULT_PIN_ROOT, Pins},
@@ -69,6 +70,9 @@ enum Command {
     Mounts(ViewArgs),
     /// CSI drivers on this node and the findings of the CSI checks.
     Csi(ViewArgs),
+    /// Ask every CSI driver on this node and check it against its volumes; exits 2 when
+    /// an error-severity finding exists.
+    Check(csi::cli::CheckArgs),
 }
 
 #[derive(clap::Args)]
@@ -117,6 +121,9 @@ struct RunArgs {
     /// This node's name (the DaemonSet sets NODE_NAME from spec.nodeName).
     #[arg(long, env = "NODE_NAME")]
     node_name: Option<String>,
+    /// A CSI driver socket to check besides those under the kubelet root; repeatable.
+    #[arg(long = "csi-socket", value_name = "PATH")]
+    csi_sockets: Vec<PathBuf>,
     /// Where Prometheus scrapes `/metrics`.
     #[arg(long, default_value = http::DEFAULT_METRICS_ADDRESS)]
     metrics_address: SocketAddr,
@@ -168,6 +175,7 @@ async fn main() -> anyhow::Result<()> {
             reconcile_interval: args.reconcile_interval,
             metrics_address: args.metrics_address,
             debug_address: args.debug_address,
+            csi_sockets: args.csi_sockets,
         })
         .await?),
         Command::Uninstall { pin_root } => {
@@ -197,6 +205,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Conflicts(args) => show(View::Conflicts, args),
         Command::Mounts(args) => show(View::Mounts, args),
         Command::Csi(args) => show(View::Csi, args),
+        Command::Check(args) => {
+            if !csi::cli::run(args).await? {
+                std::process::exit(2);
+            }
+            Ok(())
+        }
     }
 }
 

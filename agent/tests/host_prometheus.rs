@@ -132,6 +132,11 @@ fn a_real_prometheus_scrapes_the_agent_while_real_mounts_happen() {
     let ns = MountNs::new();
     let inventory = tree.tmp.path().join("inventory.yaml");
     std::fs::write(&inventory, INVENTORY).unwrap();
+    // A CSI driver socket that accepts and hangs up: the CSI checks report it.
+    let socket = tree.root().join("plugins/standin.csi.volguard.io/csi.sock");
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::thread::spawn(move || listener.incoming().for_each(drop));
     let pins = pin_root("prometheus");
     let agent = Agent::start_in(&ns, &tree.root(), &pins, &[], &["--inventory", inventory.to_str().unwrap()]);
     let (metrics, debug) = (agent.address("metrics"), agent.address("debug API"));
@@ -179,6 +184,13 @@ fn a_real_prometheus_scrapes_the_agent_while_real_mounts_happen() {
     prometheus.query_until("volguard_mount_syscalls_total{syscall=\"umount2\",result=\"success\"}", |r| {
         value(r).is_some_and(|v| v >= 5.0)
     });
+
+    // The CSI checks ran against the hung-up socket.
+    prometheus.query_until("sum(volguard_csi_findings{severity=\"error\"})", |r| value(r).is_some_and(|v| v >= 1.0));
+    prometheus.query_until("volguard_csi_driver_info", |r| !r.is_empty());
+    let cli = Command::new(agent_binary()).args(["csi", "--debug-address", &debug]).output().unwrap();
+    let table = String::from_utf8_lossy(&cli.stdout);
+    assert!(cli.status.success() && table.starts_with("DRIVER") && table.contains("error"), "{table}");
 
     // The debug API and the CLI see the same state.
     let (status, body) = get(&debug, "/debug/volumes/pv-data");

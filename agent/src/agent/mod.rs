@@ -76,6 +76,8 @@ pub struct RunOptions {
     pub metrics_address: SocketAddr,
     /// Where the read-only debug API is served (localhost by default).
     pub debug_address: SocketAddr,
+    /// CSI driver sockets to check besides the ones found under the kubelet root.
+    pub csi_sockets: Vec<PathBuf>,
 }
 
 impl RunOptions {
@@ -99,6 +101,7 @@ impl RunOptions {
             "reconcileIntervalSeconds": self.reconcile_interval.as_secs_f64(),
             "metricsAddress": self.metrics_address.to_string(),
             "debugAddress": self.debug_address.to_string(),
+            "csiSockets": self.csi_sockets,
         })
     }
 }
@@ -206,6 +209,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         log_limiter,
         shared: shared.clone(),
         view_dirty: true,
+        mounts_tx: None,
+        csi_json: None,
     };
     agent.facts_metrics();
     agent.refresh_view(&ebpf)?;

@@ -22,6 +22,10 @@ use crate::{
         counters::{Counters, LostEvents},
         reader::EventReader,
     },
+    csi::{
+        monitor::MonitorOptions,
+        report::{CheckOptions, CsiReport},
+    },
     debug::{self, ConflictRecord, MountRecord, Shared},
     decode::{self, Call, Event, RawString, Record},
     enforce::{Mode, ModeDecision, ownership::Publish, pins::Pins, quarantine, roots::PublishedRoots},
@@ -32,6 +36,7 @@ use crate::{
     node::NodeModel,
     render,
     signals::StopSignals,
+    state::Mounts,
     state::{OwnerFix, PublishChange},
     volume_ops::{self, volume_op},
 };
@@ -50,6 +55,10 @@ pub(super) struct Running<'a> {
     pub(super) shared: Arc<Shared>,
     /// The debug view is out of date (refreshed at most once a second).
     pub(super) view_dirty: bool,
+    /// The mounts as the CSI checks see them (refreshed with the debug view).
+    pub(super) mounts_tx: Option<watch::Sender<Mounts>>,
+    /// The last CSI report, for the debug view.
+    pub(super) csi_json: Option<serde_json::Value>,
 }
 
 impl Running<'_> {
@@ -72,6 +81,7 @@ impl Running<'_> {
         let period = self.opts.reconcile_interval;
         let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         let own_pid = std::process::id();
+        let mut csi = self.start_csi_monitor(&facts);
         loop {
             tokio::select! {
                 batch = reader.next_batch(|record| match record {
@@ -93,6 +103,10 @@ impl Running<'_> {
                     }
                 }
                 _ = reconcile.tick() => self.reconcile(ebpf)?,
+                Ok(()) = csi.changed() => {
+                    let report = csi.borrow_and_update().clone();
+                    self.csi_report(&report);
+                }
                 Ok(()) = facts.changed() => {
                     let snapshot = facts.borrow_and_update().clone();
                     self.facts_changed(ebpf, snapshot)?;
@@ -102,6 +116,30 @@ impl Running<'_> {
         }
         info!("stopping");
         Ok(())
+    }
+
+    /// Starts the CSI checks (every driver on the node, re-asked on a timer and when
+    /// sockets come and go, re-judged when the facts or the mounts change).
+    fn start_csi_monitor(&mut self, facts: &watch::Receiver<Snapshot>) -> watch::Receiver<CsiReport> {
+        let mut check = CheckOptions::new(&self.opts.kubelet_root);
+        check.extra_sockets = self.opts.csi_sockets.clone();
+        let (mounts_tx, mounts_rx) = watch::channel(self.model.mounts().clone());
+        let (csi_tx, csi_rx) = watch::channel(CsiReport::default());
+        let options = MonitorOptions::new(check, Some(self.decision.mode));
+        tokio::spawn(crate::csi::monitor::run(options, facts.clone(), mounts_rx, csi_tx));
+        self.mounts_tx = Some(mounts_tx);
+        csi_rx
+    }
+
+    /// A new CSI report: into the metrics and the debug view.
+    fn csi_report(&mut self, report: &CsiReport) {
+        let drivers = report.drivers.iter().map(|d| (d.name.as_str(), d.vendor_version.as_deref().unwrap_or("")));
+        self.shared.metrics.set_csi(drivers, report.findings_by_driver());
+        for f in report.findings.iter().filter(|f| f.severity == crate::checks::Severity::Error) {
+            warn!("CSI finding {:?}: {}: {}", f.check, f.subject, f.message);
+        }
+        self.csi_json = serde_json::to_value(report).ok();
+        self.view_dirty = true;
     }
 
     /// A conflict the LSM programs saw (refused in enforce mode, allowed in audit).
@@ -202,7 +240,9 @@ impl Running<'_> {
             Origin::Inventory { .. } => "inventory",
             Origin::KubernetesApi => "kubernetes_api",
         };
-        let previous = self.shared.snapshot();
+        if let Some(tx) = &self.mounts_tx {
+            tx.send_replace(self.model.mounts().clone());
+        }
         self.shared.set_snapshot(debug::Snapshot {
             mode: self.decision.mode.to_string(),
             mode_reason: self.decision.reason.clone(),
@@ -213,7 +253,7 @@ impl Running<'_> {
             },
             volumes: debug::volume_details(views, &findings),
             findings,
-            csi: previous.csi.clone(),
+            csi: self.csi_json.clone(),
             updated_at: Some(SystemTime::now()),
         });
         self.view_dirty = false;

@@ -1,0 +1,153 @@
+//! `volguard check`: runs every CSI check once and prints a readable report, usable as a
+//! node health check (exit status 2 when an error-severity finding exists).
+
+use std::{fmt::Write as _, path::PathBuf, time::Duration};
+
+use crate::{
+    checks::Severity,
+    enforce::Mode,
+    facts::Facts,
+    inventory::{self, InventoryError},
+    mount_table::{HOST_MOUNTINFO, MountTable},
+    state::Mounts,
+};
+
+use super::{
+    evaluate::VolumeKind,
+    report::{self, CheckOptions, CsiReport},
+};
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct CheckArgs {
+    /// kubelet's --root-dir.
+    #[arg(long, default_value = "/var/lib/kubelet")]
+    pub kubelet_root: PathBuf,
+    /// Mount table that says which volumes are published into which pods.
+    #[arg(long, default_value = HOST_MOUNTINFO)]
+    pub mountinfo: PathBuf,
+    /// Local inventory (YAML) with the pods, PVs, CSIDrivers and CSINode; without it only
+    /// the drivers themselves are checked.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+    /// A driver socket to ask besides the discovered ones; repeat for more.
+    #[arg(long = "csi-socket", value_name = "PATH")]
+    pub csi_sockets: Vec<PathBuf>,
+    /// Deadline of each call, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub deadline_ms: u64,
+    /// The volguard mode in force on this node (decides how serious an RWOP volume on a
+    /// driver that cannot tell it from RWO is); omitted: no agent enforces.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Print the report as JSON instead.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    #[error("reading the mount table {path}: {source}")]
+    MountTable {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs the checks and prints the report; `Ok(false)` when an error-severity finding exists.
+pub async fn run(args: CheckArgs) -> Result<bool, CliError> {
+    let facts = match &args.inventory {
+        Some(path) => inventory::load(path)?,
+        None => Facts::default(),
+    };
+    let table = MountTable::read(&args.mountinfo)
+        .map_err(|source| CliError::MountTable { path: args.mountinfo.display().to_string(), source })?;
+    let mounts = Mounts::from_table(&table, &args.kubelet_root);
+    let opts = CheckOptions {
+        kubelet_root: args.kubelet_root.clone(),
+        extra_sockets: args.csi_sockets.clone(),
+        deadline: Duration::from_millis(args.deadline_ms),
+    };
+    let report = report::check_node(&opts, &facts, &mounts, args.mode).await;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(!report.findings.iter().any(|f| f.severity == Severity::Error))
+}
+
+/// The human-readable report: drivers, volumes, then findings by severity (worst first).
+pub fn render(report: &CsiReport) -> String {
+    let mut out = String::new();
+    if report.drivers.is_empty() {
+        out.push_str("no CSI drivers found on this node\n");
+    }
+    for d in &report.drivers {
+        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+        let found: Vec<String> = d.found_by.iter().map(|s| format!("{s:?}").to_lowercase()).collect();
+        let _ = writeln!(
+            out,
+            "driver {}: endpoint {} (found by {})",
+            d.name,
+            d.endpoint.as_deref().map_or("?".into(), |e| e.display().to_string()),
+            found.join(", ")
+        );
+        let _ = writeln!(
+            out,
+            "  plugin {} {}, ready {}, node id {}, max volumes {}",
+            opt(&d.plugin_name),
+            opt(&d.vendor_version),
+            d.ready.map_or("?", |r| if r { "yes" } else { "no" }),
+            opt(&d.node_id),
+            d.max_volumes_per_node.map_or("?".into(), |m| m.to_string()),
+        );
+        let caps = d.node_capabilities.as_ref().map_or("?".into(), |c| {
+            c.iter()
+                .map(|c| serde_json::to_string(c).unwrap_or_default().replace('"', ""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
+        let _ = writeln!(
+            out,
+            "  node capabilities [{caps}], CSIDriver {}, fsGroupPolicy {}, lifecycle modes {}",
+            if d.csi_driver_object { "present" } else { "missing" },
+            d.fs_group_policy,
+            d.volume_lifecycle_modes.join(",")
+        );
+    }
+    for v in &report.volumes {
+        let kind = match v.kind {
+            VolumeKind::Persistent => "persistent",
+            VolumeKind::Inline => "inline",
+        };
+        let access =
+            v.csi_access_mode.map_or("?".into(), |m| serde_json::to_string(&m).unwrap_or_default().replace('"', ""));
+        let _ = writeln!(
+            out,
+            "volume {} ({kind}, driver {}, {} {} pod(s)): CSI access mode {access}; fsGroup: {}",
+            v.name,
+            v.driver,
+            if v.published { "published into" } else { "used by" },
+            v.pods.len(),
+            v.fs_group_reason
+        );
+    }
+    for (severity, title) in [(Severity::Error, "errors"), (Severity::Warning, "warnings"), (Severity::Info, "info")] {
+        let findings: Vec<_> = report.findings.iter().filter(|f| f.severity == severity).collect();
+        if findings.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{title} ({}):", findings.len());
+        for f in findings {
+            let check = serde_json::to_string(&f.check).unwrap_or_default().replace('"', "");
+            let _ = writeln!(out, "  [{check}] {}: {}", f.subject, f.message);
+        }
+    }
+    if report.findings.is_empty() {
+        out.push_str("no findings\n");
+    }
+    out
+}

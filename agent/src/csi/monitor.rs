@@ -1,0 +1,92 @@
+//! The agent's CSI task: asks the drivers every [`RECHECK_INTERVAL`] and whenever a
+//! driver socket appears or disappears (the directories are listed every
+//! [`SOCKET_POLL_INTERVAL`]; cheap), and re-judges without asking the drivers when the
+//! facts or the mounts change. Each result replaces the last in a watch channel, for the
+//! metrics and the debug API.
+//!
+//! Wiring in the agent loop (not done here): a clone of the facts receiver it already
+//! has, a `watch` channel of [`Mounts`] that the loop refreshes when its model changes
+//! (`mounts_tx.send_replace(model.mounts().clone())` after a publish change or a
+//! reconciliation), the mode decided at start-up, and a `watch::Sender<CsiReport>` whose
+//! receivers are the metrics and the debug API:
+//!
+//! ```ignore
+//! let (csi_tx, csi_rx) = watch::channel(CsiReport::default());
+//! let (mounts_tx, mounts_rx) = watch::channel(model.mounts().clone());
+//! let opts = MonitorOptions::new(CheckOptions::new(&kubelet_root), Some(decision.mode));
+//! tokio::spawn(csi::monitor::run(opts, facts_rx.clone(), mounts_rx, csi_tx));
+//! ```
+
+use std::{collections::BTreeSet, path::PathBuf, sync::Arc, time::Duration};
+
+use tokio::sync::watch;
+
+use super::{
+    discovery,
+    report::{self, CheckOptions, CsiReport, DriverReport},
+};
+use crate::{enforce::Mode, facts::Snapshot, state::Mounts};
+
+pub const RECHECK_INTERVAL: Duration = Duration::from_secs(60);
+pub const SOCKET_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MonitorOptions {
+    pub check: CheckOptions,
+    /// The agent's active mode (decides the RWOP finding's severity).
+    pub mode: Option<Mode>,
+    pub recheck_interval: Duration,
+    pub socket_poll_interval: Duration,
+}
+
+impl MonitorOptions {
+    pub fn new(check: CheckOptions, mode: Option<Mode>) -> Self {
+        Self { check, mode, recheck_interval: RECHECK_INTERVAL, socket_poll_interval: SOCKET_POLL_INTERVAL }
+    }
+}
+
+/// Runs until every receiver of `tx` is gone. `facts` and `mounts` are the agent's
+/// current views; when their senders are dropped the last values stay in force.
+pub async fn run(
+    opts: MonitorOptions,
+    mut facts: watch::Receiver<Snapshot>,
+    mut mounts: watch::Receiver<Mounts>,
+    tx: watch::Sender<CsiReport>,
+) {
+    let sockets = |o: &CheckOptions| -> BTreeSet<PathBuf> { discovery::socket_set(&o.kubelet_root, &o.extra_sockets) };
+    let mut recheck = tokio::time::interval(opts.recheck_interval);
+    let mut poll = tokio::time::interval(opts.socket_poll_interval);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut facts_open, mut mounts_open) = (true, true);
+    let mut known = BTreeSet::new();
+    let mut drivers: Vec<DriverReport> = Vec::new();
+    let mut asked_at = None;
+    let mut ask = true;
+    loop {
+        if ask {
+            known = sockets(&opts.check);
+            drivers = report::gather(&opts.check).await;
+            asked_at = Some(std::time::SystemTime::now());
+            ask = false;
+        }
+        let facts_now: Arc<_> = facts.borrow_and_update().facts.clone();
+        let mut judged = CsiReport::judge(drivers.clone(), &facts_now, &mounts.borrow_and_update(), opts.mode);
+        judged.checked_at = asked_at;
+        // Receivers wake only for a different report (a quiet socket poll sends nothing).
+        tx.send_if_modified(|current| {
+            let changed = *current != judged;
+            if changed {
+                *current = judged;
+            }
+            changed
+        });
+        tokio::select! {
+            _ = recheck.tick() => ask = true,
+            _ = poll.tick() => ask = sockets(&opts.check) != known,
+            changed = facts.changed(), if facts_open => facts_open = changed.is_ok(),
+            changed = mounts.changed(), if mounts_open => mounts_open = changed.is_ok(),
+            () = tx.closed() => return,
+        }
+    }
+}

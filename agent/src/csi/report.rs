@@ -1,0 +1,231 @@
+//! Gathering: find every driver socket, ask each driver (concurrently, under deadlines)
+//! and put what they said next to the facts. The judging is `evaluate`, kept pure so the
+//! monitor can re-judge on new facts or mounts without asking the drivers again.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+    time::{Duration, SystemTime},
+};
+
+use futures::future::join_all;
+use serde::Serialize;
+
+use super::{
+    client::{self, CallFailure, NodeCapability},
+    discovery::{self, CSI_PLUGIN_TYPE, Source},
+    evaluate::{self, VolumeReport},
+};
+use crate::{checks::Finding, enforce::Mode, facts::Facts, state::Mounts};
+
+/// The default deadline of every call (kubelet's own CSI calls allow more; a health check
+/// should not).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// kubelet's `--root-dir`.
+    pub kubelet_root: PathBuf,
+    /// Driver sockets to ask besides the discovered ones.
+    pub extra_sockets: Vec<PathBuf>,
+    /// For connecting and for each call.
+    pub deadline: Duration,
+}
+
+impl CheckOptions {
+    pub fn new(kubelet_root: impl Into<PathBuf>) -> Self {
+        Self { kubelet_root: kubelet_root.into(), extra_sockets: Vec::new(), deadline: DEFAULT_DEADLINE }
+    }
+}
+
+/// One CSI node plugin: where it was found, what it said, and its API objects.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DriverReport {
+    /// The registered name, else the name it gave, else its directory or socket name.
+    pub name: String,
+    pub found_by: BTreeSet<Source>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "lossy_path")]
+    pub registration_socket: Option<PathBuf>,
+    /// The name its registrar gave kubelet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registered_name: Option<String>,
+    /// The driver's own socket; `None` when its registrar did not answer.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "lossy_path")]
+    pub endpoint: Option<PathBuf>,
+    /// GetPluginInfo's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vendor_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin_capabilities: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_capabilities: Option<Vec<NodeCapability>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_volumes_per_node: Option<i64>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub topology: BTreeMap<String, String>,
+    /// Probe's answer; `None` when Probe failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// A CSIDriver object of this name exists.
+    pub csi_driver_object: bool,
+    /// The CSIDriver's fsGroupPolicy, or kubelet's default without one.
+    pub fs_group_policy: String,
+    /// The CSIDriver's volumeLifecycleModes; without one kubelet allows Persistent only.
+    pub volume_lifecycle_modes: Vec<String>,
+    pub errors: Vec<CallFailure>,
+}
+
+/// Paths as text even when not UTF-8 (serde refuses those, which would fail the whole report).
+fn lossy_path<S: serde::Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(p) => s.serialize_some(&p.to_string_lossy()),
+        None => s.serialize_none(),
+    }
+}
+
+impl DriverReport {
+    /// True when the name matches any name the driver goes by.
+    pub fn answers_to(&self, driver: &str) -> bool {
+        self.name == driver
+            || self.registered_name.as_deref() == Some(driver)
+            || self.plugin_name.as_deref() == Some(driver)
+    }
+
+    pub fn has_node_capability(&self, capability: NodeCapability) -> Option<bool> {
+        self.node_capabilities.as_ref().map(|caps| caps.contains(&capability))
+    }
+
+    /// Fills the fields that come from the CSIDriver object (kubelet's defaults without one).
+    pub fn apply_facts(&mut self, facts: &Facts) {
+        let object = facts.csi_drivers.iter().find(|d| self.answers_to(&d.name));
+        self.csi_driver_object = object.is_some();
+        self.fs_group_policy = object.map_or_else(|| "ReadWriteOnceWithFSType".into(), |d| d.fs_group_policy.clone());
+        self.volume_lifecycle_modes =
+            object.map_or_else(|| vec!["Persistent".into()], |d| d.volume_lifecycle_modes.clone());
+        if facts.csi_node.as_ref().is_some_and(|n| n.drivers.iter().any(|d| self.answers_to(&d.name))) {
+            self.found_by.insert(Source::CsiNode);
+        }
+    }
+}
+
+/// Everything the CSI checks found, for the debug API, the metrics and `volguard check`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CsiReport {
+    pub drivers: Vec<DriverReport>,
+    /// Per volume in use: the access mode kubelet sends and what happens to fsGroup.
+    pub volumes: Vec<VolumeReport>,
+    pub findings: Vec<Finding>,
+    /// When the drivers were last asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<SystemTime>,
+}
+
+impl CsiReport {
+    /// Each finding with the driver it is about (`driver X` subjects, or the driver of
+    /// the volume a `volume X` finding names), for the metrics' `driver` label.
+    pub fn findings_by_driver(&self) -> Vec<(&str, &Finding)> {
+        self.findings
+            .iter()
+            .map(|f| {
+                let named = |prefix: &str| f.subject.split_whitespace().skip_while(|w| *w != prefix).nth(1);
+                let driver = named("driver")
+                    .or_else(|| {
+                        let volume = named("volume")?;
+                        self.volumes.iter().find(|v| v.name == volume).map(|v| v.driver.as_str())
+                    })
+                    .unwrap_or("");
+                (driver, f)
+            })
+            .collect()
+    }
+
+    /// Judges gathered drivers against facts and mounts (no I/O).
+    pub fn judge(drivers: Vec<DriverReport>, facts: &Facts, mounts: &Mounts, mode: Option<Mode>) -> Self {
+        let mut drivers = drivers;
+        for driver in &mut drivers {
+            driver.apply_facts(facts);
+        }
+        let volumes = evaluate::volumes(facts, mounts, &drivers);
+        let findings = evaluate::evaluate(facts, &drivers, &volumes, mode);
+        Self { drivers, volumes, findings, checked_at: None }
+    }
+}
+
+/// Runs every check once: gathers, then judges. `mode` is the agent's active mode (`None`
+/// when no agent enforces, as for `volguard check` without `--mode`).
+pub async fn check_node(opts: &CheckOptions, facts: &Facts, mounts: &Mounts, mode: Option<Mode>) -> CsiReport {
+    let drivers = gather(opts).await;
+    CsiReport { checked_at: Some(SystemTime::now()), ..CsiReport::judge(drivers, facts, mounts, mode) }
+}
+
+/// Finds and asks every driver socket: registration sockets first (for the endpoints
+/// they name), then every distinct endpoint, all concurrently.
+pub async fn gather(opts: &CheckOptions) -> Vec<DriverReport> {
+    let root = &opts.kubelet_root;
+    let registrations = discovery::registration_sockets(root);
+    let infos = join_all(registrations.iter().map(|s| client::registration_info(s.clone(), opts.deadline))).await;
+
+    // Keyed by endpoint; registrars that did not answer are kept apart (no endpoint).
+    let mut by_endpoint: BTreeMap<PathBuf, DriverReport> = BTreeMap::new();
+    let mut unanswered = Vec::new();
+    for (socket, info) in registrations.into_iter().zip(infos) {
+        match info {
+            Ok(info) if info.r#type != CSI_PLUGIN_TYPE => {} // a device or DRA plugin
+            Ok(info) => {
+                let endpoint = PathBuf::from(&info.endpoint);
+                let report = by_endpoint.entry(endpoint.clone()).or_default();
+                report.found_by.insert(Source::Registration);
+                report.registration_socket = Some(socket);
+                report.registered_name = Some(info.name);
+                report.endpoint = Some(endpoint);
+            }
+            Err(failure) => unanswered.push(DriverReport {
+                name: discovery::name_from_registration_socket(&socket),
+                found_by: [Source::Registration].into(),
+                registration_socket: Some(socket),
+                errors: vec![failure],
+                ..DriverReport::default()
+            }),
+        }
+    }
+    for (socket, source) in discovery::conventional_sockets(root)
+        .into_iter()
+        .map(|s| (s, Source::Conventional))
+        .chain(opts.extra_sockets.iter().map(|s| (s.clone(), Source::Explicit)))
+    {
+        let report = by_endpoint.entry(socket.clone()).or_default();
+        report.found_by.insert(source);
+        report.endpoint = Some(socket);
+    }
+
+    let mut reports: Vec<DriverReport> = by_endpoint.into_values().collect();
+    let answers =
+        join_all(reports.iter().map(|r| client::ask_driver(r.endpoint.clone().unwrap_or_default(), opts.deadline)))
+            .await;
+    for (report, answers) in reports.iter_mut().zip(answers) {
+        report.plugin_name = answers.plugin_name;
+        report.vendor_version = answers.vendor_version;
+        report.plugin_capabilities = answers.plugin_capabilities;
+        report.ready = answers.ready;
+        report.node_capabilities = answers.node_capabilities;
+        report.node_id = answers.node_id;
+        report.max_volumes_per_node = answers.max_volumes_per_node;
+        report.topology = answers.topology;
+        report.errors.extend(answers.failures);
+        report.name = report
+            .registered_name
+            .clone()
+            .or_else(|| report.plugin_name.clone())
+            .or_else(|| report.endpoint.as_deref().and_then(|e| discovery::conventional_dir_name(root, e)))
+            .unwrap_or_else(|| {
+                report.endpoint.as_deref().map(Path::display).map(|d| d.to_string()).unwrap_or_default()
+            });
+    }
+    reports.extend(unanswered);
+    reports.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.endpoint.cmp(&b.endpoint)));
+    reports
+}
