@@ -210,7 +210,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         shared: shared.clone(),
         view_dirty: true,
         mounts_tx: None,
-        csi_json: None,
+        csi: None,
     };
     agent.facts_metrics();
     agent.refresh_view(&ebpf)?;

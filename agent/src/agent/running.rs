@@ -22,6 +22,7 @@ use crate::{
         counters::{Counters, LostEvents},
         reader::EventReader,
     },
+    checks::Finding,
     csi::{
         monitor::MonitorOptions,
         report::{CheckOptions, CsiReport},
@@ -58,7 +59,7 @@ pub(super) struct Running<'a> {
     /// The mounts as the CSI checks see them (refreshed with the debug view).
     pub(super) mounts_tx: Option<watch::Sender<Mounts>>,
     /// The last CSI report, for the debug view.
-    pub(super) csi_json: Option<serde_json::Value>,
+    pub(super) csi: Option<CsiReport>,
 }
 
 impl Running<'_> {
@@ -138,7 +139,7 @@ impl Running<'_> {
         for f in report.findings.iter().filter(|f| f.severity == crate::checks::Severity::Error) {
             warn!("CSI finding {:?}: {}: {}", f.check, f.subject, f.message);
         }
-        self.csi_json = serde_json::to_value(report).ok();
+        self.csi = Some(report.clone());
         self.view_dirty = true;
     }
 
@@ -251,13 +252,31 @@ impl Running<'_> {
                 stale: snapshot.stale.clone(),
                 synced_at: snapshot.synced_at,
             },
-            volumes: debug::volume_details(views, &findings),
+            volumes: self.volume_details(views, &findings),
             findings,
-            csi: self.csi_json.clone(),
+            csi: self.csi.as_ref().and_then(|r| serde_json::to_value(r).ok()),
             updated_at: Some(SystemTime::now()),
         });
         self.view_dirty = false;
         Ok(())
+    }
+
+    /// The volumes with their findings (the model's and the CSI checks') and the access
+    /// mode kubelet sends their driver.
+    fn volume_details(&self, views: Vec<crate::state::VolumeView>, findings: &[Finding]) -> Vec<debug::VolumeDetail> {
+        let csi_findings = self.csi.iter().flat_map(|r| r.findings.iter().cloned());
+        let all: Vec<Finding> = findings.iter().cloned().chain(csi_findings).collect();
+        let mut details = debug::volume_details(views, &all);
+        if let Some(report) = &self.csi {
+            for detail in &mut details {
+                let volume = report.volumes.iter().find(|v| v.name == detail.name);
+                detail.expected_csi_access_mode = volume
+                    .and_then(|v| v.csi_access_mode)
+                    .and_then(|m| serde_json::to_value(m).ok())
+                    .and_then(|v| v.as_str().map(str::to_owned));
+            }
+        }
+        details
     }
 
     /// The metrics that follow the facts source.
