@@ -10,6 +10,7 @@ pub mod cli;
 pub mod csi;
 pub mod debug;
 pub mod decode;
+pub mod demo;
 pub mod enforce;
 pub mod explain;
 pub mod facts;

@@ -54,6 +54,13 @@ enum Command {
     Trace,
     /// Check whether BPF LSM enforcement really works on this kernel (needs root).
     LsmProbe,
+    /// Play the whole story on this host, no cluster needed (needs root): a simulated node,
+    /// a second pod refused or quarantined, a CSI finding, the CLI and metrics.
+    Demo {
+        /// Keep the agent and its API running at the end, until Ctrl-C.
+        #[arg(long)]
+        hold: bool,
+    },
     /// Every metric the agent exports (a Markdown table, generated from its registry).
     MetricsReference {
         /// One `name type` per line, for tools.
@@ -193,6 +200,10 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Trace => trace().await,
         Command::LsmProbe => lsm_probe_command(),
+        Command::Demo { hold } => {
+            let binary = std::env::current_exe().context("finding the volguard binary")?;
+            Ok(volguard::demo::run(&binary, hold).await?)
+        }
         Command::MetricsReference { names } => {
             match names {
                 true => volguard::metrics::reference().iter().for_each(|d| println!("{} {}", d.name, d.kind)),

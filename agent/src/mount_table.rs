@@ -20,6 +20,8 @@ pub struct Mount {
     pub id: i32,
     pub mount_point: PathBuf,
     pub fs_type: String,
+    /// The mount source (device, `tmpfs` name, ...), as the kernel shows it.
+    pub source: String,
 }
 
 /// A parsed mount table and the lines that could not be read.
@@ -55,7 +57,12 @@ fn parse_line(line: &[u8]) -> Result<Mount, String> {
     let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
     let info = MountInfo::from_line(text).map_err(|e| format!("not a mountinfo line: {e}"))?;
     let mount_point = unescape(info.mount_point.as_os_str().as_bytes());
-    Ok(Mount { id: info.mnt_id, mount_point: PathBuf::from(OsStr::from_bytes(&mount_point)), fs_type: info.fs_type })
+    Ok(Mount {
+        id: info.mnt_id,
+        mount_point: PathBuf::from(OsStr::from_bytes(&mount_point)),
+        fs_type: info.fs_type,
+        source: info.mount_source.unwrap_or_default(),
+    })
 }
 
 /// Decodes mountinfo's `\ooo` escapes (space, tab, newline, backslash); procfs leaves them.

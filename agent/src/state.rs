@@ -14,6 +14,7 @@ use std::{
 use serde::Serialize;
 
 use crate::{
+    enforce::quarantine::MASK_SOURCE,
     facts::{ClaimRef, Facts, SinglePodReason},
     kubelet::{PublishTarget, publish_target},
     mount_table::MountTable,
@@ -47,6 +48,10 @@ impl Mounts {
     pub fn from_table(table: &MountTable, kubelet_root: &Path) -> Self {
         let mut mounts = Self::default();
         for mount in &table.mounts {
+            // volguard's own quarantine mask is not a publish.
+            if mount.source == MASK_SOURCE {
+                continue;
+            }
             let Some(target) = publish_target(kubelet_root, &mount.mount_point) else { continue };
             let publish =
                 Publish { mount_point: mount.mount_point.clone(), mount_id: Some(mount.id), block: target.block };
@@ -253,6 +258,17 @@ mod tests {
         assert_eq!(pods("pvc-blk"), [b]);
         assert!(m.pods_of("pvc-blk")[0].1.block);
         assert_eq!(m.volumes().count(), 4, "the staging mount is not a publish");
+    }
+
+    #[test]
+    fn a_quarantine_mask_is_not_a_publish() {
+        let text = format!(
+            "40 30 8:1 /x {} rw - ext4 /dev/sdb rw\n41 30 0:50 / {} ro - tmpfs {MASK_SOURCE} ro\n",
+            publish_path("pod-a", "pv-1"),
+            publish_path("pod-b", "pv-1")
+        );
+        let m = Mounts::from_table(&MountTable::parse(text.as_bytes()), Path::new(ROOT));
+        assert_eq!(m.pods_of("pv-1").len(), 1, "only pod-a's publish");
     }
 
     #[test]

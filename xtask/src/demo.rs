@@ -1,43 +1,41 @@
-//! `cargo xtask demo`: the README's first command. Sets up and builds if needed, then runs
-//! the agent on this bare host (no cluster) and shows it tracing real mounts.
+//! `cargo xtask demo`: the README's first command. Sets up and builds if needed, then plays
+//! `volguard demo` on this bare host (no cluster), or with `--vm` inside the VM kernel,
+//! where BPF LSM refuses the second pod's mount in the kernel.
 
-use std::{process::Command, thread, time::Duration};
+use std::{process::Command, time::Duration};
 
 use anyhow::Context;
 
 use crate::{
     proc::{cargo, require_root, run_cmd, target_dir},
-    setup,
+    setup, vm,
 };
 
-/// Mounts made in a private mount namespace so the host's table is untouched.
-const SAMPLE_MOUNTS: &str = r#"set -e
-d=$(mktemp -d /tmp/volguard-demo.XXXXXX)
-mkdir -p "$d/volume" "$d/pod-a" "$d/pod-b"
-unshare --mount --propagation private sh -c "
-  mount -t tmpfs -o size=1m volguard-demo '$d/volume'
-  mount --bind '$d/volume' '$d/pod-a'
-  mount -o bind,remount,ro '$d/pod-a'
-  mount --bind '$d/no-such-dir' '$d/pod-b' 2>/dev/null || true
-"
-rm -rf "$d""#;
+#[derive(clap::Args)]
+pub struct Options {
+    /// Play the story inside the VM (BPF LSM active): the refusal happens in the kernel.
+    #[arg(long)]
+    vm: bool,
+    /// Keep the agent and its debug API running at the end, until Ctrl-C (not with --vm).
+    #[arg(long, conflicts_with = "vm")]
+    hold: bool,
+}
 
-pub fn run() -> anyhow::Result<()> {
+pub fn run(options: &Options) -> anyhow::Result<()> {
     require_root("demo")?;
-    println!("== 1. set up (skips what is installed)");
+    println!("== set up (skips what is installed)");
     setup::run()?;
-    println!("\n== 2. build volguard (the eBPF programs are embedded in the binary)");
+    if options.vm {
+        println!("\n== build volguard and play the demo in the VM");
+        return vm::demo(Duration::from_secs(900));
+    }
+    println!("\n== build volguard (the eBPF programs are embedded in the binary)");
     run_cmd(cargo().args(["build", "--release", "-p", "volguard"]))?;
-
-    println!("\n== 3. trace every mount(2) on this host");
-    println!("   In a moment the demo makes four mounts in a private mount namespace: a tmpfs,");
-    println!("   a bind mount of it, a read-only remount, and a bind of a missing path (fails).");
-    println!("   Everything else that mounts on this host shows up too. Ctrl-C to stop.\n");
     let agent = target_dir().join("release/volguard");
-    let mut tracer =
-        Command::new(&agent).arg("trace").spawn().with_context(|| format!("starting {}", agent.display()))?;
-    thread::sleep(Duration::from_millis(1500));
-    run_cmd(Command::new("sh").arg("-c").arg(SAMPLE_MOUNTS)).context("making the sample mounts")?;
-    tracer.wait()?;
-    Ok(())
+    let mut demo = Command::new(&agent);
+    demo.arg("demo");
+    if options.hold {
+        demo.arg("--hold");
+    }
+    run_cmd(&mut demo).with_context(|| format!("running {} demo", agent.display()))
 }

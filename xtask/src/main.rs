@@ -25,7 +25,7 @@ enum Command {
     /// Boot the VM kernel under qemu and run the BPF LSM tests inside.
     VmTest(vm::Options),
     /// Set up and build if needed, then trace every mount on this host.
-    Demo,
+    Demo(demo::Options),
     /// Check dashboards/: Grafana schema types (tsc), PromQL (promtool), metric names.
     CheckDashboards,
 }
@@ -36,7 +36,7 @@ fn main() -> anyhow::Result<()> {
         Command::Setup => setup::run(),
         Command::Test => test::run(),
         Command::VmTest(options) => vm::run(&options),
-        Command::Demo => demo::run(),
+        Command::Demo(options) => demo::run(&options),
         Command::CheckDashboards => dashboards::run(),
     }
 }

@@ -46,6 +46,8 @@ struct Boot {
     name: BootName,
     lsm: &'static str,
     runs: &'static [(&'static str, &'static [&'static str])],
+    /// `volguard` subcommands run after the tests (the demo).
+    agent_runs: &'static [&'static str],
 }
 
 const BOOTS: &[Boot] = &[
@@ -61,6 +63,7 @@ const BOOTS: &[Boot] = &[
             // The node model with the kernel owner map (seed, release, adoption).
             ("host_node_model", &[]),
         ],
+        agent_runs: &[],
     },
     Boot {
         name: BootName::LsmNoBpf,
@@ -70,8 +73,34 @@ const BOOTS: &[Boot] = &[
             ("vm_enforce", &["--ignored", "--exact", "without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"]),
             ("host_quarantine", &[]),
         ],
+        agent_runs: &[],
     },
 ];
+
+/// `cargo xtask demo --vm`: the demo story on a kernel where BPF LSM enforces.
+const DEMO_BOOT: Boot =
+    Boot { name: BootName::LsmBpf, lsm: "lockdown,capability,bpf", runs: &[], agent_runs: &["demo"] };
+
+/// Boots the VM kernel with BPF LSM and plays `volguard demo` in it.
+pub fn demo(timeout: Duration) -> anyhow::Result<()> {
+    let kernel = setup::find_vm_kernel()
+        .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))?;
+    let json = output(cargo().args(["build", "--message-format=json", "-p", "volguard"]).stderr(Stdio::inherit()))?;
+    let agent = json
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|m| m["target"]["name"] == AGENT_BINARY && m["executable"].is_string())
+        .and_then(|m| m["executable"].as_str().map(PathBuf::from))
+        .context("cargo built no volguard binary")?;
+    let binaries = BTreeMap::from([(AGENT_BINARY.to_owned(), agent)]);
+    let work = target_dir().join("vm").join("demo");
+    let initrd = build_initramfs(&work, &DEMO_BOOT, &binaries)?;
+    println!("demo: booting {} with lsm={} (qemu, software emulation: slow)", kernel.display(), DEMO_BOOT.lsm);
+    if !boot_and_judge(&kernel, &initrd, &DEMO_BOOT, timeout)? {
+        bail!("the demo failed in the VM");
+    }
+    Ok(())
+}
 
 /// The console line the init script ends with.
 const VERDICT: &str = "volguard-vm: result failed=";
@@ -145,6 +174,11 @@ fn init_script(boot: &Boot) -> String {
             args = args.join(" ")
         ));
     }
+    for command in boot.agent_runs {
+        plan.push_str(&format!(
+            "{AGENT_IN_VM} {command} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED volguard {command}'; }}\n"
+        ));
+    }
     format!(
         r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -157,6 +191,7 @@ mount -t tracefs tracefs /sys/kernel/tracing
 mount -t bpf bpf /sys/fs/bpf
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmpfs /tmp
+ip link set lo up
 echo "volguard-vm: kernel $(uname -r), active LSMs: $(cat /sys/kernel/security/lsm)"
 failed=0
 {plan}echo "{VERDICT}$failed"

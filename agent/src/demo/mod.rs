@@ -1,0 +1,423 @@
+//! `volguard demo`: the whole story on a bare host, no cluster. In a private mount
+//! namespace (the host's mount table is never touched) it lays out a kubelet tree on a
+//! tmpfs, writes an inventory, starts a stand-in CSI driver and the real agent, then plays
+//! what a new user needs to see, and cleans up every mount and pin however it ends.
+
+mod standin;
+
+use std::{
+    io::{BufRead, BufReader},
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use nix::{
+    errno::Errno,
+    mount::{MntFlags, MsFlags, mount, umount2},
+    sched::{CloneFlags, unshare},
+};
+use serde_json::Value;
+
+use crate::{
+    agent::READY,
+    cli::{self, View},
+    enforce::quarantine::MASK_SOURCE,
+    mount_table::MountTable,
+};
+
+/// The demo's node: two pods sharing an RWOP claim, two sharing an RWO one.
+pub const INVENTORY: &str = "\
+nodeName: demo-node
+pods:
+  - {uid: pod-a, namespace: shop, name: db-0, volumes: [{name: data, persistentVolumeClaim: data}]}
+  - {uid: pod-b, namespace: shop, name: db-1, volumes: [{name: data, persistentVolumeClaim: data}]}
+  - {uid: web-0, namespace: shop, name: web-0, volumes: [{name: cache, persistentVolumeClaim: cache}]}
+  - {uid: web-1, namespace: shop, name: web-1, volumes: [{name: cache, persistentVolumeClaim: cache}]}
+persistentVolumes:
+  - {name: pv-data, accessModes: [ReadWriteOncePod], claimRef: shop/data, csi: {driver: demo.csi.volguard.io, volumeHandle: data-1}}
+  - {name: pv-cache, accessModes: [ReadWriteOnce], claimRef: shop/cache, csi: {driver: demo.csi.volguard.io, volumeHandle: cache-1}}
+persistentVolumeClaims:
+  - {namespace: shop, name: data, accessModes: [ReadWriteOncePod], volumeName: pv-data}
+  - {namespace: shop, name: cache, accessModes: [ReadWriteOnce], volumeName: pv-cache}
+csiDrivers:
+  - {name: demo.csi.volguard.io, attachRequired: false}
+csiNode:
+  drivers: [{name: demo.csi.volguard.io, nodeID: demo-node}]
+";
+
+const DRIVER: &str = "demo.csi.volguard.io";
+const PIN_ROOT: &str = "/sys/fs/bpf/volguard-demo";
+const STEPS: usize = 6;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("the demo needs root (it loads eBPF programs and mounts in a private namespace)")]
+    NotRoot,
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: {errno}")]
+    Sys { what: String, errno: Errno },
+    #[error("{0}")]
+    Agent(String),
+    #[error(transparent)]
+    Cli(#[from] cli::CliError),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
+    let what = what.into();
+    move |source| DemoError::Io { what, source }
+}
+
+fn sys(what: impl Into<String>) -> impl FnOnce(Errno) -> DemoError {
+    let what = what.into();
+    move |errno| DemoError::Sys { what, errno }
+}
+
+/// Runs the story. `agent` is the volguard binary to start; `hold` keeps the agent and its
+/// API up at the end until Ctrl-C.
+pub async fn run(agent: &Path, hold: bool) -> Result<(), DemoError> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Err(DemoError::NotRoot);
+    }
+    let stage = Stage::build()?;
+    let mut show = Show::new();
+    let story = async {
+        let mut agent = stage.start_agent(agent)?;
+        play(&stage, &mut agent, &mut show).await?;
+        if hold {
+            println!("\nThe agent keeps running. Try: volguard volumes --debug-address {}", agent.debug);
+            println!(
+                "or open http://{}/debug/volumes and http://{}/metrics. Ctrl-C to finish.",
+                agent.debug, agent.metrics
+            );
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        Ok::<_, DemoError>(agent)
+    };
+    let outcome = tokio::select! {
+        outcome = story => outcome.map(Some),
+        _ = tokio::signal::ctrl_c() => { println!("\nCtrl-C: stopping."); Ok(None) }
+    };
+    // Stops the agent (its Drop), then undoes the stage.
+    let outcome = outcome.map(drop);
+    drop(stage);
+    println!(
+        "Cleaned up: the agent stopped, its pins removed, every demo mount gone (they lived in the demo's own mount namespace)."
+    );
+    outcome
+}
+
+/// The private mount namespace and the simulated node; undone on drop.
+struct Stage {
+    dir: PathBuf,
+}
+
+impl Stage {
+    fn build() -> Result<Self, DemoError> {
+        // A mount namespace of our own, with no propagation back to the host.
+        unshare(CloneFlags::CLONE_NEWNS).map_err(sys("creating a private mount namespace"))?;
+        mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+            .map_err(sys("making the mount namespace private"))?;
+        let dir = PathBuf::from(format!("/tmp/volguard-demo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        mount(Some("volguard-demo"), &dir, Some("tmpfs"), MsFlags::empty(), Some("size=16m"))
+            .map_err(sys("mounting the demo's tmpfs"))?;
+        let stage = Self { dir };
+        for volume in ["pv-data", "pv-cache"] {
+            let v = stage.volume(volume);
+            std::fs::create_dir_all(&v).map_err(io("creating a volume"))?;
+            std::fs::write(v.join("README"), format!("the contents of {volume}\n")).map_err(io("writing a volume"))?;
+        }
+        std::fs::write(stage.inventory(), INVENTORY).map_err(io("writing the inventory"))?;
+        Ok(stage)
+    }
+
+    fn kubelet(&self) -> PathBuf {
+        self.dir.join("kubelet")
+    }
+
+    fn inventory(&self) -> PathBuf {
+        self.dir.join("inventory.yaml")
+    }
+
+    fn volume(&self, name: &str) -> PathBuf {
+        self.dir.join("volumes").join(name)
+    }
+
+    /// kubelet's publish target for `volume` in `pod`, created as kubelet would.
+    fn target(&self, pod: &str, volume: &str) -> Result<PathBuf, DemoError> {
+        let t = self.kubelet().join(format!("pods/{pod}/volumes/kubernetes.io~csi/{volume}/mount"));
+        std::fs::create_dir_all(&t).map_err(io("creating a publish target"))?;
+        Ok(t)
+    }
+
+    /// NodePublishVolume, as a CSI driver does it: a bind mount onto the target.
+    fn publish(&self, pod: &str, volume: &str) -> Result<Result<(), Errno>, DemoError> {
+        let target = self.target(pod, volume)?;
+        Ok(mount(Some(&self.volume(volume)), &target, None::<&str>, MsFlags::MS_BIND, None::<&str>))
+    }
+
+    fn start_agent(&self, binary: &Path) -> Result<RunningAgent, DemoError> {
+        std::fs::create_dir_all(self.kubelet()).map_err(io("creating the kubelet root"))?;
+        let socket = self.kubelet().join(format!("plugins/{DRIVER}/csi.sock"));
+        standin::serve(&socket, standin::StandIn { name: DRIVER.into(), node_id: "demo-node".into() })
+            .map_err(io("starting the stand-in CSI driver"))?;
+        let mut child = Command::new(binary)
+            .args(["run", "--kubelet-root"])
+            .arg(self.kubelet())
+            .arg("--inventory")
+            .arg(self.inventory())
+            .args(["--mountinfo", "/proc/self/mountinfo", "--pin-root", PIN_ROOT])
+            .args(["--keep-enforcement-on-exit=false", "--reconcile-interval", "2s"])
+            .args(["--metrics-address", "127.0.0.1:0", "--debug-address", "127.0.0.1:0"])
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(io(format!("starting {}", binary.display())))?;
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let sink = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    sink.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+                }
+            });
+        }
+        let mut agent =
+            RunningAgent { child, lines, metrics: UNSPECIFIED, debug: UNSPECIFIED, ready_line: String::new() };
+        let ready = agent.wait_line("the agent to be ready", |l| l.starts_with(READY))?;
+        agent.metrics = agent.address("metrics")?;
+        agent.debug = agent.address("debug API")?;
+        agent.ready_line = ready;
+        Ok(agent)
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        let _ = umount2(&self.dir, MntFlags::MNT_DETACH);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        // A backstop: the agent removes its pins when it stops; make sure they are gone.
+        let _ = crate::enforce::pins::Pins::new(Path::new(PIN_ROOT)).uninstall();
+    }
+}
+
+const UNSPECIFIED: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+
+/// The agent child process; stopped (SIGTERM, then SIGKILL after 10 s) when dropped.
+struct RunningAgent {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    metrics: SocketAddr,
+    debug: SocketAddr,
+    ready_line: String,
+}
+
+impl RunningAgent {
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Waits up to 60 s (the VM is slow) for a line; fails with the agent's last words.
+    fn wait_line(&mut self, what: &str, want: impl Fn(&str) -> bool) -> Result<String, DemoError> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(line) = self.lines().into_iter().find(|l| want(l)) {
+                return Ok(line);
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let tail = self.lines().into_iter().rev().take(5).collect::<Vec<_>>().join("\n  ");
+                return Err(DemoError::Agent(format!(
+                    "the agent exited ({status}) while waiting for {what}:\n  {tail}"
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(DemoError::Agent(format!("timed out waiting for {what}")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn address(&mut self, what: &str) -> Result<SocketAddr, DemoError> {
+        let prefix = format!("{what} on http://");
+        let line = self.wait_line(what, |l| l.contains(&prefix))?;
+        let text = line.split(&prefix).nth(1).unwrap_or_default().trim();
+        text.parse().map_err(|_| DemoError::Agent(format!("unexpected {what} address {text:?}")))
+    }
+
+    fn stop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline
+            && nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+                .is_ok_and(|s| s == nix::sys::wait::WaitStatus::StillAlive)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+impl Drop for RunningAgent {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Numbered, headed steps.
+struct Show {
+    step: usize,
+}
+
+impl Show {
+    fn new() -> Self {
+        Self { step: 0 }
+    }
+
+    fn step(&mut self, title: &str) {
+        self.step += 1;
+        println!("\n── {}/{STEPS}  {title}", self.step);
+    }
+}
+
+fn say(text: &str) {
+    for line in text.lines() {
+        println!("   {line}");
+    }
+}
+
+/// Polls the debug API until `check` accepts the answer (at most 15 s).
+fn poll(debug: SocketAddr, path: &str, check: impl Fn(&Value) -> bool) -> Result<Value, DemoError> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let body = cli::fetch(debug, path)?;
+        if check(&body) || Instant::now() > deadline {
+            return Ok(body);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+async fn play(stage: &Stage, agent: &mut RunningAgent, show: &mut Show) -> Result<(), DemoError> {
+    let mode = agent.ready_line.split("mode=").nth(1).unwrap_or("").to_owned();
+    let enforce = mode.starts_with("enforce");
+    show.step("A node without a cluster");
+    say(&format!(
+        "In a private mount namespace: a kubelet tree at {}, an inventory with four pods\n\
+         (shop/db-0 and shop/db-1 share PVC shop/data, ReadWriteOncePod; shop/web-0 and shop/web-1\n\
+         share PVC shop/cache, ReadWriteOnce), and a CSI driver {DRIVER} on a unix socket.\n\
+         The agent started: mode={mode}",
+        stage.kubelet().display()
+    ));
+    say(if enforce {
+        "BPF LSM works on this kernel: a second pod's publish is refused in the kernel, before anything is mounted."
+    } else {
+        "No working BPF LSM here (see `volguard lsm-probe`): the agent quarantines instead — the second pod's\n\
+         mount succeeds, and at its syscall exit the agent detaches it and masks the target read-only.\n\
+         Boot with `bpf` in lsm= (or run `cargo xtask demo --vm`) to see the kernel refuse it."
+    });
+
+    show.step("Pod shop/db-0 publishes pv-data (ReadWriteOncePod)");
+    stage.publish("pod-a", "pv-data")?.map_err(sys("publishing pv-data into db-0"))?;
+    let volume = poll(agent.debug, "/debug/volumes/pv-data", |b| b["volume"]["owner"] == "pod-a")?;
+    say(&format!(
+        "Mounted. The first publish claims the volume: owner = {} ({}).",
+        volume["volume"]["owner"].as_str().unwrap_or("?"),
+        if enforce { "claimed atomically in a kernel map" } else { "recorded by the agent" }
+    ));
+
+    show.step("Pod shop/db-1 publishes the same volume");
+    let b_target = stage.target("pod-b", "pv-data")?;
+    match stage.publish("pod-b", "pv-data")? {
+        Err(Errno::EBUSY) => {
+            say("mount(2) failed with EBUSY: refused in the kernel by the BPF LSM hook. Nothing was mounted.")
+        }
+        Err(other) => say(&format!("mount(2) failed with {other}")),
+        Ok(()) => {
+            let line = agent.wait_line("the quarantine", |l| l.contains("CONFLICT quarantined"))?;
+            let micros = line.split('(').next_back().unwrap_or("").trim_end_matches(')');
+            let table = MountTable::read(Path::new("/proc/self/mountinfo")).map_err(io("reading the mount table"))?;
+            let masked =
+                table.mounts.iter().rev().find(|m| m.mount_point == b_target).is_some_and(|m| m.fs_type == "tmpfs");
+            say(&format!(
+                "mount(2) succeeded (no LSM to refuse it), and the agent undid it in {micros}:\n\
+                 the bind is detached and an empty read-only tmpfs ({MASK_SOURCE}) covers the target{}.\n\
+                 db-1 sees no data from pv-data and cannot write to the node's disk through that path.",
+                if masked { "" } else { " (mask not found!)" }
+            ));
+        }
+    }
+    let conflict = poll(agent.debug, "/debug/conflicts?limit=1", |b| b["conflicts"][0]["message"].is_string())?;
+    say(&format!(
+        "The explanation (a Warning Event on shop/db-1 with a Kubernetes API):\n  {}",
+        conflict["conflicts"][0]["message"].as_str().unwrap_or("")
+    ));
+
+    show.step("Pods shop/web-0 and shop/web-1 share pv-cache (ReadWriteOnce)");
+    stage.publish("web-0", "pv-cache")?.map_err(sys("publishing pv-cache into web-0"))?;
+    stage.publish("web-1", "pv-cache")?.map_err(sys("publishing pv-cache into web-1"))?;
+    poll(agent.debug, "/debug/volumes/pv-cache", |b| {
+        b["volume"]["published_to"].as_array().is_some_and(|p| p.len() == 2)
+    })?;
+    say("Both mounted: ReadWriteOnce lets pods on one node share a volume, and volguard leaves it alone.");
+
+    show.step(&format!("The CSI check: {DRIVER}"));
+    let csi = poll(agent.debug, "/debug/csi", |b| {
+        b["csi"]["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["check"] == "csi_rwop_not_enforced_by_driver"))
+    })?;
+    print!("{}", indent(&View::Csi.render(&csi)));
+    say("The driver does not advertise SINGLE_NODE_MULTI_WRITER, so kubelet sends ReadWriteOncePod volumes as\n\
+         SINGLE_NODE_WRITER, which the driver cannot tell from ReadWriteOnce: below kubelet, only volguard\n\
+         stops a second pod on this node.");
+
+    show.step("What an operator sees on the node");
+    for (command, view) in [
+        ("volguard status", View::Status),
+        ("volguard volumes", View::Volumes),
+        ("volguard conflicts", View::Conflicts),
+    ] {
+        println!("   $ {command}");
+        print!("{}", indent(&view.render(&cli::fetch(agent.debug, view.path())?)));
+    }
+    println!("   $ curl -s http://{}/metrics   (a few lines)", agent.metrics);
+    let metrics = fetch_text(agent.metrics, "/metrics")?;
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("volguard_conflicts_total{")
+            || l.starts_with("volguard_enforcement_mode{")
+            || (l.starts_with("storage_operation_duration_seconds_count{") && l.contains("volume_mount"))
+            || l.starts_with("volguard_single_pod_volumes{")
+    }) {
+        println!("     {line}");
+    }
+    println!(
+        "   Debug API: http://{}/debug/volumes (and /debug/conflicts, /debug/mounts, /debug/csi, /debug/config)",
+        agent.debug
+    );
+    Ok(())
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("     {l}\n")).collect()
+}
+
+/// `/metrics` is text, not JSON: a plain GET.
+fn fetch_text(address: SocketAddr, path: &str) -> Result<String, DemoError> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).map_err(io("connecting to the metrics listener"))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").map_err(io("asking for metrics"))?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).map_err(io("reading metrics"))?;
+    Ok(text.split_once("\r\n\r\n").map_or(String::new(), |(_, body)| body.to_owned()))
+}
