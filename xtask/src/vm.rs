@@ -62,6 +62,8 @@ const BOOTS: &[Boot] = &[
             ("host_mount_api", &[]),
             // The node model with the kernel owner map (seed, release, adoption).
             ("host_node_model", &[]),
+            // The demo's story with the refusal in the kernel.
+            ("host_demo", &[]),
         ],
         agent_runs: &[],
     },

@@ -300,7 +300,11 @@ fn say(text: &str) {
 fn poll(debug: SocketAddr, path: &str, check: impl Fn(&Value) -> bool) -> Result<Value, DemoError> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let body = cli::fetch(debug, path)?;
+        // A 404 while the view catches up (it refreshes once a second) means "not yet".
+        let body = match cli::fetch(debug, path) {
+            Err(cli::CliError::Http { status: 404, .. }) if Instant::now() < deadline => Value::Null,
+            other => other?,
+        };
         if check(&body) || Instant::now() > deadline {
             return Ok(body);
         }

@@ -1,0 +1,40 @@
+//! `volguard demo` plays its whole story and leaves nothing behind: no mount in the
+//! host's table, no pins. On a kernel with BPF LSM (the VM) the second pod is refused in
+//! the kernel; elsewhere it is quarantined.
+
+mod support;
+
+use std::process::Command;
+
+use support::{bpf_in_lsm_list, have_root, kubelet::agent_binary};
+
+#[test]
+fn the_demo_plays_every_step_and_cleans_up() {
+    if !have_root("the_demo_plays_every_step_and_cleans_up") {
+        return;
+    }
+    let out = Command::new(agent_binary()).arg("demo").env("NO_COLOR", "1").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for step in 1..=6 {
+        assert!(stdout.contains(&format!("── {step}/6")), "step {step} missing:\n{stdout}");
+    }
+    let enforce = stdout.contains("The agent started: mode=enforce");
+    if std::env::var_os("VOLGUARD_IN_VM").is_some() {
+        assert_eq!(enforce, bpf_in_lsm_list(), "enforce exactly when BPF LSM is active:\n{stdout}");
+    }
+    let second_pod = match enforce {
+        true => "mount(2) failed with EBUSY: refused in the kernel",
+        false => "the agent undid it in",
+    };
+    assert!(stdout.contains(second_pod), "expected {second_pod:?}:\n{stdout}");
+    assert!(stdout.contains("(PVC shop/data) is single-pod and already in use by pod shop/db-0"), "{stdout}");
+    assert!(stdout.contains("csi_rwop_not_enforced_by_driver"), "the CSI finding:\n{stdout}");
+    assert!(stdout.contains("pv-cache") && stdout.contains("web-0,web-1"), "the RWO volume shared:\n{stdout}");
+    assert!(stdout.contains("volguard_conflicts_total{namespace=\"shop\",persistentvolumeclaim=\"data\""), "{stdout}");
+    assert!(stdout.contains("Cleaned up"), "{stdout}");
+
+    let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!host.contains("volguard-demo"), "a demo mount leaked into the host's table");
+    assert!(!std::path::Path::new("/sys/fs/bpf/volguard-demo").exists(), "the demo's pins were left behind");
+}
