@@ -496,7 +496,10 @@ fn used_by_code(root: &Path) -> anyhow::Result<Vec<(String, PathBuf, BTreeSet<&'
         for marker in KIND_MARKERS {
             for (at, _) in code.match_indices(marker) {
                 let rest = &code[at + marker.len()..];
-                let kind: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                // `Api<Pod>` or `Api<k8s_openapi::api::core::v1::Pod>`: the last path segment.
+                let path: String =
+                    rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
+                let kind = path.rsplit("::").next().unwrap_or_default().to_owned();
                 // Generic parameters (`Api<K>`) are not kinds.
                 if kind.len() > 1 && kind.starts_with(|c: char| c.is_ascii_uppercase()) {
                     kinds.insert(kind);
