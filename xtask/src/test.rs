@@ -5,7 +5,7 @@ use std::time::Instant;
 use anyhow::bail;
 
 use crate::{
-    dashboards,
+    dashboards, deploy,
     proc::{cargo, require_root, run_cmd},
     setup, vm,
 };
@@ -31,6 +31,7 @@ pub fn run() -> anyhow::Result<()> {
             run_cmd(cargo().env("VOLGUARD_REQUIRE_ROOT_TESTS", "1").args(["test", "--workspace"]))
         });
         step("dashboards (Grafana schema types, PromQL, metric names)", &mut dashboards::run);
+        step("deploy (helm lint/template, schemas, yamllint, manifests, RBAC vs code)", &mut || deploy::run(false));
         step("VM tests (BPF LSM, qemu)", &mut || vm::run(&vm::Options { timeout: 600, ..Default::default() }));
     }
 
