@@ -426,4 +426,12 @@ mod tests {
         assert_eq!(RawString::from("/ü").to_string(), "/ü");
         assert_eq!(RawString { bytes: b"/long".to_vec(), truncated: true }.to_string(), "/long…");
     }
+
+    proptest::proptest! {
+        /// Hostile or torn records: any bytes decode to a record or an error, never a panic.
+        #[test]
+        fn any_bytes_decode_or_fail_cleanly(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048)) {
+            let _ = parse(&bytes);
+        }
+    }
 }

@@ -327,4 +327,21 @@ csiNode:
         assert_eq!(good.stale, None);
         assert!(good.facts.single_pod_volumes().contains_key("pv-other"));
     }
+
+    proptest::proptest! {
+        /// Any text is an inventory or an error with a place, never a panic.
+        #[test]
+        fn any_text_parses_or_fails_cleanly(text in "\\PC{0,256}") {
+            let _ = parse(Path::new("fuzz.yaml"), &text);
+        }
+
+        /// YAML-shaped noise around the real keys.
+        #[test]
+        fn yaml_shaped_noise_fails_cleanly(
+            key in "(pods|persistentVolumes|persistentVolumeClaims|csiDrivers|csiNode|nodeName|x)",
+            value in "(\\[\\]|\\{\\}|-1|~|\"\"|\\[\\{uid: 1\\}\\]|\\{drivers: 3\\}|'a: b')",
+        ) {
+            let _ = parse(Path::new("fuzz.yaml"), &format!("{key}: {value}\n"));
+        }
+    }
 }

@@ -146,4 +146,20 @@ mod tests {
         assert_eq!(table.skipped, vec![], "every line of a real mountinfo parses");
         assert!(table.mounts.len() >= 15);
     }
+
+    proptest::proptest! {
+        /// Any bytes: every line is a mount or a counted skip, never a panic or a lost line.
+        #[test]
+        fn any_bytes_parse_or_skip_line_by_line(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..1024)) {
+            let table = MountTable::parse(&bytes);
+            let lines = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
+            proptest::prop_assert_eq!(table.mounts.len() + table.skipped.len(), lines);
+        }
+
+        /// Mountinfo-shaped lines with arbitrary mount points, escapes included.
+        #[test]
+        fn odd_mount_points_never_panic(point in "[ -~\\\\]{0,64}") {
+            let _ = MountTable::parse(line(7, &format!("/{point}")).as_bytes());
+        }
+    }
 }

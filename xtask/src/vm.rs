@@ -64,6 +64,8 @@ const BOOTS: &[Boot] = &[
             ("host_node_model", &[]),
             // The demo's story with the refusal in the kernel.
             ("host_demo", &[]),
+            // Hostile paths with the LSM hooks resolving every target.
+            ("host_hostile", &[]),
         ],
         agent_runs: &[],
     },

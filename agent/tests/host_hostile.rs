@@ -1,0 +1,129 @@
+//! Hostile inputs against a real agent: mounts at paths near PATH_MAX, with newlines,
+//! spaces, non-UTF-8 bytes, `..` and symlinks, made in a private mount namespace while
+//! the agent runs. The agent must stay up, refuse or quarantine nothing legitimate, and
+//! still stop the one real conflict. Bad start-up input fails with a clear message.
+
+mod support;
+
+use std::{
+    ffi::OsStr,
+    os::unix::ffi::OsStrExt,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use nix::errno::Errno;
+use support::{
+    have_root,
+    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
+};
+
+/// A directory whose absolute path is about `len` bytes, made of 200-byte components.
+fn deep_dir(base: &Path, len: usize) -> PathBuf {
+    let mut dir = base.to_path_buf();
+    while dir.as_os_str().len() + 201 < len {
+        dir.push("d".repeat(200));
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_still_stopped() {
+    if !have_root("hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_still_stopped") {
+        return;
+    }
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let pins = pin_root("hostile");
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &["--reconcile-interval", "200ms"]);
+    let source = tree.volume("pv-rwop");
+    let scratch = tree.tmp.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+
+    let mut targets: Vec<PathBuf> = vec![
+        // Near PATH_MAX: longer than the 255 bytes the kernel side copies.
+        deep_dir(&scratch.join("long"), 4000),
+        scratch.join("new\nline"),
+        scratch.join("with spaces and\ttabs"),
+        scratch.join(OsStr::from_bytes(b"not-utf8-\xff\xfe")),
+        // Publish-target look-alikes that are not one: extra components, `..`.
+        tree.root().join("pods/pod-x/volumes/kubernetes.io~csi/pv-rwop/mount/sub"),
+        tree.root().join("pods/pod-y/volumes/kubernetes.io~csi/pv-rwop/other"),
+    ];
+    for t in &targets {
+        std::fs::create_dir_all(t).unwrap();
+    }
+    let dotdot = tree.root().join("pods/pod-z/volumes/kubernetes.io~csi/pv-rwop/mount/../mount");
+    std::fs::create_dir_all(tree.root().join("pods/pod-z/volumes/kubernetes.io~csi/pv-rwop/mount")).unwrap();
+    targets.push(dotdot);
+    // A symlink from outside the kubelet tree to a directory of its own.
+    let real = scratch.join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    let link = scratch.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    targets.push(link);
+
+    for target in &targets {
+        assert_eq!(ns.bind(&scratch.join("real"), target), Ok(()), "a legitimate bind onto {target:?}");
+        assert_eq!(ns.umount(target), Ok(()), "{target:?}");
+    }
+
+    // The real conflict is still stopped (refused in the kernel, or quarantined).
+    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+    assert_eq!(ns.bind(&source, &a), Ok(()));
+    match ns.bind(&source, &b) {
+        Err(Errno::EBUSY) => {}
+        Ok(()) => {
+            agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod pod-b"));
+        }
+        other => panic!("pod B's publish: {other:?}"),
+    }
+    let conflicts = agent.count_lines(|l| l.contains("CONFLICT"));
+    assert_eq!(conflicts, 1, "exactly one conflict: the real one, none for the hostile paths");
+    assert_eq!(agent.count_lines(|l| l.contains("panicked")), 0, "no panic");
+    let debug = agent.address("debug API");
+    let status = Command::new(agent_binary()).args(["status", "--debug-address", &debug]).output().unwrap();
+    assert!(status.status.success(), "the agent still answers: {}", String::from_utf8_lossy(&status.stderr));
+
+    agent.stop();
+    while ns.umount(&b).is_ok() {}
+    while ns.umount(&a).is_ok() {}
+    if pins.exists() {
+        uninstall(&pins);
+    }
+}
+
+#[test]
+fn bad_start_up_input_fails_with_a_clear_message() {
+    if !have_root("bad_start_up_input_fails_with_a_clear_message") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(agent_binary())
+            .arg("run")
+            .args(args)
+            .args(["--metrics-address", "127.0.0.1:0", "--debug-address", "127.0.0.1:0", "--mode", "audit"])
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["--kubelet-root", "/nonexistent/volguard/kubelet"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("kubelet root /nonexistent/volguard/kubelet is not a directory"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let inventory = tmp.path().join("inv.yaml");
+    std::fs::write(&inventory, "pods:\n  - uid: a\n    namespace: n\n").unwrap();
+    let root = tmp.path().to_str().unwrap();
+    let (code, err) = run(&["--kubelet-root", root, "--inventory", inventory.to_str().unwrap()]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("line 2") && err.contains("pods[0]") && err.contains("missing field `name`"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let (code, err) = run(&["--kubelet-root", root, "--mountinfo", "/nonexistent/mountinfo"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("reading the mount table"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
