@@ -570,7 +570,11 @@ async fn the_monitor_follows_sockets_and_facts() {
     node.serve_driver(&node.conventional("stand-in"), Driver::default());
     let found = wait_for(&mut rx, Duration::from_secs(3), |r| !r.drivers.is_empty()).await;
     assert_eq!(found.drivers[0].name, DRIVER);
-    let asked_at = found.checked_at;
+    // A socket that appears while the drivers are being asked is asked about once more at
+    // the next poll; let that settle (five poll intervals) before taking the ask's time.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let asked_at = rx.borrow_and_update().checked_at;
+    assert!(asked_at.is_some());
 
     facts_tx.send_replace(Snapshot { facts: Arc::new(facts(DRIVER)), ..Snapshot::empty(Origin::None) });
     let judged = wait_for(&mut rx, Duration::from_secs(2), |r| !r.volumes.is_empty()).await;
