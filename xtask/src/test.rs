@@ -28,7 +28,7 @@ pub fn run() -> anyhow::Result<()> {
     if step("setup", &mut setup::run) {
         step("unit and host eBPF tests (root, private mount namespaces)", &mut || {
             // Root tests must not skip themselves here.
-            run_cmd(cargo().env("VOLGUARD_REQUIRE_ROOT_TESTS", "1").args(["test", "--workspace"]))
+            run_cmd(cargo().env("VOLGUARD_REQUIRE_ROOT_TESTS", "1").args(["test", "--workspace", "--no-fail-fast"]))
         });
         step("dashboards (Grafana schema types, PromQL, metric names)", &mut dashboards::run);
         step("deploy (helm lint/template, schemas, yamllint, manifests, RBAC vs code)", &mut || deploy::run(false));
