@@ -183,3 +183,60 @@ fn without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why() {
     quarantine_end_to_end(&tree, &ns, &agent);
     agent.stop();
 }
+
+#[test]
+#[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
+fn enforce_lets_no_second_publish_through_while_the_agent_is_sigkilled_mid_storm_and_restarted() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    };
+
+    use nix::mount::{MntFlags, MsFlags, mount, umount2};
+
+    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    let tree = KubeletTree::new();
+    let pins = pin_root("storm");
+    let ns = MountNs::new();
+    let rwop = tree.volume("pv-rwop");
+    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+    let first = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
+    assert_eq!(ns.bind(&rwop, &a), Ok(()));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (through, refused) = std::thread::scope(|scope| {
+        // Pod B publishes again and again, from the namespace's own thread.
+        let storm = scope.spawn(|| {
+            let (source, target, stop) = (rwop.clone(), b.clone(), stop.clone());
+            ns.run(move || {
+                let (mut through, mut refused) = (0u32, 0u32);
+                while !stop.load(Ordering::Relaxed) {
+                    match mount(Some(&source), &target, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
+                        Ok(()) => {
+                            through += 1;
+                            let _ = umount2(&target, MntFlags::MNT_DETACH);
+                        }
+                        Err(Errno::EBUSY) => refused += 1,
+                        Err(other) => panic!("pod B's publish failed with {other}, not EBUSY"),
+                    }
+                }
+                (through, refused)
+            })
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        first.sigkill();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let second = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
+        second.wait_for_line("adoption", |l| l.contains("adopted the pinned enforcement state"));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        stop.store(true, Ordering::Relaxed);
+        let counts = storm.join().unwrap();
+        second.stop();
+        counts
+    });
+    assert_eq!(through, 0, "not one of pod B's {refused} publishes got through, before, during or after the restart");
+    assert!(refused > 10, "the storm ran ({refused} refusals)");
+    assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "ownership unchanged");
+    uninstall(&pins);
+    assert_eq!(ns.umount(&a), Ok(()));
+}
