@@ -230,6 +230,60 @@ async fn an_unreachable_api_makes_the_facts_stale_and_keeps_them() {
     snapshot_where(&mut rx, "a pod added after the outage", |s| s.facts.pod("uid-b").is_some()).await;
 }
 
+/// 500s on every relist, a server that flaps, then recovery: every snapshot published in
+/// between keeps the single-pod volume (nothing is released because the API misbehaves),
+/// the facts are marked stale while it does, and fresh again after.
+#[tokio::test]
+async fn a_flapping_api_answering_500s_and_410s_keeps_the_facts_and_recovers() {
+    let mut fake = FakeApi::start().await;
+    seed(&fake);
+    let mut rx = start_source(&fake);
+    let first = snapshot_where(&mut rx, "the first list is in", |s| !s.facts.pods.is_empty()).await;
+
+    // Record every snapshot from here on.
+    let mut seen = rx.clone();
+    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<()>();
+    let recorder = tokio::spawn(async move {
+        let mut all = Vec::new();
+        loop {
+            tokio::select! {
+                changed = seen.changed() => match changed {
+                    Ok(()) => all.push(seen.borrow_and_update().clone()),
+                    Err(_) => break,
+                },
+                _ = &mut done_rx => break,
+            }
+        }
+        all
+    });
+
+    // The next watch of PVs gets 410 Gone, and the relist it forces gets 500s.
+    fake.fail_lists(PVS, true);
+    fake.replace_and_expire(PVS, vec![rwop_pv("pv-1")]);
+    let stale = snapshot_where(&mut rx, "stale on 500s", |s| {
+        s.stale.as_deref().is_some_and(|w| w.contains("persistentvolumes"))
+    })
+    .await;
+    assert_eq!(stale.facts, first.facts);
+    // Flap: down, up, down, up.
+    for _ in 0..2 {
+        fake.stop().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        fake.restart().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    fake.fail_lists(PVS, false);
+    let healthy = snapshot_where(&mut rx, "fresh again", |s| s.stale.is_none() && s.synced_at > first.synced_at).await;
+    assert_eq!(healthy.facts.single_pod_volumes().get("pv-1"), Some(&SinglePodReason::ReadWriteOncePod));
+
+    let _ = done_tx.send(());
+    let all = tokio::time::timeout(Duration::from_secs(5), recorder).await.expect("the recorder ends").unwrap();
+    assert!(all.iter().any(|s| s.stale.is_some()), "the failures were reported as staleness");
+    for s in &all {
+        assert!(s.facts.single_pod_volumes().contains_key("pv-1"), "a snapshot lost the single-pod volume: {s:?}");
+    }
+}
+
 fn conflict_facts() -> Facts {
     serde_json::from_value(json!({
         "pods": [
