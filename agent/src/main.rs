@@ -131,6 +131,10 @@ struct RunArgs {
     /// A CSI driver socket to check besides those under the kubelet root; repeatable.
     #[arg(long = "csi-socket", value_name = "PATH")]
     csi_sockets: Vec<PathBuf>,
+    /// The kernel event ring buffer's size in bytes (default 4 MiB): a power of two, at least 4096. Bigger
+    /// loses fewer events in bursts (lost ones are counted and the mount table reconciles).
+    #[arg(long, value_name = "BYTES", value_parser = parse_ring_size)]
+    ring_buffer_size: Option<u32>,
     /// Where Prometheus scrapes `/metrics`.
     #[arg(long, default_value = http::DEFAULT_METRICS_ADDRESS)]
     metrics_address: SocketAddr,
@@ -140,6 +144,14 @@ struct RunArgs {
     /// How often the mount table is re-read to correct what events missed (e.g. 30s, 500ms).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     reconcile_interval: Duration,
+}
+
+/// A ring buffer size the kernel accepts: a power of two of at least one page.
+fn parse_ring_size(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(n) if n >= 4096 && n.is_power_of_two() => Ok(n),
+        _ => Err(format!("{text:?}: a power of two of at least 4096 bytes")),
+    }
 }
 
 /// `<number><unit>` with unit ms, s or m.
@@ -183,6 +195,7 @@ async fn main() -> anyhow::Result<()> {
             metrics_address: args.metrics_address,
             debug_address: args.debug_address,
             csi_sockets: args.csi_sockets,
+            ring_buffer_bytes: args.ring_buffer_size,
         })
         .await?),
         Command::Uninstall { pin_root } => {

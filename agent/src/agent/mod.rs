@@ -78,6 +78,8 @@ pub struct RunOptions {
     pub debug_address: SocketAddr,
     /// CSI driver sockets to check besides the ones found under the kubelet root.
     pub csi_sockets: Vec<PathBuf>,
+    /// The event ring buffer's size in bytes (default `EVENTS_BYTES`, 4 MiB).
+    pub ring_buffer_bytes: Option<u32>,
 }
 
 impl RunOptions {
@@ -102,6 +104,7 @@ impl RunOptions {
             "metricsAddress": self.metrics_address.to_string(),
             "debugAddress": self.debug_address.to_string(),
             "csiSockets": self.csi_sockets,
+            "ringBufferBytes": self.ring_buffer_bytes,
         })
     }
 }

@@ -110,7 +110,7 @@ pub(super) fn start_in_kernel(
 ) -> Result<Ebpf, AgentError> {
     pins.prepare()?;
     let adopting = pins.has_state();
-    let mut ebpf = loader::load_pinned(pins)?;
+    let mut ebpf = loader::load_pinned(pins, opts.ring_buffer_bytes)?;
     loader::start_kernel_log(&mut ebpf);
     let mode = kernel::kernel_mode_for(decision.mode, true);
     kernel::configure(&mut ebpf, layout, &opts.kubelet_root, mode)?;
@@ -151,7 +151,10 @@ pub(super) fn sync_single_pod_set(ebpf: &mut Ebpf, model: &NodeModel) -> Result<
 }
 
 pub(super) fn start_userspace(opts: &RunOptions, layout: KernelLayout) -> Result<Ebpf, AgentError> {
-    let mut ebpf = loader::load()?;
+    let mut ebpf = match opts.ring_buffer_bytes {
+        Some(bytes) => loader::load_with_ring_size(bytes)?,
+        None => loader::load()?,
+    };
     loader::start_kernel_log(&mut ebpf);
     kernel::configure(&mut ebpf, layout, &opts.kubelet_root, kernel_mode::OFF)?;
     loader::attach_all(&mut ebpf, &loader::trace_hooks())?;

@@ -133,8 +133,12 @@ pub fn load() -> Result<Ebpf, LoadError> {
 
 /// As [`load`], with the enforcement maps pinned under `pins`: an earlier agent's maps
 /// are reused as they are, or created and pinned.
-pub fn load_pinned(pins: &Pins) -> Result<Ebpf, LoadError> {
+/// `ring_bytes` sizes the event ring buffer (default: the object's).
+pub fn load_pinned(pins: &Pins, ring_bytes: Option<u32>) -> Result<Ebpf, LoadError> {
     let mut loader = EbpfLoader::new();
+    if let Some(bytes) = ring_bytes {
+        loader.map_max_entries(EVENTS, bytes);
+    }
     for name in PINNED_MAPS {
         loader.map_pin_path(name, pins.map_path(name));
     }
