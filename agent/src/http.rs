@@ -273,6 +273,12 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_debug_api_is_local_by_default() {
+        let address: std::net::SocketAddr = DEFAULT_DEBUG_ADDRESS.parse().unwrap();
+        assert!(address.ip().is_loopback(), "only the node itself may reach the debug API by default");
+    }
+
     #[tokio::test]
     async fn metrics_are_openmetrics_on_their_own_router() {
         let s = shared();

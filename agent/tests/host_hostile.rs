@@ -1,7 +1,9 @@
 //! Hostile inputs against a real agent: mounts at paths near PATH_MAX, with newlines,
 //! spaces, non-UTF-8 bytes, `..` and symlinks, made in a private mount namespace while
 //! the agent runs. The agent must stay up, refuse or quarantine nothing legitimate, and
-//! still stop the one real conflict. Bad start-up input fails with a clear message.
+//! still stop the one real conflict; a hung CSI socket does not stall it; mount options
+//! (which can hold credentials) never reach its logs, metrics or debug API. Bad start-up
+//! input fails with a clear message.
 
 mod support;
 
@@ -17,6 +19,16 @@ use support::{
     have_root,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
 };
+
+/// A plain HTTP/1.0 GET; the whole response.
+fn get(address: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
 
 /// A directory whose absolute path is about `len` bytes, made of 200-byte components.
 fn deep_dir(base: &Path, len: usize) -> PathBuf {
@@ -36,7 +48,16 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
     let tree = KubeletTree::new();
     let ns = MountNs::new();
     let pins = pin_root("hostile");
-    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &["--reconcile-interval", "200ms"]);
+    // A CSI socket that accepts and then never answers: the checks' deadlines must hold.
+    let hung = tree.root().join("plugins/hung.csi.volguard.io/csi.sock");
+    std::fs::create_dir_all(hung.parent().unwrap()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(&hung).unwrap();
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().collect();
+        drop(held);
+    });
+    let agent =
+        Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &["--reconcile-interval", "200ms", "--print-events"]);
     let source = tree.volume("pv-rwop");
     let scratch = tree.tmp.path().join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
@@ -68,6 +89,21 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
         assert_eq!(ns.bind(&scratch.join("real"), target), Ok(()), "a legitimate bind onto {target:?}");
         assert_eq!(ns.umount(target), Ok(()), "{target:?}");
     }
+    // Mount options can carry credentials: they must never leave the kernel.
+    let secret_target = scratch.join("real");
+    let t = secret_target.clone();
+    let with_secret = ns.run(move || {
+        nix::mount::mount(
+            Some("vg-secret"),
+            &t,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            Some("size=1m,password=hunter2"),
+        )
+    });
+    // tmpfs rejects the unknown option; the syscall (and its arguments) happened either way.
+    let _ = with_secret;
+    let _ = ns.umount(&secret_target);
 
     // The real conflict is still stopped (refused in the kernel, or quarantined).
     let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
@@ -83,8 +119,27 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
     assert_eq!(conflicts, 1, "exactly one conflict: the real one, none for the hostile paths");
     assert_eq!(agent.count_lines(|l| l.contains("panicked")), 0, "no panic");
     let debug = agent.address("debug API");
+    let started = std::time::Instant::now();
     let status = Command::new(agent_binary()).args(["status", "--debug-address", &debug]).output().unwrap();
     assert!(status.status.success(), "the agent still answers: {}", String::from_utf8_lossy(&status.stderr));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "the hung CSI socket does not stall the agent");
+    agent.wait_for_line("the hung driver as a finding", |l| {
+        l.contains("CSI finding") && l.contains("hung.csi.volguard.io")
+    });
+
+    // No secret anywhere: logs (every event printed), metrics, debug API.
+    assert_eq!(agent.count_lines(|l| l.contains("hunter2")), 0, "a mount option reached the agent's output");
+    let metrics = agent.address("metrics");
+    for (address, path) in [
+        (&debug, "/debug/mounts?limit=1024"),
+        (&debug, "/debug/volumes"),
+        (&debug, "/debug/config"),
+        (&debug, "/debug/conflicts"),
+        (&metrics, "/metrics"),
+    ] {
+        let body = get(address, path);
+        assert!(body.len() > 20 && !body.contains("hunter2"), "{path}: {body}");
+    }
 
     agent.stop();
     while ns.umount(&b).is_ok() {}
