@@ -32,7 +32,7 @@ pub fn run() -> anyhow::Result<()> {
         });
         step("dashboards (Grafana schema types, PromQL, metric names)", &mut dashboards::run);
         step("deploy (helm lint/template, schemas, yamllint, manifests, RBAC vs code)", &mut || deploy::run(false));
-        step("VM tests (BPF LSM, qemu)", &mut || vm::run(&vm::Options { timeout: 600, ..Default::default() }));
+        step("VM tests (BPF LSM, qemu)", &mut || vm::run(&vm::Options { timeout: 1200, ..Default::default() }));
     }
 
     println!("\n=== summary");
