@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::{
     checks::Finding,
     explain::{Conflict, ConflictAction},
-    facts::{ClaimRef, SinglePodReason},
+    facts::ClaimRef,
     metrics::Metrics,
     state::VolumeView,
 };
@@ -31,18 +31,12 @@ pub const CONFLICTS_KEPT: usize = 256;
 /// Recent mount operations kept for `/debug/mounts`.
 pub const MOUNTS_KEPT: usize = 1024;
 
-/// One volume in `/debug/volumes`.
+/// One volume in `/debug/volumes`: the model's view, plus what the checks add.
 #[derive(Clone, Debug, Serialize)]
 pub struct VolumeDetail {
-    pub name: String,
-    /// Why it is single-pod (`null` when it is not).
-    pub single_pod: Option<SinglePodReason>,
-    pub claim: Option<ClaimRef>,
-    pub driver: Option<String>,
-    /// The pod UID that owns it (single-pod volumes only).
-    pub owner: Option<String>,
-    /// Pod UIDs it is published into, oldest first.
-    pub published_to: Vec<String>,
+    /// Name, single-pod reason, PVC, driver, owner and publishes (flattened into the JSON).
+    #[serde(flatten)]
+    pub view: VolumeView,
     /// The CSI access mode kubelet sends for it, when the CSI checks know the driver.
     pub expected_csi_access_mode: Option<String>,
     /// Findings about this volume.
@@ -50,17 +44,8 @@ pub struct VolumeDetail {
 }
 
 impl From<VolumeView> for VolumeDetail {
-    fn from(v: VolumeView) -> Self {
-        Self {
-            name: v.name,
-            single_pod: v.single_pod,
-            claim: v.claim,
-            driver: v.driver,
-            owner: v.owner,
-            published_to: v.published_to,
-            expected_csi_access_mode: None,
-            findings: Vec::new(),
-        }
+    fn from(view: VolumeView) -> Self {
+        Self { view, expected_csi_access_mode: None, findings: Vec::new() }
     }
 }
 

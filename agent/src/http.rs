@@ -108,8 +108,8 @@ async fn readyz(State(shared): AppState) -> Response {
 
 async fn status(State(shared): AppState) -> Response {
     let snap = shared.snapshot();
-    let single_pod = snap.volumes.iter().filter(|v| v.single_pod.is_some()).count();
-    let owned = snap.volumes.iter().filter(|v| v.owner.is_some()).count();
+    let single_pod = snap.volumes.iter().filter(|v| v.view.single_pod.is_some()).count();
+    let owned = snap.volumes.iter().filter(|v| v.view.owner.is_some()).count();
     ok(json!({
         "ready": shared.is_ready(),
         "mode": snap.mode,
@@ -137,7 +137,7 @@ async fn volumes(State(shared): AppState, Query(params): Query<HashMap<String, S
 }
 
 async fn volume(State(shared): AppState, Path(name): Path<String>) -> Response {
-    match shared.snapshot().volumes.iter().find(|v| v.name == name) {
+    match shared.snapshot().volumes.iter().find(|v| v.view.name == name) {
         Some(v) => ok(json!({"volume": v})),
         None => error(StatusCode::NOT_FOUND, &format!("no volume {name:?} is published or single-pod on this node")),
     }
@@ -179,16 +179,14 @@ mod tests {
 
     fn shared() -> Arc<Shared> {
         let shared = Arc::new(Shared::new(json!({"kubeletRoot": "/var/lib/kubelet"})));
-        let volume = VolumeDetail {
+        let volume = VolumeDetail::from(crate::state::VolumeView {
             name: "pv-1".into(),
             single_pod: Some(crate::facts::SinglePodReason::ReadWriteOncePod),
             claim: None,
             driver: Some("d".into()),
             owner: Some("pod-a".into()),
             published_to: vec!["pod-a".into()],
-            expected_csi_access_mode: None,
-            findings: vec![],
-        };
+        });
         shared.set_snapshot(Snapshot { mode: "quarantine".into(), volumes: vec![volume], ..Snapshot::default() });
         for i in 0..3 {
             let c =

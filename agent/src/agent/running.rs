@@ -269,7 +269,7 @@ impl Running<'_> {
         let mut details = debug::volume_details(views, &all);
         if let Some(report) = &self.csi {
             for detail in &mut details {
-                let volume = report.volumes.iter().find(|v| v.name == detail.name);
+                let volume = report.volumes.iter().find(|v| v.name == detail.view.name);
                 detail.expected_csi_access_mode = volume
                     .and_then(|v| v.csi_access_mode)
                     .and_then(|m| serde_json::to_value(m).ok())

@@ -176,30 +176,10 @@ pub fn event_for(conflict: &Conflict, held_back: u64, node_name: &str, now: Time
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        explain::ConflictAction,
-        facts::{ClaimRef, Facts, PersistentVolume, Pod},
-    };
+    use crate::{explain::ConflictAction, facts::Facts};
 
     fn facts() -> Facts {
-        let pod = |uid: &str, name: &str| Pod {
-            uid: uid.into(),
-            namespace: "shop".into(),
-            name: name.into(),
-            terminating: false,
-            volumes: vec![],
-        };
-        Facts {
-            pods: vec![pod("uid-a", "db-0"), pod("uid-b", "db-1")],
-            persistent_volumes: vec![PersistentVolume {
-                name: "pv-1".into(),
-                access_modes: vec![],
-                csi: None,
-                claim_ref: Some(ClaimRef { namespace: "shop".into(), name: "data".into() }),
-                block: false,
-            }],
-            ..Facts::default()
-        }
+        crate::explain::sample_facts()
     }
 
     fn now() -> Timestamp {
