@@ -53,8 +53,10 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
     std::fs::create_dir_all(hung.parent().unwrap()).unwrap();
     let listener = std::os::unix::net::UnixListener::bind(&hung).unwrap();
     std::thread::spawn(move || {
-        let held: Vec<_> = listener.incoming().collect();
-        drop(held);
+        let mut held = Vec::new();
+        for connection in listener.incoming() {
+            held.push(connection);
+        }
     });
     let agent =
         Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &["--reconcile-interval", "200ms", "--print-events"]);
@@ -109,7 +111,9 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
     let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
     assert_eq!(ns.bind(&source, &a), Ok(()));
     match ns.bind(&source, &b) {
-        Err(Errno::EBUSY) => {}
+        Err(Errno::EBUSY) => {
+            agent.wait_for_line("the refusal", |l| l.contains("CONFLICT blocked") && l.contains("pod-b"));
+        }
         Ok(()) => {
             agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod pod-b"));
         }
