@@ -1,5 +1,6 @@
 //! volguard's developer commands, run as `cargo xtask <command>`.
 
+mod bench;
 mod dashboards;
 mod demo;
 mod deploy;
@@ -27,6 +28,16 @@ enum Command {
     VmTest(vm::Options),
     /// Set up and build if needed, then trace every mount on this host.
     Demo(demo::Options),
+    /// Build the agent in release, run the benchmarks of issue 8, write BENCHMARKS.md (as root).
+    Bench,
+    /// (internal) Hold a private mount namespace with N bind mounts until stdin closes.
+    #[command(hide = true)]
+    BenchHolder {
+        #[arg(long)]
+        mounts: usize,
+        #[arg(long)]
+        dir: std::path::PathBuf,
+    },
     /// Check dashboards/: Grafana schema types (tsc), PromQL (promtool), metric names.
     CheckDashboards,
     /// Check deploy/: helm lint and template, schemas (kubernetes-validate), yamllint,
@@ -45,6 +56,8 @@ fn main() -> anyhow::Result<()> {
         Command::Test => test::run(),
         Command::VmTest(options) => vm::run(&options),
         Command::Demo(options) => demo::run(&options),
+        Command::Bench => bench::run(),
+        Command::BenchHolder { mounts, dir } => bench::holder(mounts, &dir),
         Command::CheckDashboards => dashboards::run(),
         Command::CheckDeploy { write } => deploy::run(write),
     }
