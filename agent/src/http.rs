@@ -73,19 +73,16 @@ fn ok(body: Value) -> Response {
     Json(body).into_response()
 }
 
-/// `?limit=N` (1..=max); any other parameter, or a bad value, is a 400.
-fn limit(params: &HashMap<String, String>, max: usize) -> Result<usize, Response> {
+/// `?limit=N` (1..=max); any other parameter, or a bad value, is an error for a 400.
+fn limit(params: &HashMap<String, String>, max: usize) -> Result<usize, String> {
     if let Some(unknown) = params.keys().find(|k| *k != "limit") {
-        return Err(error(StatusCode::BAD_REQUEST, &format!("unknown parameter {unknown:?}; only limit")));
+        return Err(format!("unknown parameter {unknown:?}; only limit"));
     }
     match params.get("limit") {
         None => Ok(DEFAULT_LIMIT.min(max)),
         Some(text) => match text.parse::<usize>() {
             Ok(n) if (1..=max).contains(&n) => Ok(n),
-            _ => Err(error(
-                StatusCode::BAD_REQUEST,
-                &format!("limit must be a whole number from 1 to {max}, got {text:?}"),
-            )),
+            _ => Err(format!("limit must be a whole number from 1 to {max}, got {text:?}")),
         },
     }
 }
@@ -146,14 +143,14 @@ async fn volume(State(shared): AppState, Path(name): Path<String>) -> Response {
 async fn conflicts(State(shared): AppState, Query(params): Query<HashMap<String, String>>) -> Response {
     match limit(&params, CONFLICTS_KEPT) {
         Ok(n) => ok(json!({"conflicts": shared.recent_conflicts(n)})),
-        Err(response) => response,
+        Err(message) => error(StatusCode::BAD_REQUEST, &message),
     }
 }
 
 async fn mounts(State(shared): AppState, Query(params): Query<HashMap<String, String>>) -> Response {
     match limit(&params, MOUNTS_KEPT) {
         Ok(n) => ok(json!({"mounts": shared.recent_mounts(n)})),
-        Err(response) => response,
+        Err(message) => error(StatusCode::BAD_REQUEST, &message),
     }
 }
 

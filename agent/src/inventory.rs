@@ -64,7 +64,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Facts, InventoryError> {
 
 /// Duplicate keys would make "which one is in force" a guess: refuse them.
 fn check_unique(facts: &Facts) -> Result<(), (String, String)> {
-    fn first_duplicate<'a>(keys: impl Iterator<Item = String>) -> Option<(usize, String)> {
+    fn first_duplicate(keys: impl Iterator<Item = String>) -> Option<(usize, String)> {
         let mut seen = std::collections::HashSet::new();
         keys.enumerate().find(|(_, k)| !seen.insert(k.clone()))
     }
@@ -240,7 +240,7 @@ csiNode:
         assert_eq!(facts.persistent_volumes[0].claim_ref.as_ref().unwrap().to_string(), "shop/data-db-0");
         assert_eq!(facts.csi_node.as_ref().unwrap().drivers[0].allocatable_count, Some(100));
         assert_eq!(facts.single_pod_volumes().get("pv-data"), Some(&SinglePodReason::ReadWriteOncePod));
-        assert_eq!(facts.csi_drivers[0].attach_required, true, "the API default");
+        assert!(facts.csi_drivers[0].attach_required, "the API default");
     }
 
     #[test]

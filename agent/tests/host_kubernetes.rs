@@ -5,7 +5,10 @@
 mod support;
 mod support_fake_api;
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use nix::errno::Errno;
 use serde_json::{Value, json};
@@ -44,7 +47,7 @@ fn seed(fake: &FakeApi) {
     );
 }
 
-fn kubeconfig(dir: &std::path::Path, server: &str) -> PathBuf {
+fn kubeconfig(dir: &Path, server: &str) -> PathBuf {
     let path = dir.join("kubeconfig");
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{server}\"}}\n\
@@ -55,7 +58,7 @@ fn kubeconfig(dir: &std::path::Path, server: &str) -> PathBuf {
 }
 
 /// Pod B publishes: refused (enforce) or quarantined; either way pod B ends without the volume.
-fn second_publish_is_stopped(ns: &MountNs, agent: &Agent, volume: &PathBuf, b: &PathBuf) {
+fn second_publish_is_stopped(ns: &MountNs, agent: &Agent, volume: &Path, b: &Path) {
     let is_quarantine = |l: &str| l.contains("CONFLICT quarantined") && l.contains("pod-b");
     let quarantined = agent.count_lines(is_quarantine);
     match ns.bind(volume, b) {
