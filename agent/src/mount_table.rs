@@ -66,12 +66,15 @@ fn parse_line(line: &[u8]) -> Result<Mount, String> {
 }
 
 /// Decodes mountinfo's `\ooo` escapes (space, tab, newline, backslash); procfs leaves them.
+/// The kernel escapes bytes, so the first digit is at most 3: `\777` is not an escape
+/// (it would not fit a byte) and stays as written.
 pub fn unescape(field: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(field.len());
     let mut i = 0;
     while i < field.len() {
-        let octal =
-            field.get(i + 1..i + 4).filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        let octal = field.get(i + 1..i + 4).filter(|d| {
+            field[i] == b'\\' && (b'0'..=b'3').contains(&d[0]) && d[1..].iter().all(|c| (b'0'..=b'7').contains(c))
+        });
         match octal {
             Some(d) => {
                 out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
@@ -113,6 +116,14 @@ mod tests {
         assert_eq!(table.skipped.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec![2, 3]);
         assert!(table.skipped[1].1.contains("UTF-8"));
         assert!(table.is_mount_point(Path::new("/mnt/a b")));
+    }
+
+    /// Found by `cargo xtask fuzz` (target mountinfo): `\777` overflowed a byte.
+    #[test]
+    fn octal_look_alikes_that_do_not_fit_a_byte_stay_as_written() {
+        assert_eq!(unescape(br"/a\777b\400c\377d\134"), b"/a\\777b\\400c\xffd\\".to_vec());
+        let table = MountTable::parse(line(7, r"/mnt/x\777").as_bytes());
+        assert_eq!(table.mounts[0].mount_point, PathBuf::from(r"/mnt/x\777"));
     }
 
     #[test]
