@@ -4,6 +4,7 @@ mod bench;
 mod dashboards;
 mod demo;
 mod deploy;
+mod fuzz;
 mod proc;
 mod setup;
 mod test;
@@ -38,6 +39,9 @@ enum Command {
         #[arg(long)]
         dir: std::path::PathBuf,
     },
+    /// Run each fuzz target in fuzz/ for a bounded time (nightly + cargo-fuzz; skipped
+    /// with a message where they are missing).
+    Fuzz(fuzz::Options),
     /// Check dashboards/: Grafana schema types (tsc), PromQL (promtool), metric names.
     CheckDashboards,
     /// Check deploy/: helm lint and template, schemas (kubernetes-validate), yamllint,
@@ -58,6 +62,7 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(options) => demo::run(&options),
         Command::Bench => bench::run(),
         Command::BenchHolder { mounts, dir } => bench::holder(mounts, &dir),
+        Command::Fuzz(options) => fuzz::run(&options),
         Command::CheckDashboards => dashboards::run(),
         Command::CheckDeploy { write } => deploy::run(write),
     }

@@ -52,6 +52,7 @@ pub fn run() -> anyhow::Result<()> {
     let mut apt = Apt::default();
     install_apt_packages(&mut apt)?;
     install_bpf_linker()?;
+    install_cargo_fuzz()?;
     crate::dashboards::install_tools()?;
     crate::deploy::install_tools()?;
     let kernel = install_vm_kernel(&mut apt)?;
@@ -121,28 +122,58 @@ fn install_apt_packages(apt: &mut Apt) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bpf_linker_version() -> Option<String> {
-    output(Command::new("bpf-linker").arg("--version")).ok()
+/// `cargo install`s a tool at an exact version unless `<command> --version` already
+/// names that version; `configure` adds what its build needs.
+fn install_crate(
+    krate: &str,
+    command: &[&str],
+    version: &str,
+    why: &str,
+    configure: impl FnOnce(&mut Command),
+) -> anyhow::Result<()> {
+    let present = || output(Command::new(command[0]).args(&command[1..]).arg("--version")).ok();
+    if let Some(found) = present().filter(|v| v.contains(version)) {
+        println!("setup: {} present", found.trim());
+        return Ok(());
+    }
+    println!("setup: building {krate} {version}: {why}");
+    let mut cmd = crate::proc::cargo();
+    cmd.args(["install", krate, "--version", version, "--locked", "--force"]);
+    configure(&mut cmd);
+    run_cmd(&mut cmd)?;
+    match present() {
+        Some(v) if v.contains(version) => Ok(()),
+        other => {
+            bail!("{krate} installed but `{} --version` says {other:?}; is $CARGO_HOME/bin on PATH?", command.join(" "))
+        }
+    }
 }
 
 fn install_bpf_linker() -> anyhow::Result<()> {
-    if let Some(version) = bpf_linker_version().filter(|v| v.contains(BPF_LINKER_VERSION)) {
-        println!("setup: {} present", version.trim());
-        return Ok(());
-    }
-    println!("setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22 (takes a few minutes)");
-    let path = format!("{LLVM_PREFIX}/bin:{}", std::env::var("PATH").unwrap_or_default());
-    run_cmd(
-        crate::proc::cargo()
-            .env("LLVM_PREFIX", LLVM_PREFIX)
-            .env("PATH", path)
-            .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--force"])
-            .args(["--no-default-features", "--features", "llvm-22"]),
-    )?;
-    match bpf_linker_version() {
-        Some(v) if v.contains(BPF_LINKER_VERSION) => Ok(()),
-        other => bail!("bpf-linker installed but `bpf-linker --version` says {other:?}; is $CARGO_HOME/bin on PATH?"),
-    }
+    install_crate(
+        "bpf-linker",
+        &["bpf-linker"],
+        BPF_LINKER_VERSION,
+        "links the eBPF programs, against LLVM 22 (takes a few minutes)",
+        |cmd| {
+            let path = format!("{LLVM_PREFIX}/bin:{}", std::env::var("PATH").unwrap_or_default());
+            cmd.env("LLVM_PREFIX", LLVM_PREFIX).env("PATH", path).args([
+                "--no-default-features",
+                "--features",
+                "llvm-22",
+            ]);
+        },
+    )
+}
+
+fn install_cargo_fuzz() -> anyhow::Result<()> {
+    install_crate(
+        "cargo-fuzz",
+        &["cargo", "fuzz"],
+        crate::fuzz::CARGO_FUZZ_VERSION,
+        "runs the fuzz targets (`cargo xtask fuzz`, with a nightly toolchain)",
+        |_| {},
+    )
 }
 
 /// The newest kernel in [`VM_KERNEL_DIR`], if any.

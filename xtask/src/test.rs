@@ -5,7 +5,7 @@ use std::time::Instant;
 use anyhow::bail;
 
 use crate::{
-    dashboards, deploy,
+    dashboards, deploy, fuzz,
     proc::{cargo, require_root, run_cmd},
     setup, vm,
 };
@@ -32,6 +32,9 @@ pub fn run() -> anyhow::Result<()> {
         });
         step("dashboards (Grafana schema types, PromQL, metric names)", &mut dashboards::run);
         step("deploy (helm lint/template, schemas, yamllint, manifests, RBAC vs code)", &mut || deploy::run(false));
+        step("fuzzing (each parser of untrusted input, 20 s a target)", &mut || {
+            fuzz::run(&fuzz::Options { seconds: 20, targets: Vec::new() })
+        });
         step("VM tests (BPF LSM, qemu)", &mut || vm::run(&vm::Options { timeout: 1200, ..Default::default() }));
     }
 

@@ -1,0 +1,167 @@
+//! `cargo xtask fuzz`: runs each cargo-fuzz target in fuzz/ for a bounded time, seeded
+//! with the real-world fixtures. Needs a nightly toolchain (libFuzzer's instrumentation
+//! is nightly-only) and cargo-fuzz; where either is missing it says so and skips, so the
+//! test command never depends on nightly existing.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::Context;
+
+use crate::proc::{run_cmd, target_dir, workspace_root};
+
+/// How a target's corpus is seeded.
+enum Seeds {
+    /// Nothing: libFuzzer starts from the empty input.
+    None,
+    /// The fixture files whose names end in one of these.
+    Files(&'static [&'static str]),
+    /// Each mount point of the real mountinfo fixtures, one path per seed.
+    MountPoints,
+}
+
+/// Every target in fuzz/fuzz_targets/, and its seeds.
+const TARGETS: &[(&str, Seeds)] = &[
+    ("decode", Seeds::None),
+    ("kubelet_paths", Seeds::MountPoints),
+    ("mountinfo", Seeds::Files(&[".mountinfo"])),
+    ("voldata", Seeds::Files(&[".json"])),
+    ("inventory", Seeds::Files(&[".yaml"])),
+];
+
+/// A vol_data.json as kubelet writes it for a CSI publish (every documented key).
+const VOL_DATA_SAMPLE: &str = concat!(
+    r#"{"attachmentID":"csi-0a1b","driverName":"ebs.csi.aws.com","nodeName":"node-1","#,
+    r#""seLinuxMountContext":"","specVolID":"pvc-1","volumeHandle":"vol-0123","volumeLifecycleMode":"Persistent"}"#,
+    "\n"
+);
+
+pub const CARGO_FUZZ_VERSION: &str = "0.13.2";
+const NIGHTLY: &str = "nightly";
+
+#[derive(clap::Args)]
+pub struct Options {
+    /// Seconds each target runs.
+    #[arg(long, default_value_t = 20)]
+    pub seconds: u64,
+    /// Only these targets (default: all).
+    pub targets: Vec<String>,
+}
+
+/// Why fuzzing cannot run on this machine, if it cannot.
+fn missing_tool() -> Option<String> {
+    let nightly = Command::new("rustup").args(["run", NIGHTLY, "rustc", "--version"]).output();
+    if !nightly.is_ok_and(|o| o.status.success()) {
+        return Some("no nightly Rust toolchain (`rustup run nightly rustc` fails); libFuzzer needs one".into());
+    }
+    let fuzz = Command::new("cargo").args(["fuzz", "--version"]).output();
+    if !fuzz.is_ok_and(|o| o.status.success()) {
+        return Some(format!("cargo-fuzz is not installed (`cargo xtask setup` installs {CARGO_FUZZ_VERSION})"));
+    }
+    None
+}
+
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    if let Some(why) = missing_tool() {
+        println!("fuzz: SKIPPED: {why}");
+        return Ok(());
+    }
+    let unknown: Vec<_> = options.targets.iter().filter(|t| !TARGETS.iter().any(|(n, _)| n == t)).collect();
+    anyhow::ensure!(unknown.is_empty(), "no fuzz target named {unknown:?}; there are {:?}", names());
+    let selected: Vec<_> = TARGETS
+        .iter()
+        .filter(|(name, _)| options.targets.is_empty() || options.targets.iter().any(|t| t == name))
+        .collect();
+
+    // The parsers are safe Rust: the bugs to find are panics and broken invariants, which
+    // libFuzzer catches without a sanitizer; leaving ASan out halves the build and run time.
+    run_cmd(fuzz_command().args(["build", "--sanitizer", "none"]))?;
+    for (name, seeds) in selected {
+        let corpus = seeded_corpus(name, seeds)?;
+        run_cmd(
+            fuzz_command()
+                .args(["run", "--sanitizer", "none", name])
+                .arg(&corpus)
+                .arg("--")
+                .arg(format!("-max_total_time={}", options.seconds))
+                .arg("-rss_limit_mb=2048")
+                .arg("-print_final_stats=1"),
+        )
+        .with_context(|| format!("fuzz target {name} failed: the input that did it is under fuzz/artifacts/{name}/"))?;
+    }
+    Ok(())
+}
+
+fn names() -> Vec<&'static str> {
+    TARGETS.iter().map(|(n, _)| *n).collect()
+}
+
+/// `cargo fuzz` on the nightly toolchain, from the workspace root. The variables the
+/// outer (stable) cargo set for us would point the inner build at the stable compiler.
+fn fuzz_command() -> Command {
+    let mut cmd = Command::new("rustup");
+    cmd.current_dir(workspace_root()).args(["run", NIGHTLY, "cargo", "fuzz"]);
+    for variable in ["CARGO", "RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN", "CARGO_TARGET_DIR", "RUSTFLAGS"] {
+        cmd.env_remove(variable);
+    }
+    cmd
+}
+
+/// target/fuzz-corpus/<name>, with the target's seeds written in; libFuzzer adds what it
+/// finds there.
+fn seeded_corpus(name: &str, seeds: &Seeds) -> anyhow::Result<PathBuf> {
+    let corpus = target_dir().join("fuzz-corpus").join(name);
+    fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
+    let fixtures = workspace_root().join("agent/tests/fixtures/real-world");
+    let mut inputs: Vec<(String, Vec<u8>)> = Vec::new();
+    match seeds {
+        Seeds::None => {}
+        Seeds::Files(suffixes) => {
+            for path in files_ending_in(&fixtures, suffixes)? {
+                let bytes = fs::read(&path).with_context(|| format!("reading seed {}", path.display()))?;
+                inputs.push((path.file_name().unwrap_or_default().to_string_lossy().into_owned(), bytes));
+            }
+        }
+        Seeds::MountPoints => {
+            for path in files_ending_in(&fixtures, &[".mountinfo"])? {
+                let text = fs::read(&path).with_context(|| format!("reading seed {}", path.display()))?;
+                // The fifth field of a mountinfo line is the mount point (escapes kept).
+                let points = text.split(|&b| b == b'\n').filter_map(|l| l.split(|&b| b == b' ').nth(4));
+                for (i, point) in points.enumerate() {
+                    inputs.push((
+                        format!("{}-{i}", path.file_name().unwrap_or_default().to_string_lossy()),
+                        point.to_vec(),
+                    ));
+                }
+            }
+        }
+    }
+    match name {
+        "voldata" => inputs.push(("kubelet-publish.json".into(), VOL_DATA_SAMPLE.into())),
+        "inventory" => inputs.push((
+            "inventory.example.yaml".into(),
+            fs::read(workspace_root().join("deploy/inventory.example.yaml"))
+                .context("reading the inventory example")?,
+        )),
+        _ => {}
+    }
+    for (file_name, bytes) in inputs {
+        fs::write(corpus.join(&file_name), bytes).with_context(|| format!("writing seed {file_name}"))?;
+    }
+    Ok(corpus)
+}
+
+fn files_ending_in(dir: &Path, suffixes: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if suffixes.iter().any(|s| name.ends_with(s)) {
+            found.push(path);
+        }
+    }
+    Ok(found)
+}
