@@ -1,7 +1,7 @@
 //! Hostile inputs against a real agent: mounts at paths near PATH_MAX, with newlines,
 //! spaces, non-UTF-8 bytes, `..` and symlinks, made in a private mount namespace while
 //! the agent runs. The agent must stay up, refuse or quarantine nothing legitimate, and
-//! still stop the one real conflict; a hung CSI socket does not stall it; mount options
+//! still stop the one real conflict; a hung or flooding CSI socket does not stall it; mount options
 //! (which can hold credentials) never reach its logs, metrics or debug API. Bad start-up
 //! input fails with a clear message.
 
@@ -30,14 +30,34 @@ fn get(address: &str, path: &str) -> String {
     text
 }
 
-/// A directory whose absolute path is about `len` bytes, made of 200-byte components.
-fn deep_dir(base: &Path, len: usize) -> PathBuf {
-    let mut dir = base.to_path_buf();
-    while dir.as_os_str().len() + 201 < len {
-        dir.push("d".repeat(200));
+/// A path of exactly `len` bytes below `base`, made of components of at most 200 bytes.
+fn path_of_length(base: &Path, len: usize) -> PathBuf {
+    let mut path = base.to_path_buf();
+    while path.as_os_str().len() + 201 < len {
+        path.push("d".repeat(200));
     }
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    path.push("e".repeat(len - path.as_os_str().len() - 1));
+    assert_eq!(path.as_os_str().len(), len);
+    path
+}
+
+/// Serves a CSI socket that floods every connection with junk until the peer hangs up
+/// (or 256 MiB went out, so the test's thread ends on its own).
+fn serve_flood(socket: &Path) {
+    use std::io::Write;
+    let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+    std::thread::spawn(move || {
+        for mut connection in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let junk = vec![0xa5u8; 64 * 1024];
+                for _ in 0..4096 {
+                    if connection.write_all(&junk).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
 }
 
 #[test]
@@ -58,6 +78,10 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
             held.push(connection);
         }
     });
+    // One that floods every caller with junk: its deadline and message limits must hold too.
+    let flood = tree.root().join("plugins/flood.csi.volguard.io/csi.sock");
+    std::fs::create_dir_all(flood.parent().unwrap()).unwrap();
+    serve_flood(&flood);
     let agent =
         Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &["--reconcile-interval", "200ms", "--print-events"]);
     let source = tree.volume("pv-rwop");
@@ -65,8 +89,9 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
     std::fs::create_dir_all(&scratch).unwrap();
 
     let mut targets: Vec<PathBuf> = vec![
-        // Near PATH_MAX: longer than the 255 bytes the kernel side copies.
-        deep_dir(&scratch.join("long"), 4000),
+        // PATH_MAX - 1, the longest path the kernel takes: far longer than the 255 bytes
+        // the kernel side copies.
+        path_of_length(&scratch.join("long"), 4095),
         scratch.join("new\nline"),
         scratch.join("with spaces and\ttabs"),
         scratch.join(OsStr::from_bytes(b"not-utf8-\xff\xfe")),
@@ -91,6 +116,9 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
         assert_eq!(ns.bind(&scratch.join("real"), target), Ok(()), "a legitimate bind onto {target:?}");
         assert_eq!(ns.umount(target), Ok(()), "{target:?}");
     }
+    // 4,096 bytes: one past what the kernel takes. It fails there, and the agent sees a failed call.
+    let too_long = path_of_length(&scratch.join("long"), 4096);
+    assert_eq!(ns.bind(&scratch.join("real"), &too_long), Err(Errno::ENAMETOOLONG));
     // Mount options can carry credentials: they must never leave the kernel.
     let secret_target = scratch.join("real");
     let t = secret_target.clone();
@@ -127,9 +155,13 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
     let status = Command::new(agent_binary()).args(["status", "--debug-address", &debug]).output().unwrap();
     assert!(status.status.success(), "the agent still answers: {}", String::from_utf8_lossy(&status.stderr));
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "the hung CSI socket does not stall the agent");
-    agent.wait_for_line("the hung driver as a finding", |l| {
-        l.contains("CSI finding") && l.contains("hung.csi.volguard.io")
-    });
+    for driver in ["hung.csi.volguard.io", "flood.csi.volguard.io"] {
+        agent.wait_for_line(driver, |l| l.contains("CSI finding") && l.contains(driver));
+    }
+    assert!(
+        Command::new(agent_binary()).args(["status", "--debug-address", &debug]).output().unwrap().status.success(),
+        "the agent still answers after the flood"
+    );
 
     // No secret anywhere: logs (every event printed), metrics, debug API.
     assert_eq!(agent.count_lines(|l| l.contains("hunter2")), 0, "a mount option reached the agent's output");
