@@ -48,6 +48,8 @@ struct Boot {
     runs: &'static [(&'static str, &'static [&'static str])],
     /// `volguard` subcommands run after the tests (the demo).
     agent_runs: &'static [&'static str],
+    /// Virtual CPUs (qemu's multi-threaded TCG gives each a host thread).
+    cpus: u32,
 }
 
 const BOOTS: &[Boot] = &[
@@ -68,6 +70,7 @@ const BOOTS: &[Boot] = &[
             ("host_hostile", &[]),
         ],
         agent_runs: &[],
+        cpus: 1,
     },
     Boot {
         name: BootName::LsmNoBpf,
@@ -78,12 +81,42 @@ const BOOTS: &[Boot] = &[
             ("host_quarantine", &[]),
         ],
         agent_runs: &[],
+        cpus: 1,
     },
 ];
 
 /// `cargo xtask demo --vm`: the demo story on a kernel where BPF LSM enforces.
 const DEMO_BOOT: Boot =
-    Boot { name: BootName::LsmBpf, lsm: "lockdown,capability,bpf", runs: &[], agent_runs: &["demo"] };
+    Boot { name: BootName::LsmBpf, lsm: "lockdown,capability,bpf", runs: &[], agent_runs: &["demo"], cpus: 1 };
+
+/// `cargo xtask bench`: the LSM hooks' mount overhead. Two CPUs, as on the host, so the
+/// agent's userspace does not take its turns from the measured loop.
+const BENCH_BOOT: Boot = Boot {
+    name: BootName::LsmBpf,
+    lsm: "lockdown,capability,bpf",
+    runs: &[("vm_bench", &["--ignored", "--exact", "enforcement_overhead_per_mount_syscall", "--nocapture"])],
+    agent_runs: &[],
+    cpus: 2,
+};
+
+/// What `vm_bench` prints for `cargo xtask bench` to read.
+pub const BENCH_LINE: &str = "volguard-bench: ";
+
+/// Boots the VM kernel with BPF LSM, runs the enforcement benchmark, and returns the
+/// JSON of each of its `volguard-bench:` lines.
+pub fn bench(timeout: Duration) -> anyhow::Result<Vec<String>> {
+    let kernel = setup::find_vm_kernel()
+        .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))?;
+    let binaries = build_test_binaries(&[&BENCH_BOOT])?;
+    let work = target_dir().join("vm").join("bench");
+    let initrd = build_initramfs(&work, &BENCH_BOOT, &binaries)?;
+    println!("bench: booting {} with lsm={} (qemu, software emulation)", kernel.display(), BENCH_BOOT.lsm);
+    let (passed, console) = boot_and_judge(&kernel, &initrd, &BENCH_BOOT, timeout)?;
+    if !passed {
+        bail!("the enforcement benchmark failed in the VM (console above)");
+    }
+    Ok(console.iter().filter_map(|l| l.split_once(BENCH_LINE).map(|(_, json)| json.to_owned())).collect())
+}
 
 /// Boots the VM kernel with BPF LSM and plays `volguard demo` in it.
 pub fn demo(timeout: Duration) -> anyhow::Result<()> {
@@ -100,7 +133,7 @@ pub fn demo(timeout: Duration) -> anyhow::Result<()> {
     let work = target_dir().join("vm").join("demo");
     let initrd = build_initramfs(&work, &DEMO_BOOT, &binaries)?;
     println!("demo: booting {} with lsm={} (qemu, software emulation: slow)", kernel.display(), DEMO_BOOT.lsm);
-    if !boot_and_judge(&kernel, &initrd, &DEMO_BOOT, timeout)? {
+    if !boot_and_judge(&kernel, &initrd, &DEMO_BOOT, timeout)?.0 {
         bail!("the demo failed in the VM");
     }
     Ok(())
@@ -115,14 +148,14 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         None => setup::find_vm_kernel()
             .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))?,
     };
-    let binaries = build_test_binaries()?;
+    let binaries = build_test_binaries(&BOOTS.iter().collect::<Vec<_>>())?;
     let mut failed = Vec::new();
     for boot in BOOTS.iter().filter(|b| options.boots.is_empty() || options.boots.contains(&b.name)) {
         let work = target_dir().join("vm").join(format!("{:?}", boot.name));
         let initrd = build_initramfs(&work, boot, &binaries)?;
         println!("vm-test: booting {} with lsm={} ({:?})", kernel.display(), boot.lsm, boot.name);
         let started = Instant::now();
-        let passed = boot_and_judge(&kernel, &initrd, boot, Duration::from_secs(options.timeout))?;
+        let (passed, _) = boot_and_judge(&kernel, &initrd, boot, Duration::from_secs(options.timeout))?;
         let seconds = started.elapsed().as_secs_f64();
         println!("vm-test: {:?} {} in {seconds:.1} s", boot.name, if passed { "passed" } else { "FAILED" });
         if !passed {
@@ -139,10 +172,10 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 const AGENT_BINARY: &str = "volguard";
 const AGENT_IN_VM: &str = "/bin/volguard";
 
-/// Builds the integration test binaries (and the agent binary they start) and returns
-/// their paths by target name.
-fn build_test_binaries() -> anyhow::Result<BTreeMap<String, PathBuf>> {
-    let mut wanted: Vec<&str> = BOOTS.iter().flat_map(|b| b.runs.iter().map(|(t, _)| *t)).collect();
+/// Builds the integration test binaries `boots` run (and the agent binary they start) and
+/// returns their paths by target name.
+fn build_test_binaries(boots: &[&Boot]) -> anyhow::Result<BTreeMap<String, PathBuf>> {
+    let mut wanted: Vec<&str> = boots.iter().flat_map(|b| b.runs.iter().map(|(t, _)| *t)).collect();
     wanted.sort_unstable();
     wanted.dedup();
     let mut cmd = cargo();
@@ -258,12 +291,14 @@ fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(listing.lines().filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/'))).map(PathBuf::from).collect())
 }
 
-/// Boots, echoes the console, and passes only on a zero verdict line.
-fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) -> anyhow::Result<bool> {
+/// Boots, echoes the console, and passes only on a zero verdict line; also returns the
+/// console's lines.
+fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) -> anyhow::Result<(bool, Vec<String>)> {
     let append = format!("console=ttyS0 quiet lsm={} rdinit=/init panic=-1", boot.lsm);
     let mut child = Command::new("qemu-system-x86_64")
         // KVM is present on these machines but fails with an emulation error.
-        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1", "-nographic", "-no-reboot"])
+        .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-nographic", "-no-reboot"])
+        .args(["-smp", &boot.cpus.to_string()])
         .arg("-kernel")
         .arg(kernel)
         .arg("-initrd")
@@ -333,5 +368,5 @@ fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) 
             println!("  tail| {line}");
         }
     }
-    Ok(passed)
+    Ok((passed, console))
 }
