@@ -58,7 +58,25 @@ pub fn debug_router(shared: Arc<Shared>) -> Router {
         .method_not_allowed_fallback(|| async {
             error(StatusCode::METHOD_NOT_ALLOWED, "the debug API is read-only: GET")
         })
+        .layer(axum::middleware::from_fn(refuse_parameters_where_none_are_taken))
         .with_state(shared)
+}
+
+/// The routes that take `?limit=`; every other debug route takes no parameter, and a
+/// misspelt one must be an error rather than silently ignored.
+const ROUTES_WITH_LIMIT: [&str; 2] = ["/debug/conflicts", "/debug/mounts"];
+
+async fn refuse_parameters_where_none_are_taken(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let uri = request.uri();
+    if uri.query().is_some_and(|q| !q.is_empty()) && !ROUTES_WITH_LIMIT.contains(&uri.path()) {
+        let message =
+            format!("{} takes no parameters (only {} take ?limit=)", uri.path(), ROUTES_WITH_LIMIT.join(" and "));
+        return error(StatusCode::BAD_REQUEST, &message);
+    }
+    next.run(request).await
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -126,10 +144,7 @@ fn csi_findings(csi: &Option<Value>) -> usize {
     csi.as_ref().and_then(|c| c.get("findings")).and_then(Value::as_array).map_or(0, Vec::len)
 }
 
-async fn volumes(State(shared): AppState, Query(params): Query<HashMap<String, String>>) -> Response {
-    if let Some(unknown) = params.keys().next() {
-        return error(StatusCode::BAD_REQUEST, &format!("unknown parameter {unknown:?}"));
-    }
+async fn volumes(State(shared): AppState) -> Response {
     ok(json!({"volumes": shared.snapshot().volumes}))
 }
 
@@ -258,6 +273,12 @@ mod tests {
             ("GET", "/debug/mounts?limit=100000", StatusCode::BAD_REQUEST),
             ("GET", "/debug/mounts?since=5", StatusCode::BAD_REQUEST),
             ("GET", "/debug/volumes?x=1", StatusCode::BAD_REQUEST),
+            ("GET", "/debug/volumes/pv-1?verbose=1", StatusCode::BAD_REQUEST),
+            ("GET", "/debug/status?x", StatusCode::BAD_REQUEST),
+            ("GET", "/debug/csi?driver=d", StatusCode::BAD_REQUEST),
+            ("GET", "/debug/config?x=1", StatusCode::BAD_REQUEST),
+            ("GET", "/healthz?x=1", StatusCode::BAD_REQUEST),
+            ("GET", "/readyz?x=1", StatusCode::BAD_REQUEST),
             ("POST", "/debug/volumes", StatusCode::METHOD_NOT_ALLOWED),
             ("DELETE", "/healthz", StatusCode::METHOD_NOT_ALLOWED),
         ] {
