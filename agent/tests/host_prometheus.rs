@@ -164,6 +164,13 @@ fn a_real_prometheus_scrapes_the_agent_while_real_mounts_happen() {
     let unmounts =
         "sum(storage_operation_duration_seconds_count{operation_name=\"volume_unmount\",status=\"success\"})";
     prometheus.query_until(unmounts, |r| value(r) == Some(5.0));
+    // A publish that fails in the kernel (its source is gone) is kubelet's `fail-unknown`,
+    // selected as the SLO queries select it.
+    let missing = tree.tmp.path().join("no-such-volume");
+    assert_eq!(ns.bind(&missing, &c), Err(Errno::ENOENT));
+    let failed =
+        "sum(storage_operation_duration_seconds_count{operation_name=\"volume_mount\",status=\"fail-unknown\"})";
+    prometheus.query_until(failed, |r| value(r) == Some(1.0));
     let plugins = prometheus.query("count by (volume_plugin) (storage_operation_duration_seconds_count)");
     let names: Vec<&str> = plugins.iter().filter_map(|s| s["metric"]["volume_plugin"].as_str()).collect();
     assert!(names.contains(&"kubernetes.io/csi:hostpath.csi.k8s.io"), "the PV's driver names the plugin: {names:?}");
@@ -199,6 +206,10 @@ fn a_real_prometheus_scrapes_the_agent_while_real_mounts_happen() {
     let cli = Command::new(agent_binary()).args(["conflicts", "--debug-address", &debug]).output().unwrap();
     let table = String::from_utf8_lossy(&cli.stdout);
     assert!(cli.status.success() && table.starts_with("WHEN") && table.contains("shop/db-1"), "{table}");
+    let cli = Command::new(agent_binary()).args(["volumes", "--json", "--debug-address", &debug]).output().unwrap();
+    let json: Value = serde_json::from_slice(&cli.stdout).expect("`volumes --json` prints JSON");
+    let owners: Vec<_> = json["volumes"].as_array().unwrap().iter().filter_map(|v| v["owner"].as_str()).collect();
+    assert_eq!(owners, ["pod-a"], "{json}");
     let (status, _) = get(&debug, "/debug/mounts?limit=nope");
     assert_eq!(status, 400);
 
