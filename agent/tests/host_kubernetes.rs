@@ -137,3 +137,50 @@ async fn api_facts_drive_enforcement_and_conflicts_become_events_and_an_outage_r
         }
     });
 }
+
+/// `volguard check --kubernetes` (no root needed): its facts come from one complete list
+/// of the API, so a driver that this node's CSINode names but that has no socket here is
+/// found; with the API server gone it fails with a clear message instead of hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volguard_check_takes_its_facts_from_the_api() {
+    let mut fake = FakeApi::start().await;
+    seed(&fake);
+    let dir = tempfile::tempdir().unwrap();
+    let config = kubeconfig(dir.path(), &fake.url());
+    let (root, mountinfo) = (dir.path().join("kubelet"), dir.path().join("mountinfo"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(&mountinfo, "").unwrap();
+    let check = move || {
+        let output = std::process::Command::new(support::kubelet::agent_binary())
+            .arg("check")
+            .arg("--kubernetes")
+            .args(["--node-name", NODE, "--api-timeout", "3", "--deadline-ms", "500"])
+            .arg("--kubelet-root")
+            .arg(&root)
+            .arg("--mountinfo")
+            .arg(&mountinfo)
+            // Nothing listens on the discard port: no running agent to take a mode from.
+            .args(["--debug-address", "127.0.0.1:9"])
+            .env("KUBECONFIG", &config)
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (output.status.code(), text(&output.stdout), text(&output.stderr))
+    };
+    let check_again = check.clone();
+
+    let (code, stdout, stderr) = tokio::task::spawn_blocking(check).await.unwrap();
+    assert_eq!(code, Some(2), "an error finding: stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("[csi_node_driver_without_socket] driver hostpath.csi.k8s.io"),
+        "CSINode came from the API: {stdout}"
+    );
+    assert!(stdout.contains("judged for mode none"), "{stdout}");
+    assert!(!stdout.contains("csi_driver_object_missing"), "the API lists the CSIDriver: {stdout}");
+
+    fake.stop().await;
+    let (code, stdout, stderr) = tokio::task::spawn_blocking(check_again).await.unwrap();
+    assert_eq!(code, Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("the Kubernetes API: no complete list within 3 s"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

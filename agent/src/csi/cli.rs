@@ -1,12 +1,15 @@
 //! `volguard check`: runs every CSI check once and prints a readable report, usable as a
 //! node health check (exit status 2 when an error-severity finding exists).
 
-use std::{fmt::Write as _, path::PathBuf, time::Duration};
+use std::{fmt::Write as _, net::SocketAddr, path::PathBuf, time::Duration};
+
+use tokio::sync::watch;
 
 use crate::{
-    checks::Severity,
+    checks::{Check, Severity},
     enforce::Mode,
-    facts::Facts,
+    facts::{Facts, Origin, Snapshot},
+    http::DEFAULT_DEBUG_ADDRESS,
     inventory::{self, InventoryError},
     mount_table::{HOST_MOUNTINFO, MountTable},
     state::Mounts,
@@ -25,10 +28,20 @@ pub struct CheckArgs {
     /// Mount table that says which volumes are published into which pods.
     #[arg(long, default_value = HOST_MOUNTINFO)]
     pub mountinfo: PathBuf,
-    /// Local inventory (YAML) with the pods, PVs, CSIDrivers and CSINode; without it only
-    /// the drivers themselves are checked.
-    #[arg(long, value_name = "FILE")]
+    /// Local inventory (YAML) with the pods, PVs, CSIDrivers and CSINode. Without it or
+    /// --kubernetes only the drivers themselves are checked.
+    #[arg(long, value_name = "FILE", conflicts_with = "kubernetes")]
     pub inventory: Option<PathBuf>,
+    /// Take the facts from the Kubernetes API (in-cluster service account, or KUBECONFIG):
+    /// one complete list of this node's pods, PVs, PVCs, CSIDrivers and CSINode.
+    #[arg(long, requires = "node_name")]
+    pub kubernetes: bool,
+    /// This node's name, for --kubernetes.
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+    /// How long --kubernetes waits for the complete list, in seconds.
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    pub api_timeout: u64,
     /// A driver socket to ask besides the discovered ones; repeat for more.
     #[arg(long = "csi-socket", value_name = "PATH")]
     pub csi_sockets: Vec<PathBuf>,
@@ -36,9 +49,13 @@ pub struct CheckArgs {
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     pub deadline_ms: u64,
     /// The volguard mode in force on this node (decides how serious an RWOP volume on a
-    /// driver that cannot tell it from RWO is); omitted: no agent enforces.
+    /// driver that cannot tell it from RWO is); omitted: the mode of the agent answering
+    /// on --debug-address, or, when none answers, no agent enforcing.
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
+    /// Where the running agent's debug API listens (asked for its mode).
+    #[arg(long, default_value = DEFAULT_DEBUG_ADDRESS)]
+    pub debug_address: SocketAddr,
     /// Print the report as JSON instead.
     #[arg(long)]
     pub json: bool,
@@ -48,6 +65,8 @@ pub struct CheckArgs {
 pub enum CliError {
     #[error(transparent)]
     Inventory(#[from] InventoryError),
+    #[error("the Kubernetes API: {0}")]
+    Api(String),
     #[error("reading the mount table {path}: {source}")]
     MountTable {
         path: String,
@@ -58,9 +77,12 @@ pub enum CliError {
 
 /// Runs the checks and prints the report; `Ok(false)` when an error-severity finding exists.
 pub async fn run(args: CheckArgs) -> Result<bool, CliError> {
-    let facts = match &args.inventory {
-        Some(path) => inventory::load(path)?,
-        None => Facts::default(),
+    let facts = match (&args.inventory, &args.node_name) {
+        (Some(path), _) => Some(inventory::load(path)?),
+        (None, Some(node_name)) if args.kubernetes => {
+            Some(api_facts(node_name, Duration::from_secs(args.api_timeout)).await?)
+        }
+        _ => None,
     };
     let table = MountTable::read(&args.mountinfo)
         .map_err(|source| CliError::MountTable { path: args.mountinfo.display().to_string(), source })?;
@@ -70,13 +92,57 @@ pub async fn run(args: CheckArgs) -> Result<bool, CliError> {
         extra_sockets: args.csi_sockets.clone(),
         deadline: Duration::from_millis(args.deadline_ms),
     };
-    let report = report::check_node(&opts, &facts, &mounts, args.mode).await;
+    let mode = args.mode.or_else(|| running_agent_mode(args.debug_address));
+    let mut report = report::check_node(&opts, facts.as_ref().unwrap_or(&Facts::default()), &mounts, mode).await;
+    if facts.is_none() {
+        // Nothing is known about CSIDriver objects without a source of facts: saying each
+        // driver lacks one would be a guess.
+        report.findings.retain(|f| f.check != Check::CsiDriverObjectMissing);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
     } else {
+        if facts.is_none() {
+            println!("no facts (--inventory or --kubernetes): only the drivers themselves are checked");
+        }
+        println!("judged for mode {}", mode.map_or("none (no agent answered)".into(), |m| m.to_string()));
         print!("{}", render(&report));
     }
     Ok(!report.findings.iter().any(|f| f.severity == Severity::Error))
+}
+
+/// The mode of the agent whose debug API answers at `address`, if one does.
+fn running_agent_mode(address: SocketAddr) -> Option<Mode> {
+    let status = crate::cli::fetch(address, "/debug/status").ok()?;
+    <Mode as clap::ValueEnum>::from_str(status["mode"].as_str()?, true).ok()
+}
+
+/// One complete list of the facts from the Kubernetes API, through the agent's own
+/// watchers (the source stops when the receiver is dropped).
+async fn api_facts(node_name: &str, timeout: Duration) -> Result<Facts, CliError> {
+    let config = kube::Config::infer().await.map_err(|e| CliError::Api(e.to_string()))?;
+    let client = kube::Client::try_from(config).map_err(|e| CliError::Api(e.to_string()))?;
+    let (tx, mut rx) = watch::channel(Snapshot::empty(Origin::KubernetesApi));
+    let source = tokio::spawn(crate::k8s::source::run(client, node_name.to_owned(), tx));
+    let complete = async {
+        loop {
+            {
+                let snapshot = rx.borrow_and_update();
+                if snapshot.synced_at.is_some() && snapshot.stale.is_none() {
+                    return Ok(Facts::clone(&snapshot.facts));
+                }
+            }
+            if rx.changed().await.is_err() {
+                return Err(CliError::Api("the API source stopped before a complete list".into()));
+            }
+        }
+    };
+    let result = tokio::time::timeout(timeout, complete).await.unwrap_or_else(|_| {
+        let why = rx.borrow().stale.clone().unwrap_or_else(|| "no answer".into());
+        Err(CliError::Api(format!("no complete list within {} s: {why}", timeout.as_secs())))
+    });
+    source.abort();
+    result
 }
 
 /// The human-readable report: drivers, volumes, then findings by severity (worst first).
