@@ -101,9 +101,14 @@ impl NodeModel {
         change
     }
 
-    /// Re-reads `vol_data.json` files for the inline-handle check.
+    /// Re-reads `vol_data.json` files for the inline-handle check. A finding is logged
+    /// when it appears, not again at every pass while it lasts.
     pub fn scan_tree(&mut self) {
-        self.tree_findings = checks::inline_handles(&checks::scan_pod_volumes(&self.kubelet_root));
+        let findings = checks::inline_handles(&checks::scan_pod_volumes(&self.kubelet_root));
+        for f in findings.iter().filter(|f| !self.tree_findings.contains(f)) {
+            warn!("finding {:?} ({:?}) {}: {}", f.check, f.severity, f.subject, f.message);
+        }
+        self.tree_findings = findings;
     }
 
     pub fn apply(&mut self, change: &PublishChange) {
@@ -178,7 +183,8 @@ impl NodeModel {
                 None => String::new(),
             }
         );
-        for finding in self.findings() {
+        // The tree's findings are logged by `scan_tree` as they appear.
+        for finding in &self.fact_findings {
             warn!("finding {:?} ({:?}) {}: {}", finding.check, finding.severity, finding.subject, finding.message);
         }
     }

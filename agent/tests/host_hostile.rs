@@ -16,19 +16,9 @@ use std::{
 
 use nix::errno::Errno;
 use support::{
-    have_root,
+    have_root, http_get,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
 };
-
-/// A plain HTTP/1.0 GET; the whole response.
-fn get(address: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
-    let mut text = String::new();
-    stream.read_to_string(&mut text).unwrap();
-    text
-}
 
 /// A path of exactly `len` bytes below `base`, made of components of at most 200 bytes.
 fn path_of_length(base: &Path, len: usize) -> PathBuf {
@@ -173,7 +163,7 @@ fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_sti
         (&debug, "/debug/conflicts"),
         (&metrics, "/metrics"),
     ] {
-        let body = get(address, path);
+        let (_, body) = http_get(address, path);
         assert!(body.len() > 20 && !body.contains("hunter2"), "{path}: {body}");
     }
 

@@ -12,8 +12,9 @@ use std::{
 };
 
 use nix::errno::Errno;
+use serde_json::Value;
 use support::{
-    have_root,
+    have_root, http_get,
     kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
 };
 
@@ -43,14 +44,22 @@ struct Node {
     b: PathBuf,
 }
 
+/// Where kubelet stages pv-data (`<driver>/<sha256(volume handle)>/globalmount`).
+const STAGING: &str = "plugins/kubernetes.io/csi/hostpath.csi.k8s.io/0f0ea5f4b8fcbd0e4d8b4c4ac5a0ff9b1ea5fcd1e6b1d4a2f3a1b0c9d8e7f6a5/globalmount";
+
 impl Node {
+    /// The kubelet tree with pv-data staged as kubelet does it: a real tmpfs at its
+    /// global mount, which the pods' publishes bind.
     fn new(test: &str, inventory_text: &str) -> Self {
         let tree = KubeletTree::new();
         let inventory = tree.tmp.path().join("inventory.yaml");
         std::fs::write(&inventory, inventory_text).unwrap();
-        let (volume, a, b) =
-            (tree.volume("pv-data"), tree.publish_dir("pod-a", "pv-data"), tree.publish_dir("pod-b", "pv-data"));
-        Self { ns: MountNs::new(), pins: pin_root(test), tree, inventory, volume, a, b }
+        let ns = MountNs::new();
+        let volume = tree.root().join(STAGING);
+        std::fs::create_dir_all(&volume).unwrap();
+        assert_eq!(ns.mount_tmpfs(&volume), Ok(()), "the staging mount");
+        let (a, b) = (tree.publish_dir("pod-a", "pv-data"), tree.publish_dir("pod-b", "pv-data"));
+        Self { ns, pins: pin_root(test), tree, inventory, volume, a, b }
     }
 
     fn agent(&self) -> Agent {
@@ -92,7 +101,7 @@ impl Node {
 
     fn finish(self, agent: Agent) {
         agent.stop();
-        for target in [&self.a, &self.b] {
+        for target in [&self.a, &self.b, &self.volume] {
             while self.ns.umount(target).is_ok() {}
         }
         if self.pins.exists() {
@@ -114,6 +123,16 @@ fn pinned_owners(pins: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// pv-data as the debug API shows it: owner, pods it is published to, single-pod reason,
+/// PVC. Before and after a restart these must be the same.
+fn volume_view(agent: &Agent) -> Value {
+    let (status, body) = http_get(&agent.address("debug API"), "/debug/volumes/pv-data");
+    assert_eq!(status, 200, "{body}");
+    let json: Value = serde_json::from_str(&body).unwrap();
+    let v = &json["volume"];
+    serde_json::json!([v["owner"], v["published_to"], v["single_pod"], v["claim"]])
+}
+
 /// Polls `cond` for up to 10 s.
 fn eventually(what: &str, cond: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -133,6 +152,9 @@ fn inventory_single_pod_volumes_keep_their_owner_across_an_agent_restart() {
     agent.wait_for_line("the model", |l| l.contains("1 single-pod volumes (1 ReadWriteOncePod"));
     assert_eq!(node.ns.bind(&node.volume, &node.a), Ok(()), "pod A publishes first");
     node.second_publish_is_stopped(&agent);
+    // The debug view is refreshed at most once a second.
+    let owned_by_a = serde_json::json!(["pod-a", ["pod-a"], "ReadWriteOncePod", "shop/data"]);
+    eventually("the model before the restart", || volume_view(&agent) == owned_by_a);
     agent.stop();
 
     // The restarted agent never saw A's publish: it rebuilds (or adopts) the owner.
@@ -141,6 +163,7 @@ fn inventory_single_pod_volumes_keep_their_owner_across_an_agent_restart() {
         l.contains("volume pv-data is published for pod pod-a (mount table)")
             || l.contains("volume pv-data is owned by pod pod-a")
     });
+    eventually("the same model after the restart", || volume_view(&agent) == owned_by_a);
     node.second_publish_is_stopped(&agent);
     node.finish(agent);
 }

@@ -7,7 +7,6 @@
 mod support;
 
 use std::{
-    io::{Read, Write},
     net::TcpStream,
     path::Path,
     process::{Child, Command, Stdio},
@@ -17,7 +16,7 @@ use std::{
 use nix::errno::Errno;
 use serde_json::Value;
 use support::{
-    have_root,
+    have_root, http_get,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
 };
 
@@ -32,17 +31,6 @@ persistentVolumes:
 persistentVolumeClaims:
   - {namespace: shop, name: data, accessModes: [ReadWriteOncePod], volumeName: pv-data}
 ";
-
-/// A blocking HTTP/1.0 GET; (status, body).
-fn get(address: &str, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).unwrap_or_else(|e| panic!("connect {address}: {e}"));
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_owned())
-}
 
 fn encode(query: &str) -> String {
     query
@@ -105,7 +93,7 @@ impl Prometheus {
     /// `data` of a successful API answer, `None` while Prometheus is not up yet.
     fn api(&self, path: &str) -> Option<Value> {
         TcpStream::connect(&self.address).ok()?;
-        let (status, body) = get(&self.address, path);
+        let (status, body) = http_get(&self.address, path);
         let json: Value = serde_json::from_str(&body).ok()?;
         assert_eq!((status, json["status"].as_str()), (200, Some("success")), "{path}: {body}");
         Some(json["data"].clone())
@@ -200,7 +188,7 @@ fn a_real_prometheus_scrapes_the_agent_while_real_mounts_happen() {
     assert!(cli.status.success() && table.starts_with("DRIVER") && table.contains("error"), "{table}");
 
     // The debug API and the CLI see the same state.
-    let (status, body) = get(&debug, "/debug/volumes/pv-data");
+    let (status, body) = http_get(&debug, "/debug/volumes/pv-data");
     let volume_json: Value = serde_json::from_str(&body).unwrap();
     assert_eq!((status, volume_json["volume"]["owner"].as_str()), (200, Some("pod-a")), "{body}");
     let cli = Command::new(agent_binary()).args(["conflicts", "--debug-address", &debug]).output().unwrap();
@@ -210,11 +198,11 @@ fn a_real_prometheus_scrapes_the_agent_while_real_mounts_happen() {
     let json: Value = serde_json::from_slice(&cli.stdout).expect("`volumes --json` prints JSON");
     let owners: Vec<_> = json["volumes"].as_array().unwrap().iter().filter_map(|v| v["owner"].as_str()).collect();
     assert_eq!(owners, ["pod-a"], "{json}");
-    let (status, _) = get(&debug, "/debug/mounts?limit=nope");
+    let (status, _) = http_get(&debug, "/debug/mounts?limit=nope");
     assert_eq!(status, 400);
 
     // Every metric the dashboards name is in the agent's real exposition.
-    let (_, exposition) = get(&metrics, "/metrics");
+    let (_, exposition) = http_get(&metrics, "/metrics");
     for name in dashboard_metrics() {
         assert!(
             exposition.contains(&format!("# TYPE {name} ")),

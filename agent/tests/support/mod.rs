@@ -24,6 +24,19 @@ pub fn have_root(test: &str) -> bool {
     false
 }
 
+/// A blocking HTTP/1.0 GET against the agent's listeners; (status, body).
+pub fn http_get(address: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap_or_else(|e| panic!("connect {address}: {e}"));
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_owned())
+}
+
 /// Creates `root/<name>` for each name and returns the paths.
 pub fn make_dirs<const N: usize>(root: &std::path::Path, names: [&str; N]) -> [PathBuf; N] {
     names.map(|n| {
