@@ -81,16 +81,34 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     run_cmd(fuzz_command().args(["build", "--sanitizer", "none"]))?;
     for (name, seeds) in selected {
         let corpus = seeded_corpus(name, seeds)?;
-        run_cmd(
-            fuzz_command()
-                .args(["run", "--sanitizer", "none", name])
-                .arg(&corpus)
-                .arg("--")
-                .arg(format!("-max_total_time={}", options.seconds))
-                .arg("-rss_limit_mb=2048")
-                .arg("-print_final_stats=1"),
-        )
-        .with_context(|| format!("fuzz target {name} failed: the input that did it is under fuzz/artifacts/{name}/"))?;
+        // libFuzzer prints a line per new input: keep that in a log, show the outcome.
+        let log_path = target_dir().join("fuzz-logs").join(format!("{name}.log"));
+        fs::create_dir_all(log_path.parent().context("a log directory")?)?;
+        let log = fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+        let mut cmd = fuzz_command();
+        cmd.args(["run", "--sanitizer", "none", name])
+            .arg(&corpus)
+            .arg("--")
+            .arg(format!("-max_total_time={}", options.seconds))
+            .arg("-rss_limit_mb=2048")
+            .arg("-print_final_stats=1")
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        println!("fuzz: {name} for {} s (log: {})", options.seconds, log_path.display());
+        let result = run_cmd(&mut cmd);
+        let text = fs::read_to_string(&log_path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        if let Err(e) = result {
+            for line in &lines[lines.len().saturating_sub(60)..] {
+                println!("  | {line}");
+            }
+            return Err(e).with_context(|| {
+                format!("fuzz target {name} failed: the input that did it is under fuzz/artifacts/{name}/")
+            });
+        }
+        for line in lines.iter().filter(|l| l.starts_with("Done ") || l.starts_with("stat::new_units")) {
+            println!("  {line}");
+        }
     }
     Ok(())
 }
