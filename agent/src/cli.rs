@@ -178,11 +178,12 @@ fn volumes(b: &Value) -> String {
                 s(&v["driver"]),
                 s(&v["owner"]),
                 s(&v["published_to"]),
+                s(&v["expected_csi_access_mode"]),
                 v["findings"].as_array().map_or(0, Vec::len).to_string(),
             ]
         })
         .collect();
-    table(&["VOLUME", "SINGLE-POD", "PVC", "DRIVER", "OWNER", "PUBLISHED-TO", "FINDINGS"], &rows)
+    table(&["VOLUME", "SINGLE-POD", "PVC", "DRIVER", "OWNER", "PUBLISHED-TO", "CSI-MODE", "FINDINGS"], &rows)
 }
 
 fn conflicts(b: &Value) -> String {
@@ -249,13 +250,26 @@ mod tests {
     #[test]
     fn views_render_the_api_shape() {
         let v = json!({"volumes": [{"name": "pv-1", "single_pod": "ReadWriteOncePod", "claim": "shop/data",
-            "driver": "d", "owner": "pod-a", "published_to": ["pod-a", "pod-b"], "findings": []}]});
+            "driver": "d", "owner": "pod-a", "published_to": ["pod-a", "pod-b"],
+            "expected_csi_access_mode": "SINGLE_NODE_WRITER", "findings": []}]});
         let out = View::Volumes.render(&v);
         assert!(
-            out.starts_with("VOLUME  SINGLE-POD        PVC        DRIVER  OWNER  PUBLISHED-TO  FINDINGS\n"),
+            out.starts_with(
+                "VOLUME  SINGLE-POD        PVC        DRIVER  OWNER  PUBLISHED-TO  CSI-MODE            FINDINGS\n"
+            ),
             "{out}"
         );
-        assert!(out.contains("pv-1    ReadWriteOncePod  shop/data  d       pod-a  pod-a,pod-b   0"), "{out}");
+        assert!(
+            out.contains("pv-1    ReadWriteOncePod  shop/data  d       pod-a  pod-a,pod-b   SINGLE_NODE_WRITER  0"),
+            "{out}"
+        );
+
+        let m = json!({"mounts": [{"at": {"secs_since_epoch": 0, "nanos_since_epoch": 0}, "operation": "volume_mount",
+            "volume_plugin": "kubernetes.io/csi:d", "success": false, "ret": -2, "duration_seconds": 0.0015,
+            "comm": "mount", "target": "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv-1/mount"}]});
+        let out = View::Mounts.render(&m);
+        assert!(out.starts_with("WHEN"), "{out}");
+        assert!(out.contains("volume_mount  kubernetes.io/csi:d  ret -2  1.500  mount"), "{out}");
 
         let c = json!({"conflicts": [{"at": {"secs_since_epoch": 0, "nanos_since_epoch": 0}, "action": "refused",
             "volume": "pv-1", "claim": null, "pod": {"uid": "u-b", "namespace": "shop", "name": "db-1"},

@@ -582,6 +582,41 @@ async fn the_monitor_follows_sockets_and_facts() {
     let rwop = judged.findings.iter().find(|f| f.check == Check::CsiRwopNotEnforcedByDriver).unwrap();
     assert_eq!(rwop.severity, Severity::Info, "the agent enforces in the kernel");
 
+    // The socket goes away (the node plugin stopped): noticed at the next poll, and the
+    // CSINode entry without a socket is an error.
+    std::fs::remove_file(node.conventional("stand-in")).unwrap();
+    let gone =
+        wait_for(&mut rx, Duration::from_secs(3), |r| find(r, Check::CsiNodeDriverWithoutSocket).is_some()).await;
+    assert_eq!(find(&gone, Check::CsiNodeDriverWithoutSocket).unwrap().severity, Severity::Error);
+    assert!(gone.checked_at > asked_at, "asked again");
+
+    drop(rx);
+    tokio::time::timeout(Duration::from_secs(2), task).await.expect("the monitor stops when nobody listens").unwrap();
+}
+
+/// Drivers are asked again every recheck interval, with no socket or fact changing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_monitor_asks_again_every_recheck_interval() {
+    use tokio::sync::watch;
+    use volguard::{
+        csi::monitor::{self, MonitorOptions},
+        facts::{Origin, Snapshot},
+    };
+
+    let node = Node1::new();
+    node.serve_driver(&node.conventional("stand-in"), Driver::default());
+    let opts = MonitorOptions {
+        recheck_interval: Duration::from_millis(300),
+        socket_poll_interval: Duration::from_secs(3600),
+        ..MonitorOptions::new(node.options(DEADLINE), Some(Mode::Enforce))
+    };
+    let (_facts_tx, facts_rx) = watch::channel(Snapshot::empty(Origin::None));
+    let (_mounts_tx, mounts_rx) = watch::channel(node.mounts(&[]));
+    let (tx, mut rx) = watch::channel(CsiReport::default());
+    let task = tokio::spawn(monitor::run(opts, facts_rx, mounts_rx, tx));
+    let first = wait_for(&mut rx, Duration::from_secs(2), |r| !r.drivers.is_empty()).await;
+    let again = wait_for(&mut rx, Duration::from_secs(2), |r| r.checked_at > first.checked_at).await;
+    assert_eq!(again.drivers[0].name, DRIVER);
     drop(rx);
     tokio::time::timeout(Duration::from_secs(2), task).await.expect("the monitor stops when nobody listens").unwrap();
 }
