@@ -30,6 +30,10 @@ fn the_demo_plays_every_step_and_cleans_up() {
     assert!(stdout.contains(second_pod), "expected {second_pod:?}:\n{stdout}");
     assert!(stdout.contains("(PVC shop/data) is single-pod and already in use by pod shop/db-0"), "{stdout}");
     assert!(stdout.contains("csi_rwop_not_enforced_by_driver"), "the CSI finding:\n{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.contains("pv-data") && l.contains("SINGLE_NODE_WRITER")),
+        "volguard volumes shows the access mode kubelet sends the driver:\n{stdout}"
+    );
     assert!(stdout.contains("pv-cache") && stdout.contains("web-0,web-1"), "the RWO volume shared:\n{stdout}");
     assert!(stdout.contains("volguard_conflicts_total{namespace=\"shop\",persistentvolumeclaim=\"data\""), "{stdout}");
     assert!(stdout.contains("Cleaned up"), "{stdout}");
@@ -37,4 +41,51 @@ fn the_demo_plays_every_step_and_cleans_up() {
     let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!host.contains("volguard-demo"), "a demo mount leaked into the host's table");
     assert!(!std::path::Path::new("/sys/fs/bpf/volguard-demo").exists(), "the demo's pins were left behind");
+}
+
+/// Runs `volguard demo --hold`, sends SIGINT once a stdout line contains `marker`, and
+/// returns the exit status and everything printed.
+fn interrupt_demo_after(marker: &str) -> (std::process::ExitStatus, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(agent_binary())
+        .args(["demo", "--hold"])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut printed = String::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        printed.push_str(&line);
+        printed.push('\n');
+        if line.contains(marker) {
+            break;
+        }
+    }
+    assert!(printed.contains(marker), "the demo ended before {marker:?}:\n{printed}");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    for line in lines {
+        printed.push_str(&line.unwrap());
+        printed.push('\n');
+    }
+    (child.wait().unwrap(), printed)
+}
+
+/// Ctrl-C in the middle of the story, or while it holds at the end, stops the agent and
+/// removes every demo mount and pin too.
+#[test]
+fn ctrl_c_at_any_point_cleans_up() {
+    if !have_root("ctrl_c_at_any_point_cleans_up") {
+        return;
+    }
+    for marker in ["── 2/6", "Ctrl-C to finish."] {
+        let (status, printed) = interrupt_demo_after(marker);
+        assert!(status.success() || status.code() == Some(130), "after {marker:?}: {status}\n{printed}");
+        assert!(printed.contains("Cleaned up"), "after {marker:?}:\n{printed}");
+        let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!host.contains("volguard-demo"), "after {marker:?}: a demo mount leaked into the host's table");
+        assert!(!std::path::Path::new("/sys/fs/bpf/volguard-demo").exists(), "after {marker:?}: pins left behind");
+    }
 }
