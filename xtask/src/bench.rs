@@ -26,7 +26,7 @@ use crate::proc::{cargo, require_root, run_cmd, target_dir, workspace_root};
 
 const REPS: usize = 5;
 const PIN_ROOT: &str = "/sys/fs/bpf/volguard-bench";
-const CYCLES: usize = 2000;
+const CYCLES: usize = 10_000;
 const VOLUMES: usize = 10_000;
 const PODS: usize = 110;
 const TABLE_MOUNTS: usize = 5000;
@@ -292,9 +292,11 @@ In the VM (`agent/tests/vm_bench.rs`): Debian's \
             ));
             let _ = writeln!(
                 self.report.details,
-                "- {name}: {cycles} cycles; seconds per run without {}, with {}; ratio of medians {ratio:.3}",
+                "- {name}: {cycles} cycles; seconds per run without {}, with {}; ratio of medians {ratio:.3}; \
+                 unmounts retried after EBUSY with the agent: {}",
                 list(&without, 3),
-                list(&with, 3)
+                list(&with, 3),
+                json["umount_busy_retries"]
             );
         }
         self.report.details.push('\n');
