@@ -86,6 +86,10 @@ pub async fn run(agent: &Path, hold: bool) -> Result<(), DemoError> {
     if !nix::unistd::Uid::effective().is_root() {
         return Err(DemoError::NotRoot);
     }
+    // Caught from here on: a Ctrl-C at any moment (even while the agent starts) must end
+    // in the clean-up below, not in SIGINT's default of dying with mounts and pins left.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(io("installing the Ctrl-C handler"))?;
     let stage = Stage::build()?;
     let mut show = Show::new();
     let story = async {
@@ -97,16 +101,16 @@ pub async fn run(agent: &Path, hold: bool) -> Result<(), DemoError> {
                 "or open http://{}/debug/volumes and http://{}/metrics. Ctrl-C to finish.",
                 agent.debug, agent.metrics
             );
-            let _ = tokio::signal::ctrl_c().await;
+            // Until the Ctrl-C below ends the story (the agent is dropped with it).
+            std::future::pending::<()>().await;
         }
         Ok::<_, DemoError>(agent)
     };
     let outcome = tokio::select! {
-        outcome = story => outcome.map(Some),
-        _ = tokio::signal::ctrl_c() => { println!("\nCtrl-C: stopping."); Ok(None) }
+        outcome = story => outcome.map(drop),
+        _ = interrupt.recv() => { println!("\nCtrl-C: stopping."); Ok(()) }
     };
-    // Stops the agent (its Drop), then undoes the stage.
-    let outcome = outcome.map(drop);
+    // The agent has stopped (its Drop, with the story); now undo the stage.
     drop(stage);
     println!(
         "Cleaned up: the agent stopped, its pins removed, every demo mount gone (they lived in the demo's own mount namespace)."
