@@ -255,13 +255,15 @@ impl Bench {
         if lines.is_empty() {
             bail!("the VM printed no benchmark line");
         }
-        self.report.commands.push("cargo xtask vm-test's initramfs with vm_bench (see 1b)".into());
+        self.report.commands.push(
+            "qemu-system-x86_64 -smp 2 … -append 'lsm=lockdown,capability,bpf …'  # /tests/vm_bench --ignored --exact \
+             enforcement_overhead_per_mount_syscall (see 1b)"
+                .into(),
+        );
         let _ = writeln!(
             self.report.details,
-            "### 1b. Mount syscall overhead with the LSM hooks
-
-In the VM (`agent/tests/vm_bench.rs`): Debian's \
-             cloud kernel under qemu's software emulation (TCG, 2 vCPUs), booted with `bpf` in `lsm=`. \
+            "### 1b. Mount syscall overhead with the LSM hooks\n\nIn the VM (`agent/tests/vm_bench.rs`): \
+             Debian's cloud kernel under qemu's software emulation (TCG, 2 vCPUs), booted with `bpf` in `lsm=`. \
              `mount(src, tgt, MS_BIND)` + `umount2(tgt, 0)` cycles in a private mount namespace, {REPS} \
              repetitions alternating no agent / the real agent in enforce mode (tracing and LSM programs \
              attached; removed with `volguard uninstall` before each baseline). Emulation makes every syscall \
