@@ -150,11 +150,12 @@ async fn volguard_check_takes_its_facts_from_the_api() {
     let (root, mountinfo) = (dir.path().join("kubelet"), dir.path().join("mountinfo"));
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(&mountinfo, "").unwrap();
-    let check = move || {
+    // A generous wait while the server is up (CI machines are loaded), a short one once gone.
+    let check = move |api_timeout: &str| {
         let output = std::process::Command::new(support::kubelet::agent_binary())
             .arg("check")
             .arg("--kubernetes")
-            .args(["--node-name", NODE, "--api-timeout", "3", "--deadline-ms", "500"])
+            .args(["--node-name", NODE, "--api-timeout", api_timeout, "--deadline-ms", "500"])
             .arg("--kubelet-root")
             .arg(&root)
             .arg("--mountinfo")
@@ -169,7 +170,7 @@ async fn volguard_check_takes_its_facts_from_the_api() {
     };
     let check_again = check.clone();
 
-    let (code, stdout, stderr) = tokio::task::spawn_blocking(check).await.unwrap();
+    let (code, stdout, stderr) = tokio::task::spawn_blocking(move || check("20")).await.unwrap();
     assert_eq!(code, Some(2), "an error finding: stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(
         stdout.contains("[csi_node_driver_without_socket] driver hostpath.csi.k8s.io"),
@@ -179,7 +180,7 @@ async fn volguard_check_takes_its_facts_from_the_api() {
     assert!(!stdout.contains("csi_driver_object_missing"), "the API lists the CSIDriver: {stdout}");
 
     fake.stop().await;
-    let (code, stdout, stderr) = tokio::task::spawn_blocking(check_again).await.unwrap();
+    let (code, stdout, stderr) = tokio::task::spawn_blocking(move || check_again("3")).await.unwrap();
     assert_eq!(code, Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stderr.contains("the Kubernetes API: no complete list within 3 s"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
