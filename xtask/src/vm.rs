@@ -105,8 +105,7 @@ pub const BENCH_LINE: &str = "volguard-bench: ";
 /// Boots the VM kernel with BPF LSM, runs the enforcement benchmark, and returns the
 /// JSON of each of its `volguard-bench:` lines.
 pub fn bench(timeout: Duration) -> anyhow::Result<Vec<String>> {
-    let kernel = setup::find_vm_kernel()
-        .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))?;
+    let kernel = vm_kernel()?;
     let binaries = build_test_binaries(&[&BENCH_BOOT])?;
     let work = target_dir().join("vm").join("bench");
     let initrd = build_initramfs(&work, &BENCH_BOOT, &binaries)?;
@@ -120,8 +119,7 @@ pub fn bench(timeout: Duration) -> anyhow::Result<Vec<String>> {
 
 /// Boots the VM kernel with BPF LSM and plays `volguard demo` in it.
 pub fn demo(timeout: Duration) -> anyhow::Result<()> {
-    let kernel = setup::find_vm_kernel()
-        .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))?;
+    let kernel = vm_kernel()?;
     let json = output(cargo().args(["build", "--message-format=json", "-p", "volguard"]).stderr(Stdio::inherit()))?;
     let agent = json
         .lines()
@@ -139,14 +137,19 @@ pub fn demo(timeout: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The kernel `cargo xtask setup` fetched, or an error saying to run it.
+fn vm_kernel() -> anyhow::Result<PathBuf> {
+    setup::find_vm_kernel()
+        .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))
+}
+
 /// The console line the init script ends with.
 const VERDICT: &str = "volguard-vm: result failed=";
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
     let kernel = match &options.kernel {
         Some(k) => k.clone(),
-        None => setup::find_vm_kernel()
-            .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))?,
+        None => vm_kernel()?,
     };
     let binaries = build_test_binaries(&BOOTS.iter().collect::<Vec<_>>())?;
     let mut failed = Vec::new();
