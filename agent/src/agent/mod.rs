@@ -13,6 +13,7 @@ use std::{
 use tracing::{info, warn};
 use volguard_common::enforce::KernelLayout;
 
+mod own_calls;
 mod running;
 mod startup;
 

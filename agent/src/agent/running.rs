@@ -81,7 +81,7 @@ impl Running<'_> {
         let mut lost_check = tokio::time::interval(Duration::from_secs(1));
         let period = self.opts.reconcile_interval;
         let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        let own_pid = std::process::id();
+        let mut own_calls = super::own_calls::OwnCalls::announce();
         let mut csi = self.start_csi_monitor(&facts);
         loop {
             tokio::select! {
@@ -91,7 +91,7 @@ impl Running<'_> {
                         if self.opts.print_events {
                             println!("{}", render::line(&event));
                         }
-                        if event.caller.tgid != own_pid {
+                        if !own_calls.is_own(&event) {
                             self.syscall(roots.as_mut(), &event);
                         }
                     }
