@@ -152,6 +152,11 @@ fn stamp() -> String {
     )
 }
 
+/// The upstream helm that [`install_tools`] unpacks (the e2e installs the chart with it).
+pub fn helm_binary() -> PathBuf {
+    tools().helm
+}
+
 fn npm_dir() -> PathBuf {
     Path::new(CHECK_DIR).join("npm")
 }

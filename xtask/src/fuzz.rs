@@ -1,7 +1,7 @@
 //! `cargo xtask fuzz`: runs each cargo-fuzz target in fuzz/ for a bounded time, seeded
-//! with the real-world fixtures. Needs a nightly toolchain (libFuzzer's instrumentation
-//! is nightly-only) and cargo-fuzz; where either is missing it says so and skips, so the
-//! test command never depends on nightly existing.
+//! with the real-world fixtures. cargo-fuzz wants a nightly toolchain; where there is
+//! none it runs on the stable one with RUSTC_BOOTSTRAP=1 (without a sanitizer, cargo-fuzz
+//! needs nothing nightly-only but the flags), so fuzzing never skips.
 
 use std::{
     fs,
@@ -41,6 +41,10 @@ const VOL_DATA_SAMPLE: &str = concat!(
 
 pub const CARGO_FUZZ_VERSION: &str = "0.13.2";
 const NIGHTLY: &str = "nightly";
+const STABLE: &str = "stable";
+/// Names the toolchain to fuzz with instead of choosing (e.g. `stable`, to try the
+/// fallback on a machine that has nightly).
+const TOOLCHAIN_VARIABLE: &str = "VOLGUARD_FUZZ_TOOLCHAIN";
 
 #[derive(clap::Args)]
 pub struct Options {
@@ -51,24 +55,23 @@ pub struct Options {
     pub targets: Vec<String>,
 }
 
-/// Why fuzzing cannot run on this machine, if it cannot.
-fn missing_tool() -> Option<String> {
+/// The toolchain to fuzz with: nightly where rustup has it, else stable.
+fn toolchain() -> String {
+    if let Ok(named) = std::env::var(TOOLCHAIN_VARIABLE) {
+        return named;
+    }
     let nightly = Command::new("rustup").args(["run", NIGHTLY, "rustc", "--version"]).output();
-    if !nightly.is_ok_and(|o| o.status.success()) {
-        return Some("no nightly Rust toolchain (`rustup run nightly rustc` fails); libFuzzer needs one".into());
-    }
-    let fuzz = Command::new("cargo").args(["fuzz", "--version"]).output();
-    if !fuzz.is_ok_and(|o| o.status.success()) {
-        return Some(format!("cargo-fuzz is not installed (`cargo xtask setup` installs {CARGO_FUZZ_VERSION})"));
-    }
-    None
+    if nightly.is_ok_and(|o| o.status.success()) { NIGHTLY.to_owned() } else { STABLE.to_owned() }
 }
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
-    if let Some(why) = missing_tool() {
-        println!("fuzz: SKIPPED: {why}");
-        return Ok(());
-    }
+    let fuzz = Command::new("cargo").args(["fuzz", "--version"]).output();
+    anyhow::ensure!(
+        fuzz.is_ok_and(|o| o.status.success()),
+        "cargo-fuzz is not installed (`cargo xtask setup` installs {CARGO_FUZZ_VERSION})"
+    );
+    let toolchain = toolchain();
+    println!("fuzz: on the {toolchain} toolchain{}", if toolchain == NIGHTLY { "" } else { " with RUSTC_BOOTSTRAP=1" });
     let unknown: Vec<_> = options.targets.iter().filter(|t| !TARGETS.iter().any(|(n, _)| n == t)).collect();
     anyhow::ensure!(unknown.is_empty(), "no fuzz target named {unknown:?}; there are {:?}", names());
     let selected: Vec<_> = TARGETS
@@ -78,14 +81,14 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 
     // The parsers are safe Rust: the bugs to find are panics and broken invariants, which
     // libFuzzer catches without a sanitizer; leaving ASan out halves the build and run time.
-    run_cmd(fuzz_command().args(["build", "--sanitizer", "none"]))?;
+    run_cmd(fuzz_command(&toolchain).args(["build", "--sanitizer", "none"]))?;
     for (name, seeds) in selected {
         let corpus = seeded_corpus(name, seeds)?;
         // libFuzzer prints a line per new input: keep that in a log, show the outcome.
         let log_path = target_dir().join("fuzz-logs").join(format!("{name}.log"));
         fs::create_dir_all(log_path.parent().context("a log directory")?)?;
         let log = fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let mut cmd = fuzz_command();
+        let mut cmd = fuzz_command(&toolchain);
         cmd.args(["run", "--sanitizer", "none", name])
             .arg(&corpus)
             .arg("--")
@@ -117,11 +120,15 @@ fn names() -> Vec<&'static str> {
     TARGETS.iter().map(|(n, _)| *n).collect()
 }
 
-/// `cargo fuzz` on the nightly toolchain, from the workspace root. The variables the
-/// outer (stable) cargo set for us would point the inner build at the stable compiler.
-fn fuzz_command() -> Command {
+/// `cargo fuzz` on `toolchain`, from the workspace root. The variables the outer cargo
+/// set for us would point the inner build at the outer compiler.
+fn fuzz_command(toolchain: &str) -> Command {
     let mut cmd = Command::new("rustup");
-    cmd.current_dir(workspace_root()).args(["run", NIGHTLY, "cargo", "fuzz"]);
+    cmd.current_dir(workspace_root()).args(["run", toolchain, "cargo", "fuzz"]);
+    if toolchain != NIGHTLY {
+        // cargo-fuzz passes -Z flags; the stable compiler takes them with this.
+        cmd.env("RUSTC_BOOTSTRAP", "1");
+    }
     for variable in ["CARGO", "RUSTC", "RUSTDOC", "RUSTUP_TOOLCHAIN", "CARGO_TARGET_DIR", "RUSTFLAGS"] {
         cmd.env_remove(variable);
     }

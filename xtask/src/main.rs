@@ -4,6 +4,7 @@ mod bench;
 mod dashboards;
 mod demo;
 mod deploy;
+mod e2e;
 mod fuzz;
 mod proc;
 mod setup;
@@ -42,6 +43,15 @@ enum Command {
     /// Run each fuzz target in fuzz/ for a bounded time (nightly + cargo-fuzz; skipped
     /// with a message where they are missing).
     Fuzz(fuzz::Options),
+    /// A real single-node cluster (upstream Kubernetes, containerd, a CSI driver) in
+    /// namespaces of its own, volguard installed from its chart and image, the scenarios.
+    E2e(e2e::Options),
+    /// Build the agent's image from deploy/Containerfile with buildah (offline) and save
+    /// it as an archive under target/image/.
+    Image(e2e::ImageOptions),
+    /// (internal) The node's side of `e2e`, run inside its namespaces.
+    #[command(hide = true)]
+    E2eNode(e2e::NodeOptions),
     /// Check dashboards/: Grafana schema types (tsc), PromQL (promtool), metric names.
     CheckDashboards,
     /// Check deploy/: helm lint and template, schemas (kubernetes-validate), yamllint,
@@ -63,6 +73,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench => bench::run(),
         Command::BenchHolder { mounts, dir } => bench::holder(mounts, &dir),
         Command::Fuzz(options) => fuzz::run(&options),
+        Command::E2e(options) => e2e::run(&options),
+        Command::Image(options) => e2e::image(&options),
+        Command::E2eNode(options) => e2e::node_main(&options),
         Command::CheckDashboards => dashboards::run(),
         Command::CheckDeploy { write } => deploy::run(write),
     }

@@ -23,6 +23,10 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("cpio", "packs the VM initramfs"),
     ("gzip", "compresses the VM initramfs"),
     ("binutils", "strips test binaries for the VM"),
+    ("buildah", "builds the container images of the real-node test (no registry: FROM scratch)"),
+    ("runc", "the OCI runtime under containerd in the real-node test"),
+    ("curl", "health checks of the real-node test's components and Prometheus queries"),
+    ("iproute2", "the real-node test's loopback addresses in its network namespace"),
     ("prometheus", "promtool parses the dashboards' PromQL; the server scrapes the agent in the metrics tests"),
     ("nodejs", "runs tsc for the dashboards' and the deploy checks (Debian 12: node 18; typescript 5 needs >= 14.17)"),
     ("npm", "installs typescript, @grafana/schema and prometheus-operator's CRD models for those checks"),
@@ -55,6 +59,7 @@ pub fn run() -> anyhow::Result<()> {
     install_cargo_fuzz()?;
     crate::dashboards::install_tools()?;
     crate::deploy::install_tools()?;
+    crate::e2e::build_components()?;
     let kernel = install_vm_kernel(&mut apt)?;
     println!("setup: done (VM kernel {})", kernel.display());
     Ok(())

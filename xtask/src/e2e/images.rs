@@ -1,0 +1,133 @@
+//! The node's container images, built here with buildah (no registry anywhere) and saved
+//! as archives that containerd imports: volguard's own from deploy/Containerfile, and the
+//! pause container, the CSI driver and a busybox workload, each `FROM scratch`.
+
+use std::{
+    fs,
+    os::unix::fs::symlink,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::Context;
+
+use super::components::{bin, pinned_version};
+use crate::proc::{cargo, output, run_cmd, target_dir, workspace_root};
+
+pub const VOLGUARD_REPOSITORY: &str = "localhost/volguard";
+pub const BUSYBOX_IMAGE: &str = "localhost/volguard-e2e/busybox:1";
+pub const CSI_IMAGE: &str = "localhost/volguard-e2e/csi-hostpath:1";
+const PAUSE_VERSION: &str = "3.10";
+/// buildah's storage for these builds (vfs: works in any mount namespace, needs no fuse).
+const BUILDAH_ROOT: &str = "/var/cache/volguard-dev/buildah";
+/// The busybox applets the workload and the CSI driver (mount-utils runs mount/umount) use.
+const APPLETS: &[&str] = &["sh", "sleep", "cat", "echo", "ls", "mount", "umount", "touch", "test", "date", "stat"];
+
+fn buildah() -> Command {
+    let mut cmd = Command::new("buildah");
+    cmd.args(["--root", BUILDAH_ROOT, "--runroot", &format!("{BUILDAH_ROOT}/run"), "--storage-driver", "vfs"]);
+    cmd
+}
+
+/// `buildah build` of `containerfile` in `context` as `tag`, saved to `<out>/<file>.tar`.
+fn build(containerfile: &Path, context: &Path, tag: &str, out: &Path, file: &str) -> anyhow::Result<PathBuf> {
+    run_cmd(buildah().args(["build", "--quiet", "--layers=false", "-f"]).arg(containerfile).args(["-t", tag]).arg(context))
+        .with_context(|| format!("building the image {tag}"))?;
+    let archive = out.join(format!("{file}.tar"));
+    let _ = fs::remove_file(&archive);
+    run_cmd(buildah().args(["push", "--quiet", tag, &format!("docker-archive:{}:{tag}", archive.display())]))?;
+    Ok(archive)
+}
+
+/// The volguard image as a user builds it (README "Install on a cluster"): the release
+/// binary and the libraries `ldd` names, in deploy/Containerfile's context.
+pub fn volguard(repository: &str, tag: &str, out: &Path) -> anyhow::Result<PathBuf> {
+    run_cmd(cargo().args(["build", "--release", "-p", "volguard"]))?;
+    let context = out.join("volguard-context");
+    image_context(&target_dir().join("release/volguard"), &context)?;
+    build(
+        &workspace_root().join("deploy/Containerfile"),
+        &context,
+        &format!("{repository}:{tag}"),
+        out,
+        &format!("volguard-{tag}"),
+    )
+}
+
+/// Lays out deploy/Containerfile's build context: `rootfs/` with the binary at
+/// /usr/local/bin/volguard and every shared library it loads at its own path.
+pub fn image_context(binary: &Path, context: &Path) -> anyhow::Result<()> {
+    let _ = fs::remove_dir_all(context);
+    let rootfs = context.join("rootfs");
+    copy_into(&rootfs, binary, Path::new("/usr/local/bin/volguard"))?;
+    for library in shared_libraries(binary)? {
+        copy_into(&rootfs, &library, &library)?;
+    }
+    fs::create_dir_all(rootfs.join("tmp"))?;
+    Ok(())
+}
+
+fn copy_into(rootfs: &Path, from: &Path, at: &Path) -> anyhow::Result<()> {
+    let to = rootfs.join(at.strip_prefix("/").unwrap_or(at));
+    fs::create_dir_all(to.parent().expect("a file in a directory"))?;
+    fs::copy(from, &to).with_context(|| format!("copying {}", from.display()))?;
+    Ok(())
+}
+
+/// The absolute paths `ldd` lists for `binary`, the loader included, as the binary names
+/// them (/lib64/ld-linux-x86-64.so.2 is a symlink on the host; the copy is the file).
+fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let listing = output(Command::new("ldd").arg(binary))?;
+    Ok(listing.split_whitespace().filter(|w| w.starts_with('/')).map(PathBuf::from).collect())
+}
+
+/// The pause, busybox and CSI driver images (cached by their inputs' versions).
+pub fn support_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let work = out.join("support-context");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work)?;
+    let mut archives = Vec::new();
+
+    // pause: kubernetes' own pause.c, from the k8s.io/kubernetes module go.mod pins.
+    let kubernetes = pinned_version("k8s.io/kubernetes")?;
+    let modcache = output(Command::new("/usr/local/go/bin/go").args(["env", "GOMODCACHE"]))?;
+    let source = Path::new(modcache.trim()).join(format!("k8s.io/kubernetes@{kubernetes}/build/pause/linux/pause.c"));
+    let pause = work.join("pause");
+    fs::create_dir_all(&pause)?;
+    run_cmd(
+        Command::new("gcc")
+            .args(["-Os", "-static", "-Wall", "-Werror", &format!("-DVERSION=v{PAUSE_VERSION}-volguard-e2e"), "-o"])
+            .arg(pause.join("pause"))
+            .arg(&source),
+    )
+    .with_context(|| format!("compiling {} (is the module downloaded? `cargo xtask setup`)", source.display()))?;
+    fs::write(pause.join("Containerfile"), "FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT [\"/pause\"]\n")?;
+    archives.push(build(&pause.join("Containerfile"), &pause, super::node::PAUSE_IMAGE, out, "pause")?);
+
+    // busybox: Debian's static busybox and its applets as symlinks.
+    let busybox = work.join("busybox");
+    busybox_rootfs(&busybox.join("rootfs"))?;
+    fs::write(busybox.join("Containerfile"), "FROM scratch\nCOPY rootfs/ /\nCMD [\"/bin/sh\"]\n")?;
+    archives.push(build(&busybox.join("Containerfile"), &busybox, BUSYBOX_IMAGE, out, "busybox")?);
+
+    // The CSI driver, with busybox for the mount and umount that k8s.io/mount-utils runs.
+    let csi = work.join("csi");
+    busybox_rootfs(&csi.join("rootfs"))?;
+    fs::copy(bin("csi-hostpath"), csi.join("rootfs/bin/csi-hostpath"))?;
+    fs::write(csi.join("Containerfile"), "FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [\"/bin/csi-hostpath\"]\n")?;
+    archives.push(build(&csi.join("Containerfile"), &csi, CSI_IMAGE, out, "csi-hostpath")?);
+    Ok(archives)
+}
+
+fn busybox_rootfs(rootfs: &Path) -> anyhow::Result<()> {
+    let bin_dir = rootfs.join("bin");
+    fs::create_dir_all(&bin_dir)?;
+    fs::copy("/bin/busybox", bin_dir.join("busybox")).context("copying /bin/busybox (Debian busybox-static)")?;
+    for applet in APPLETS {
+        symlink("busybox", bin_dir.join(applet))?;
+    }
+    for dir in ["tmp", "data", "etc"] {
+        fs::create_dir_all(rootfs.join(dir))?;
+    }
+    Ok(())
+}

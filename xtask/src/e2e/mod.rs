@@ -1,0 +1,210 @@
+//! `cargo xtask e2e`: volguard on a real single-node cluster made only of upstream
+//! components (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+//! containerd with runc), with a CSI driver publishing through kubelet, and volguard
+//! installed from its own chart and image as the README says.
+//!
+//! The node runs in mount, PID and network namespaces of its own (`unshare`): the host's
+//! mount table is never touched, and when the node's first process ends the kernel ends
+//! every process, mount and pin of the node with it, on success, failure or Ctrl-C. What
+//! the node leaves in the host's kernel (kubelet's sysctls and cgroup directories) is
+//! put back here afterwards.
+
+mod components;
+mod images;
+mod kube;
+mod node;
+mod pki;
+mod prometheus;
+mod scenarios;
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Instant,
+};
+
+use anyhow::{Context, bail};
+pub use components::ensure as build_components;
+
+use crate::proc::{require_root, target_dir};
+
+/// The node's name, as kubelet registers it.
+pub const NODE_NAME: &str = "volguard-e2e";
+/// Addresses that exist only on the loopback device of the node's own network namespace:
+/// the node's InternalIP (kubelet refuses a loopback node IP) and the `kubernetes`
+/// Service's ClusterIP (no kube-proxy: the address itself answers).
+pub const NODE_IP: &str = "10.0.1.1";
+pub const SERVICE_IP: &str = "10.0.0.1";
+pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+
+/// Sysctls kubelet sets on start (protectKernelDefaults is off); restored afterwards.
+const KUBELET_SYSCTLS: &[&str] = &[
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+];
+
+#[derive(clap::Args, Default)]
+pub struct Options {
+    /// Keep the node up after the scenarios until Ctrl-C (KUBECONFIG is printed).
+    #[arg(long)]
+    pub hold: bool,
+}
+
+/// The image tags: the install, and the `helm upgrade` that restarts the agent.
+pub const TAG: &str = "e2e";
+pub const UPGRADE_TAG: &str = "e2e-upgrade";
+
+pub fn run(options: &Options) -> anyhow::Result<()> {
+    require_root("e2e")?;
+    let started = Instant::now();
+    components::ensure()?;
+    let out = target_dir().join("e2e");
+    let logs = out.join("logs");
+    let _ = fs::remove_dir_all(&logs);
+    fs::create_dir_all(&logs)?;
+    println!("e2e: building the images (buildah, FROM scratch)");
+    let mut archives = vec![
+        images::volguard(images::VOLGUARD_REPOSITORY, TAG, &out)?,
+        images::volguard(images::VOLGUARD_REPOSITORY, UPGRADE_TAG, &out)?,
+    ];
+    archives.extend(images::support_images(&out)?);
+
+    let sysctls = snapshot_sysctls();
+    // Ctrl-C reaches unshare, which then kills the node (--kill-child); we stay to clean up.
+    // SAFETY: setting a signal disposition to SIG_IGN.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let mut inner = Command::new("unshare");
+    inner
+        .args(["--mount", "--pid", "--net", "--fork", "--mount-proc", "--propagation", "private", "--kill-child", "--"])
+        .arg(std::env::current_exe()?)
+        .arg("e2e-node")
+        .arg("--logs")
+        .arg(&logs);
+    for archive in &archives {
+        inner.arg("--image").arg(archive);
+    }
+    if options.hold {
+        inner.arg("--hold");
+    }
+    let status = inner.status().context("starting the node's namespaces with unshare")?;
+    // SAFETY: back to the default disposition.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
+    let cleanup = restore_host(&sysctls);
+    println!("e2e: {:.0} s in all; component logs in {}", started.elapsed().as_secs_f64(), logs.display());
+    if !status.success() {
+        bail!("the real-node test failed ({status}); component logs in {}", logs.display());
+    }
+    cleanup
+}
+
+#[derive(clap::Args)]
+pub struct ImageOptions {
+    /// The image's repository.
+    #[arg(long, default_value = "ghcr.io/volguard/volguard")]
+    repository: String,
+    /// The image's tag (the chart's appVersion by default).
+    #[arg(long, default_value = "0.1.0")]
+    tag: String,
+}
+
+/// `cargo xtask image`: deploy/Containerfile built offline with buildah, saved as an
+/// archive that `ctr images import`, `podman load` and `docker load` take.
+pub fn image(options: &ImageOptions) -> anyhow::Result<()> {
+    let out = target_dir().join("image");
+    fs::create_dir_all(&out)?;
+    let archive = images::volguard(&options.repository, &options.tag, &out)?;
+    println!("image: {}:{} saved to {}", options.repository, options.tag, archive.display());
+    Ok(())
+}
+
+/// Inside the namespaces: the node, the chart, the scenarios.
+#[derive(clap::Args)]
+pub struct NodeOptions {
+    #[arg(long)]
+    logs: PathBuf,
+    #[arg(long = "image")]
+    images: Vec<PathBuf>,
+    #[arg(long)]
+    hold: bool,
+}
+
+pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
+    node::prepare_namespaces()?;
+    let started = Instant::now();
+    let mut node = node::start(&options.logs, &options.images)?;
+    println!("e2e: node {NODE_NAME} Ready after {:.1} s", started.elapsed().as_secs_f64());
+    print_versions(&node)?;
+    let result = scenarios::run(&mut node, &options.logs);
+    if options.hold {
+        println!("e2e: holding; KUBECONFIG={} (inside this namespace); Ctrl-C ends it", node.pki.kubeconfig("admin").display());
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+    result
+}
+
+fn print_versions(node: &node::Node) -> anyhow::Result<()> {
+    let admin = node.admin();
+    let server: serde_json::Value = serde_json::from_str(&admin.run(&["get", "--raw", "/version"])?)?;
+    let kubelet = admin.run(&["get", "node", NODE_NAME, "-o", "jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}"])?;
+    let runc = crate::proc::output(Command::new("/usr/sbin/runc").arg("--version"))?;
+    println!(
+        "e2e: versions: kube-apiserver {}, kubelet and runtime {kubelet}, etcd {}, runc {}, helm {}",
+        server["gitVersion"].as_str().unwrap_or("?"),
+        components::pinned_version("go.etcd.io/etcd/server/v3")?,
+        runc.lines().next().unwrap_or("?").trim_start_matches("runc version "),
+        crate::proc::output(Command::new(crate::deploy::helm_binary()).args(["version", "--short"]))?.trim(),
+    );
+    Ok(())
+}
+
+fn snapshot_sysctls() -> Vec<(PathBuf, String)> {
+    KUBELET_SYSCTLS
+        .iter()
+        .map(|s| Path::new("/proc/sys").join(s))
+        .filter_map(|p| fs::read_to_string(&p).ok().map(|v| (p, v)))
+        .collect()
+}
+
+/// Puts back kubelet's sysctls and removes the node's cgroup directories.
+fn restore_host(sysctls: &[(PathBuf, String)]) -> anyhow::Result<()> {
+    for (path, value) in sysctls {
+        if fs::read_to_string(path).is_ok_and(|now| now != *value) {
+            fs::write(path, value).with_context(|| format!("restoring {}", path.display()))?;
+        }
+    }
+    let mut left = Vec::new();
+    for hierarchy in fs::read_dir("/sys/fs/cgroup")? {
+        let root = hierarchy?.path().join(node::CGROUP_ROOT);
+        if root.is_dir() && remove_cgroup_tree(&root).is_err() {
+            left.push(root);
+        }
+    }
+    if !left.is_empty() {
+        bail!("cgroup directories left behind: {left:?}");
+    }
+    Ok(())
+}
+
+/// rmdir, deepest first; cgroups of processes that just died may need a moment.
+fn remove_cgroup_tree(dir: &Path) -> std::io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            remove_cgroup_tree(&path)?;
+        }
+    }
+    for _ in 0..50 {
+        if fs::remove_dir(dir).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    fs::remove_dir(dir)
+}
