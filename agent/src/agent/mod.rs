@@ -15,6 +15,7 @@ use volguard_common::enforce::KernelLayout;
 
 mod own_calls;
 mod running;
+mod unnamed;
 mod startup;
 
 use running::Running;
@@ -215,6 +216,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         view_dirty: true,
         mounts_tx: None,
         csi: None,
+        unnamed: Default::default(),
     };
     agent.facts_metrics();
     agent.refresh_view(&ebpf)?;

@@ -60,6 +60,8 @@ pub(super) struct Running<'a> {
     pub(super) mounts_tx: Option<watch::Sender<Mounts>>,
     /// The last CSI report, for the debug view.
     pub(super) csi: Option<CsiReport>,
+    /// Conflicts whose pod the facts do not name yet, waiting to become Events.
+    pub(super) unnamed: super::unnamed::Unnamed,
 }
 
 impl Running<'_> {
@@ -99,6 +101,7 @@ impl Running<'_> {
                 }) => { batch.map_err(io("reading the event ring buffer"))?; }
                 _ = lost_check.tick() => {
                     self.shared.metrics.set_events_lost(lost.check(&counters));
+                    self.explain_unnamed();
                     if self.view_dirty {
                         self.refresh_view(ebpf)?;
                     }
@@ -158,6 +161,30 @@ impl Running<'_> {
         self.shared.metrics.conflict(conflict.claim.as_ref(), action);
         self.shared.record_conflict(ConflictRecord::new(&conflict));
         self.view_dirty = true;
+        if conflict.pod.name.is_none() && self.explain.is_some() {
+            // A pod this new may not have reached the agent's watch yet: wait for it.
+            let facts = self.model.snapshot().facts.clone();
+            if let Some(overflow) = self.unnamed.hold(&facts, action, volume, pod_uid, owner_uid) {
+                self.send_event(overflow);
+            }
+            return;
+        }
+        self.send_event(conflict);
+    }
+
+    /// The held conflicts whose pod the facts now name (or that waited long enough).
+    fn explain_unnamed(&mut self) {
+        if self.unnamed.is_empty() {
+            return;
+        }
+        let facts = self.model.snapshot().facts.clone();
+        for conflict in self.unnamed.ready(&facts, tokio::time::Instant::now()) {
+            self.send_event(conflict);
+        }
+    }
+
+    fn send_event(&mut self, conflict: explain::Conflict) {
+        let volume = conflict.volume.clone();
         match &self.explain {
             Some(tx) => {
                 if tx.try_send(conflict).is_err() {
@@ -384,6 +411,7 @@ impl Running<'_> {
         if change.noteworthy {
             self.model.log_summary();
         }
+        self.explain_unnamed();
         Ok(())
     }
 }
