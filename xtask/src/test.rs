@@ -5,7 +5,7 @@ use std::time::Instant;
 use anyhow::bail;
 
 use crate::{
-    dashboards, deploy, fuzz,
+    dashboards, deploy, e2e, fuzz,
     proc::{cargo, require_root, run_cmd},
     setup, vm,
 };
@@ -32,6 +32,9 @@ pub fn run() -> anyhow::Result<()> {
         });
         step("dashboards (Grafana schema types, PromQL, metric names)", &mut dashboards::run);
         step("deploy (helm lint/template, schemas, yamllint, manifests, RBAC vs code)", &mut || deploy::run(false));
+        step("real node (Kubernetes, containerd, a CSI driver; volguard from its chart and image)", &mut || {
+            e2e::run(&e2e::Options::default())
+        });
         step("fuzzing (each parser of untrusted input, 20 s a target)", &mut || {
             fuzz::run(&fuzz::Options { seconds: 20, targets: Vec::new() })
         });

@@ -15,8 +15,8 @@ use volguard_common::enforce::KernelLayout;
 
 mod own_calls;
 mod running;
-mod unnamed;
 mod startup;
+mod unnamed;
 
 use running::Running;
 use startup::{OwnerStore, serve_http, start_facts_source, start_in_kernel, start_userspace};

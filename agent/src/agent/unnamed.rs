@@ -41,7 +41,14 @@ pub struct Unnamed {
 impl Unnamed {
     /// Keeps a conflict whose pod the facts do not name; returns one that must go out now
     /// to make room, if any.
-    pub fn hold(&mut self, facts: &Facts, action: ConflictAction, volume: &str, pod_uid: &str, owner_uid: &str) -> Option<Conflict> {
+    pub fn hold(
+        &mut self,
+        facts: &Facts,
+        action: ConflictAction,
+        volume: &str,
+        pod_uid: &str,
+        owner_uid: &str,
+    ) -> Option<Conflict> {
         let overflow = (self.waiting.len() >= CAPACITY).then(|| self.waiting.pop_front()).flatten();
         self.waiting.push_back(Waiting {
             since: Instant::now(),

@@ -48,7 +48,8 @@ pub fn pinned_version(module: &str) -> anyhow::Result<String> {
         .filter_map(|line| {
             let mut words = line.split_whitespace();
             let first = words.next()?;
-            let (name, version) = if first == "require" { (words.next()?, words.next()?) } else { (first, words.next()?) };
+            let (name, version) =
+                if first == "require" { (words.next()?, words.next()?) } else { (first, words.next()?) };
             (name == module && version.starts_with('v')).then(|| version.to_owned())
         })
         .next()
@@ -59,10 +60,13 @@ pub fn pinned_version(module: &str) -> anyhow::Result<String> {
 /// flags and the Go version. Kept as the stamp of a finished build.
 fn build_inputs(ldflags: &str) -> anyhow::Result<String> {
     let module = workspace_root().join(MODULE_DIR);
-    let sums = output(Command::new("sha256sum").current_dir(&module).args(["go.mod", "go.sum", "csi-hostpath/main.go"]))?;
+    let sums =
+        output(Command::new("sha256sum").current_dir(&module).args(["go.mod", "go.sum", "csi-hostpath/main.go"]))?;
     let go = output(Command::new(GO).arg("version"))?;
-    Ok(format!("{sums}ldflags: {ldflags}
-{go}"))
+    Ok(format!(
+        "{sums}ldflags: {ldflags}
+{go}"
+    ))
 }
 
 /// Builds every component unless a build from the same inputs is there.

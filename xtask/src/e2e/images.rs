@@ -31,8 +31,10 @@ fn buildah() -> Command {
 
 /// `buildah build` of `containerfile` in `context` as `tag`, saved to `<out>/<file>.tar`.
 fn build(containerfile: &Path, context: &Path, tag: &str, out: &Path, file: &str) -> anyhow::Result<PathBuf> {
-    run_cmd(buildah().args(["build", "--quiet", "--layers=false", "-f"]).arg(containerfile).args(["-t", tag]).arg(context))
-        .with_context(|| format!("building the image {tag}"))?;
+    run_cmd(
+        buildah().args(["build", "--quiet", "--layers=false", "-f"]).arg(containerfile).args(["-t", tag]).arg(context),
+    )
+    .with_context(|| format!("building the image {tag}"))?;
     let archive = out.join(format!("{file}.tar"));
     let _ = fs::remove_file(&archive);
     run_cmd(buildah().args(["push", "--quiet", tag, &format!("docker-archive:{}:{tag}", archive.display())]))?;
@@ -101,7 +103,10 @@ pub fn support_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
             .arg(&source),
     )
     .with_context(|| format!("compiling {} (is the module downloaded? `cargo xtask setup`)", source.display()))?;
-    fs::write(pause.join("Containerfile"), "FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT [\"/pause\"]\n")?;
+    fs::write(
+        pause.join("Containerfile"),
+        "FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT [\"/pause\"]\n",
+    )?;
     archives.push(build(&pause.join("Containerfile"), &pause, super::node::PAUSE_IMAGE, out, "pause")?);
 
     // busybox: Debian's static busybox and its applets as symlinks.

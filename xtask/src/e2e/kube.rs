@@ -98,15 +98,22 @@ pub struct Event {
 fn tempfile_with(text: &str) -> anyhow::Result<PathBuf> {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let path = std::env::temp_dir()
-        .join(format!("volguard-e2e-{}-{}.yaml", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    let path = std::env::temp_dir().join(format!(
+        "volguard-e2e-{}-{}.yaml",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     std::fs::write(&path, text)?;
     Ok(path)
 }
 
 /// Polls `check` every 500 ms until it says true; fails after `timeout` naming `what`.
 /// Returns how long it took.
-pub fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<Duration> {
+pub fn wait_for(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let mut last_error = None;
     loop {

@@ -94,7 +94,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let status = inner.status().context("starting the node's namespaces with unshare")?;
     // SAFETY: back to the default disposition.
     unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
-    let cleanup = restore_host(&sysctls);
+    let cleanup = restore_host(&sysctls).and_then(|()| nothing_left_behind());
     println!("e2e: {:.0} s in all; component logs in {}", started.elapsed().as_secs_f64(), logs.display());
     if !status.success() {
         bail!("the real-node test failed ({status}); component logs in {}", logs.display());
@@ -141,7 +141,10 @@ pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
     print_versions(&node)?;
     let result = scenarios::run(&mut node, &options.logs);
     if options.hold {
-        println!("e2e: holding; KUBECONFIG={} (inside this namespace); Ctrl-C ends it", node.pki.kubeconfig("admin").display());
+        println!(
+            "e2e: holding; KUBECONFIG={} (inside this namespace); Ctrl-C ends it",
+            node.pki.kubeconfig("admin").display()
+        );
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         }
@@ -152,7 +155,13 @@ pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
 fn print_versions(node: &node::Node) -> anyhow::Result<()> {
     let admin = node.admin();
     let server: serde_json::Value = serde_json::from_str(&admin.run(&["get", "--raw", "/version"])?)?;
-    let kubelet = admin.run(&["get", "node", NODE_NAME, "-o", "jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}"])?;
+    let kubelet = admin.run(&[
+        "get",
+        "node",
+        NODE_NAME,
+        "-o",
+        "jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}",
+    ])?;
     let runc = crate::proc::output(Command::new("/usr/sbin/runc").arg("--version"))?;
     println!(
         "e2e: versions: kube-apiserver {}, kubelet and runtime {kubelet}, etcd {}, runc {}, helm {}",
@@ -189,6 +198,30 @@ fn restore_host(sysctls: &[(PathBuf, String)]) -> anyhow::Result<()> {
     if !left.is_empty() {
         bail!("cgroup directories left behind: {left:?}");
     }
+    Ok(())
+}
+
+/// After the node's namespaces are gone: no process of the node's binaries runs and no
+/// mount of the node reached the host's table.
+fn nothing_left_behind() -> anyhow::Result<()> {
+    let mut running = Vec::new();
+    for entry in fs::read_dir("/proc")? {
+        let exe = entry?.path().join("exe");
+        if let Ok(target) = fs::read_link(&exe)
+            && (target.starts_with(components::COMPONENTS_DIR) || target.ends_with("volguard"))
+        {
+            running.push(target);
+        }
+    }
+    let mounts: Vec<String> = fs::read_to_string("/proc/self/mountinfo")?
+        .lines()
+        .filter(|l| l.contains("/var/lib/kubelet") || l.contains("volguard"))
+        .map(str::to_owned)
+        .collect();
+    if !running.is_empty() || !mounts.is_empty() {
+        bail!("the node left processes {running:?} and mounts {mounts:?} behind");
+    }
+    println!("e2e: nothing left behind (processes, mounts, cgroups, sysctls checked)");
     Ok(())
 }
 

@@ -133,9 +133,7 @@ pub fn prepare_namespaces() -> anyhow::Result<()> {
             sh(&format!("mount -t {fs_type} none {dir}"))?;
         }
     }
-    sh(&format!(
-        "ip link set lo up && ip addr add {SERVICE_IP}/32 dev lo && ip addr add {NODE_IP}/32 dev lo"
-    ))?;
+    sh(&format!("ip link set lo up && ip addr add {SERVICE_IP}/32 dev lo && ip addr add {NODE_IP}/32 dev lo"))?;
     Ok(())
 }
 
@@ -231,13 +229,8 @@ pub fn start(logs: &Path, images: &[PathBuf]) -> anyhow::Result<Node> {
     let admin = node.admin();
     wait_for("the node Ready", Duration::from_secs(120), || {
         node_alive_check(&mut node)?;
-        let ready = admin.run(&[
-            "get",
-            "node",
-            NODE_NAME,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-        ]);
+        let ready =
+            admin.run(&["get", "node", NODE_NAME, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
         Ok(ready.is_ok_and(|s| s.trim() == "True"))
     })?;
     // The default ServiceAccount exists once the controller-manager's token controller ran.
@@ -289,7 +282,8 @@ state = "/run/containerd"
     let config_file = state.join("containerd.toml");
     fs::write(&config_file, config)?;
     // The shim is found on PATH.
-    let path = format!("{}:{}", bin("ctr").parent().expect("bin dir").display(), std::env::var("PATH").unwrap_or_default());
+    let path =
+        format!("{}:{}", bin("ctr").parent().expect("bin dir").display(), std::env::var("PATH").unwrap_or_default());
     // SAFETY: the node runs its components from this one thread.
     unsafe { std::env::set_var("PATH", path) };
     node.spawn("containerd", &bin("containerd"), &["--config".into(), config_file.display().to_string()])?;

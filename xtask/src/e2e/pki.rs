@@ -82,12 +82,28 @@ pub fn create(dir: &Path, node_name: &str, server_names: &[&str], api_url: &str)
         let mut args = vec!["req", "-new", "-subj", subject, "-keyout", path(&key), "-out", path(&csr)];
         args.extend(&ec[..5]);
         openssl(&args)?;
-        let mut lines = vec!["basicConstraints = critical, CA:FALSE".to_owned(), "keyUsage = critical, digitalSignature".to_owned()];
+        let mut lines = vec![
+            "basicConstraints = critical, CA:FALSE".to_owned(),
+            "keyUsage = critical, digitalSignature".to_owned(),
+        ];
         lines.extend(extensions.iter().cloned());
         fs::write(&ext, lines.join("\n") + "\n")?;
         openssl(&[
-            "x509", "-req", "-in", path(&csr), "-CA", path(&ca), "-CAkey", path(&ca_key), "-CAcreateserial", "-days", "7",
-            "-extfile", path(&ext), "-out", path(&cert),
+            "x509",
+            "-req",
+            "-in",
+            path(&csr),
+            "-CA",
+            path(&ca),
+            "-CAkey",
+            path(&ca_key),
+            "-CAcreateserial",
+            "-days",
+            "7",
+            "-extfile",
+            path(&ext),
+            "-out",
+            path(&cert),
         ])?;
         fs::remove_file(csr)?;
         fs::remove_file(ext)?;
@@ -111,7 +127,15 @@ pub fn create(dir: &Path, node_name: &str, server_names: &[&str], api_url: &str)
         fs::write(pki.kubeconfig(client.name), kubeconfig(&pki, client.name, api_url))?;
     }
     // The service-account token signing key pair.
-    openssl(&["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", path(&pki.key("sa"))])?;
+    openssl(&[
+        "genpkey",
+        "-algorithm",
+        "EC",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-out",
+        path(&pki.key("sa")),
+    ])?;
     openssl(&["pkey", "-in", path(&pki.key("sa")), "-pubout", "-out", path(&dir.join("sa.pub"))])?;
     Ok(pki)
 }
