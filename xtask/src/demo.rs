@@ -24,7 +24,7 @@ pub struct Options {
 pub fn run(options: &Options) -> anyhow::Result<()> {
     require_root("demo")?;
     println!("== set up (skips what is installed)");
-    setup::run()?;
+    setup::run_without_real_node()?;
     if options.vm {
         println!("\n== build volguard and play the demo in the VM");
         return vm::demo(Duration::from_secs(900));

@@ -51,7 +51,17 @@ const VM_KERNEL_META_PACKAGE: &str = "linux-image-cloud-amd64";
 /// Where VM kernels are kept (outside target/, so `cargo clean` keeps them).
 pub const VM_KERNEL_DIR: &str = "/var/cache/volguard-dev/vm-kernels";
 
+/// Everything every command and test needs, the real node's components included.
 pub fn run() -> anyhow::Result<()> {
+    run_without_real_node()?;
+    crate::e2e::build_components()?;
+    println!("setup: done, the real node's components included");
+    Ok(())
+}
+
+/// Everything but the real node's Kubernetes components (the demo needs no cluster, and
+/// their cold build takes about 11 minutes).
+pub fn run_without_real_node() -> anyhow::Result<()> {
     require_root("setup")?;
     let mut apt = Apt::default();
     install_apt_packages(&mut apt)?;
@@ -59,7 +69,6 @@ pub fn run() -> anyhow::Result<()> {
     install_cargo_fuzz()?;
     crate::dashboards::install_tools()?;
     crate::deploy::install_tools()?;
-    crate::e2e::build_components()?;
     let kernel = install_vm_kernel(&mut apt)?;
     println!("setup: done (VM kernel {})", kernel.display());
     Ok(())
@@ -176,7 +185,7 @@ fn install_cargo_fuzz() -> anyhow::Result<()> {
         "cargo-fuzz",
         &["cargo", "fuzz"],
         crate::fuzz::CARGO_FUZZ_VERSION,
-        "runs the fuzz targets (`cargo xtask fuzz`, with a nightly toolchain)",
+        "runs the fuzz targets (`cargo xtask fuzz`; nightly where rustup has it, else stable)",
         |_| {},
     )
 }

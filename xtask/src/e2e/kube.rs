@@ -61,7 +61,7 @@ impl Kube {
         })
     }
 
-    /// Events about one object, newest last: (reason, type, message, reporting controller).
+    /// The `events.k8s.io` Events about one object of `namespace`.
     pub fn events_for(&self, namespace: &str, name: &str) -> anyhow::Result<Vec<Event>> {
         let list = self.get_json(&[
             "events.v1.events.k8s.io",

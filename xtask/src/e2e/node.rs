@@ -24,7 +24,7 @@ use crate::proc::output;
 /// namespace's loopback (there is no kube-proxy), reaches it as in-cluster clients expect.
 pub const API_PORT: u16 = 443;
 /// Where the node keeps its state (a tmpfs inside the node's mount namespace).
-const STATE: &str = "/var/lib/volguard-e2e";
+pub const STATE: &str = "/var/lib/volguard-e2e";
 /// kubelet's cgroup root in every hierarchy; removed after the node stops (mod.rs).
 pub const CGROUP_ROOT: &str = "volguard-e2e";
 /// The sandbox image containerd runs for every pod (built here, see images.rs).
@@ -195,7 +195,7 @@ pub fn start(logs: &Path, images: &[PathBuf]) -> anyhow::Result<Node> {
     node.spawn("kube-apiserver", &bin("kube-apiserver"), &apiserver_args)?;
     let admin = node.admin();
     wait_for("the API server ready", Duration::from_secs(60), || {
-        node_alive_check(&mut node)?;
+        node.check_alive()?;
         Ok(admin.run(&["get", "--raw", "/readyz"]).is_ok_and(|o| o.trim() == "ok"))
     })?;
 
@@ -228,7 +228,7 @@ pub fn start(logs: &Path, images: &[PathBuf]) -> anyhow::Result<Node> {
     start_kubelet(&mut node, state)?;
     let admin = node.admin();
     wait_for("the node Ready", Duration::from_secs(120), || {
-        node_alive_check(&mut node)?;
+        node.check_alive()?;
         let ready =
             admin.run(&["get", "node", NODE_NAME, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
         Ok(ready.is_ok_and(|s| s.trim() == "True"))
@@ -238,10 +238,6 @@ pub fn start(logs: &Path, images: &[PathBuf]) -> anyhow::Result<Node> {
         Ok(admin.run(&["get", "serviceaccount", "default", "-n", "default"]).is_ok())
     })?;
     Ok(node)
-}
-
-fn node_alive_check(node: &mut Node) -> anyhow::Result<()> {
-    node.check_alive()
 }
 
 fn start_containerd(node: &mut Node, state: &Path) -> anyhow::Result<()> {

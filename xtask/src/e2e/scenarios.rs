@@ -30,7 +30,7 @@ pub fn run(node: &mut Node, logs: &Path) -> anyhow::Result<()> {
     let admin = node.admin();
     install_csi_driver(&admin)?;
     install_volguard(&admin)?;
-    prometheus::start(node, &admin, Path::new("/var/lib/volguard-e2e"))?;
+    prometheus::start(node, &admin, Path::new(node::STATE))?;
     admin.run(&["create", "namespace", NS])?;
 
     let mut results: Vec<(&str, anyhow::Result<String>)> = Vec::new();
@@ -49,7 +49,7 @@ pub fn run(node: &mut Node, logs: &Path) -> anyhow::Result<()> {
         }
         results.push((name, result));
     };
-    scenario("1. a second pod's publish of a ReadWriteOncePod volume", &mut || second_pod(&admin));
+    scenario("1. a second pod asks for a single-pod volume another pod uses", &mut || second_pod(&admin));
     scenario("4. volguard's CLI inside the agent pod", &mut || cli_in_agent_pod(&admin));
     scenario("2. no false positives", &mut || no_false_positives(node, &admin));
     scenario("3. hand-over to a new pod", &mut || hand_over(&admin));
