@@ -79,6 +79,24 @@ impl Node {
         Ok(())
     }
 
+    /// Waits until kubelet answers its health check and the node is Ready.
+    pub fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let admin = self.admin();
+        wait_for("kubelet healthy and the node Ready", Duration::from_secs(120), || {
+            self.check_alive()?;
+            let healthy = output(Command::new("curl").args(["-sf", "http://127.0.0.1:10248/healthz"])).is_ok();
+            let ready = admin.run(&[
+                "get",
+                "node",
+                NODE_NAME,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ]);
+            Ok(healthy && ready.is_ok_and(|s| s.trim() == "True"))
+        })?;
+        Ok(())
+    }
+
     /// The last lines of a component's log, for a failure message.
     pub fn log_tail(&self, name: &str, lines: usize) -> String {
         let text = fs::read_to_string(self.logs.join(format!("{name}.log"))).unwrap_or_default();
@@ -226,13 +244,8 @@ pub fn start(logs: &Path, images: &[PathBuf]) -> anyhow::Result<Node> {
             .with_context(|| format!("importing {}", image.display()))?;
     }
     start_kubelet(&mut node, state)?;
+    node.wait_ready()?;
     let admin = node.admin();
-    wait_for("the node Ready", Duration::from_secs(120), || {
-        node.check_alive()?;
-        let ready =
-            admin.run(&["get", "node", NODE_NAME, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
-        Ok(ready.is_ok_and(|s| s.trim() == "True"))
-    })?;
     // The default ServiceAccount exists once the controller-manager's token controller ran.
     wait_for("the default ServiceAccount", Duration::from_secs(60), || {
         Ok(admin.run(&["get", "serviceaccount", "default", "-n", "default"]).is_ok())
@@ -290,10 +303,12 @@ state = "/run/containerd"
     Ok(())
 }
 
-/// Stops kubelet and starts it again with the same configuration (its pods keep running).
+/// Stops kubelet and starts it again with the same configuration (its pods keep
+/// running), and waits until it is healthy and the node Ready.
 pub fn restart_kubelet(node: &mut Node) -> anyhow::Result<()> {
     node.stop("kubelet")?;
-    start_kubelet(node, Path::new(STATE))
+    start_kubelet(node, Path::new(STATE))?;
+    node.wait_ready()
 }
 
 fn start_kubelet(node: &mut Node, state: &Path) -> anyhow::Result<()> {
