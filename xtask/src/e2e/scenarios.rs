@@ -311,6 +311,9 @@ fn cli_in_agent_pod(admin: &Kube) -> anyhow::Result<String> {
         ensure!(code == Some(0), "volguard {view} failed ({code:?}): {text}");
         println!("--- volguard {view}\n{text}");
     }
+    // Logs read through kubectl are plain text, not terminal colour codes.
+    let logs = agent_logs(admin);
+    ensure!(!logs.contains('\u{1b}'), "the agent's log carries terminal escape codes");
     let (_, volumes) = volguard(&["volumes"])?;
     ensure!(volumes.contains("pv-single"), "volguard volumes does not list pv-single: {volumes}");
     Ok(format!("check exit {code:?} names {DRIVER}; status, volumes, conflicts answer"))
