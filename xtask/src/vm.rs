@@ -289,7 +289,9 @@ fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf
 }
 
 /// The absolute paths `ldd` lists for `binary` (the loader included).
-fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// The absolute paths `ldd` lists for `binary`, the loader included, as the binary names
+/// them (a copy of each at that path is what a root filesystem needs).
+pub(crate) fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let listing = output(Command::new("ldd").arg(binary))?;
     Ok(listing.lines().filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/'))).map(PathBuf::from).collect())
 }

@@ -62,7 +62,7 @@ pub fn image_context(binary: &Path, context: &Path) -> anyhow::Result<()> {
     let _ = fs::remove_dir_all(context);
     let rootfs = context.join("rootfs");
     copy_into(&rootfs, binary, Path::new("/usr/local/bin/volguard"))?;
-    for library in shared_libraries(binary)? {
+    for library in crate::vm::shared_libraries(binary)? {
         copy_into(&rootfs, &library, &library)?;
     }
     fs::create_dir_all(rootfs.join("tmp"))?;
@@ -74,13 +74,6 @@ fn copy_into(rootfs: &Path, from: &Path, at: &Path) -> anyhow::Result<()> {
     fs::create_dir_all(to.parent().expect("a file in a directory"))?;
     fs::copy(from, &to).with_context(|| format!("copying {}", from.display()))?;
     Ok(())
-}
-
-/// The absolute paths `ldd` lists for `binary`, the loader included, as the binary names
-/// them (/lib64/ld-linux-x86-64.so.2 is a symlink on the host; the copy is the file).
-fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let listing = output(Command::new("ldd").arg(binary))?;
-    Ok(listing.split_whitespace().filter(|w| w.starts_with('/')).map(PathBuf::from).collect())
 }
 
 /// The pause, busybox and CSI driver images (cached by their inputs' versions).
