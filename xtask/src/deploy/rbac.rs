@@ -1,0 +1,242 @@
+//! Check 5: RBAC. [`RBAC`] is the one list of what the agent may do; the chart's
+//! ClusterRole (default rendering) must grant exactly it, and the agent's code (agent/src,
+//! read for its kube API calls) must use exactly its kinds and verbs.
+
+use std::{
+    collections::BTreeSet,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context;
+use serde_json::Value;
+
+use super::{Outcome, Tools, yaml_documents};
+
+/// One rule of what the agent may do, and where in its code the kind comes from.
+pub struct Grant {
+    /// The Rust type in the agent's code (k8s-openapi's name for the kind).
+    pub kind: &'static str,
+    /// k8s-openapi module the type comes from; the file using it must name this path.
+    pub module: &'static str,
+    pub api_group: &'static str,
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+
+/// What the agent may do, kept in this one place: the chart's ClusterRole must grant
+/// exactly this, and the agent's code (agent/src) must use exactly these kinds with
+/// these verbs, except for [`EXTRA_VERBS`].
+pub const RBAC: &[Grant] = &[
+    Grant { kind: "Pod", module: "core::v1", api_group: "", resource: "pods", verbs: READ },
+    Grant { kind: "PersistentVolume", module: "core::v1", api_group: "", resource: "persistentvolumes", verbs: READ },
+    Grant {
+        kind: "PersistentVolumeClaim",
+        module: "core::v1",
+        api_group: "",
+        resource: "persistentvolumeclaims",
+        verbs: READ,
+    },
+    Grant {
+        kind: "CSIDriver",
+        module: "storage::v1",
+        api_group: "storage.k8s.io",
+        resource: "csidrivers",
+        verbs: READ,
+    },
+    Grant { kind: "CSINode", module: "storage::v1", api_group: "storage.k8s.io", resource: "csinodes", verbs: READ },
+    // Only create: the agent posts each Event once and never patches a series (events.rs).
+    Grant { kind: "Event", module: "events::v1", api_group: "events.k8s.io", resource: "events", verbs: &["create"] },
+];
+
+/// Verbs granted although no code calls them, and why.
+const EXTRA_VERBS: &[(&str, &str)] = &[(
+    "get",
+    "issue 7 asks for get/list/watch on the read kinds; the watchers only list and watch, \
+     and get reads nothing list does not already return",
+)];
+
+/// How the code shows each verb (in a file that uses the kube API).
+const VERB_MARKERS: &[(&str, &[&str])] = &[
+    ("list", &["watcher(", "reflector(", ".list(", ".list_metadata("]),
+    ("watch", &["watcher(", "reflector(", ".watch(", ".watch_metadata("]),
+    ("get", &[".get_opt(", ".get_metadata(", ".get_status("]),
+    ("create", &[".create("]),
+    ("patch", &[".patch(", ".patch_status(", ".patch_metadata("]),
+    ("update", &[".replace(", ".replace_status("]),
+    ("delete", &[".delete(", ".delete_collection("]),
+];
+
+/// Where a typed kube API names its kind: `Api<Pod>`, `Writer::<Pod>`, …
+const KIND_MARKERS: &[&str] = &["Api<", "Api::<", "Writer<", "Writer::<", "Store<", "Store::<", "ObjectRef<"];
+
+/// `(apiGroup, resource, verb)` triples.
+type Triples = BTreeSet<(String, String, String)>;
+
+fn granted_by_list() -> Triples {
+    RBAC.iter()
+        .flat_map(|g| g.verbs.iter().map(|v| (g.api_group.to_owned(), g.resource.to_owned(), (*v).to_owned())))
+        .collect()
+}
+
+fn granted_by_role(t: &Tools, rendered: &Path) -> Result<Triples, String> {
+    let docs = yaml_documents(t, rendered).map_err(|e| format!("{e:#}"))?;
+    let roles: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role").collect();
+    let [role] = roles.as_slice() else {
+        return Err(format!("expected one (Cluster)Role in the rendering, found {}", roles.len()));
+    };
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+    };
+    let mut triples = Triples::new();
+    for rule in role["rules"].as_array().into_iter().flatten() {
+        if rule.get("resourceNames").is_some() || rule.get("nonResourceURLs").is_some() {
+            return Err(format!("a rule the check does not understand: {rule}"));
+        }
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                for verb in strings(&rule["verbs"]) {
+                    triples.insert((group.clone(), resource.clone(), verb));
+                }
+            }
+        }
+    }
+    Ok(triples)
+}
+
+fn show(t: &(String, String, String)) -> String {
+    let group = if t.0.is_empty() { "core" } else { &t.0 };
+    format!("{} {group}/{}", t.2, t.1)
+}
+
+/// The kinds the agent's code uses through kube, and the verbs of each file they are in.
+fn used_by_code(root: &Path) -> anyhow::Result<Vec<(String, PathBuf, BTreeSet<&'static str>)>> {
+    let mut found = Vec::new();
+    let mut files = Vec::new();
+    rust_files(&root.join("agent/src"), &mut files)?;
+    for file in files {
+        let text = fs::read_to_string(&file)?;
+        if !text.contains("kube::") && !text.contains("use kube") {
+            continue;
+        }
+        // Code only: line comments out (docs mention kinds and verbs in prose).
+        let code: String =
+            text.lines().map(|l| l.split_once("//").map_or(l, |(before, _)| before)).collect::<Vec<_>>().join("\n");
+        let verbs: BTreeSet<&'static str> = VERB_MARKERS
+            .iter()
+            .filter(|(_, markers)| markers.iter().any(|m| code.contains(m)))
+            .map(|(verb, _)| *verb)
+            .collect();
+        let mut kinds = BTreeSet::new();
+        for marker in KIND_MARKERS {
+            for (at, _) in code.match_indices(marker) {
+                let rest = &code[at + marker.len()..];
+                // `Api<Pod>` or `Api<k8s_openapi::api::core::v1::Pod>`: the last path segment.
+                let path: String =
+                    rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
+                let kind = path.rsplit("::").next().unwrap_or_default().to_owned();
+                // Generic parameters (`Api<K>`) are not kinds.
+                if kind.len() > 1 && kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+                    kinds.insert(kind);
+                }
+            }
+        }
+        let relative = file.strip_prefix(root).unwrap_or(&file).to_path_buf();
+        for kind in kinds {
+            found.push((kind, relative.clone(), verbs.clone()));
+        }
+    }
+    Ok(found)
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            rust_files(&path, out)?;
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(())
+}
+
+pub(super) fn rbac(t: &Tools, root: &Path, work: &Path) -> Outcome {
+    let mut problems = Vec::new();
+
+    // The role, as rendered with default values, against the list.
+    let rendered = work.join("default-values.yaml");
+    let by_role = granted_by_role(t, &rendered)?;
+    let by_list = granted_by_list();
+    for missing in by_list.difference(&by_role) {
+        problems.push(format!("the ClusterRole lacks `{}` (in RBAC, xtask/src/deploy/rbac.rs)", show(missing)));
+    }
+    for extra in by_role.difference(&by_list) {
+        problems.push(format!(
+            "the ClusterRole grants `{}`, which RBAC in xtask/src/deploy/rbac.rs does not list",
+            show(extra)
+        ));
+    }
+
+    // The list against the code.
+    let used = used_by_code(root).map_err(|e| format!("{e:#}"))?;
+    if used.is_empty() {
+        problems.push("found no kube API use in agent/src: the check's markers are out of date".into());
+    }
+    let mut needed: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for (kind, file, verbs) in &used {
+        let Some(grant) = RBAC.iter().find(|g| g.kind == kind) else {
+            problems.push(format!("{} uses kind {kind}, which the role does not grant", file.display()));
+            continue;
+        };
+        let text = fs::read_to_string(root.join(file)).unwrap_or_default();
+        if !text.contains(grant.module) {
+            problems.push(format!(
+                "{} uses {kind} but not from k8s_openapi's {} (RBAC assumes apiGroup {:?})",
+                file.display(),
+                grant.module,
+                grant.api_group
+            ));
+        }
+        if verbs.is_empty() {
+            problems.push(format!("{} uses {kind} but no API call the check recognises", file.display()));
+        }
+        for verb in verbs {
+            needed.insert((grant.api_group.to_owned(), grant.resource.to_owned(), (*verb).to_owned()));
+        }
+    }
+    for grant in RBAC {
+        if !used.iter().any(|(kind, _, _)| kind == grant.kind) {
+            problems.push(format!("the role grants {} ({}), which agent/src does not use", grant.resource, grant.kind));
+        }
+    }
+    for missing in needed.difference(&by_list) {
+        problems.push(format!("the code needs `{}`, which the role does not grant", show(missing)));
+    }
+    let mut extras = BTreeSet::new();
+    for extra in by_list.difference(&needed) {
+        if let Some((verb, _)) = EXTRA_VERBS.iter().find(|(v, _)| *v == extra.2) {
+            extras.insert(*verb);
+        } else {
+            problems.push(format!("the role grants `{}`, which the code never calls", show(extra)));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("\n"));
+    }
+    let kinds: BTreeSet<&str> = used.iter().map(|(k, _, _)| k.as_str()).collect();
+    let mut detail = format!(
+        "{} (group, resource, verb) grants for {} kinds ({}): in the role, the list and the code",
+        by_list.len(),
+        kinds.len(),
+        kinds.into_iter().collect::<Vec<_>>().join(", ")
+    );
+    for verb in extras {
+        let why = EXTRA_VERBS.iter().find(|(v, _)| *v == verb).map_or("", |(_, w)| w);
+        detail += &format!("; `{verb}` granted though uncalled ({why})");
+    }
+    Ok(detail)
+}
