@@ -9,22 +9,23 @@ use clap::{Parser, Subcommand};
 use tracing::warn;
 use volguard::{
     agent::{self, FactsSource, RunOptions},
-    bpf::{
+    cli::check,
+    cli::views::{self, View},
+    enforce::ModeChoice,
+    kernel::lsm_probe::{self, LsmStatus},
+    kernel::{
         counters::{Counters, LostEvents},
         loader,
         reader::EventReader,
     },
-    cli::{self, View},
-    csi,
-    enforce::{
-        ModeChoice, kernel,
+    kernel::{
+        maps,
         pins::{DEFAULT_PIN_ROOT, Pins},
     },
-    http,
-    lsm_probe::{self, LsmStatus},
-    mount_table::HOST_MOUNTINFO,
-    render,
-    signals::StopSignals,
+    node_files::mount_table::HOST_MOUNTINFO,
+    outputs::http,
+    outputs::render,
+    sys::signals::StopSignals,
 };
 use volguard_common::maps::OWNERS;
 
@@ -79,7 +80,7 @@ enum Command {
     Csi(ViewArgs),
     /// Ask every CSI driver on this node and check it against its volumes; exits 2 when
     /// an error-severity finding exists.
-    Check(csi::cli::CheckArgs),
+    Check(check::CheckArgs),
 }
 
 #[derive(clap::Args)]
@@ -208,7 +209,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Owners { pin_root } => {
             let path = Pins::new(&pin_root).map_path(OWNERS);
             let map = MapData::from_pin(&path).with_context(|| format!("no pinned state at {}", path.display()))?;
-            for (volume, pod) in kernel::owners_in(&aya::maps::Map::HashMap(map))? {
+            for (volume, pod) in maps::owners_in(&aya::maps::Map::HashMap(map))? {
                 println!("{volume}\t{pod}");
             }
             Ok(())
@@ -221,8 +222,8 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::MetricsReference { names } => {
             match names {
-                true => volguard::metrics::reference().iter().for_each(|d| println!("{} {}", d.name, d.kind)),
-                false => print!("{}", volguard::metrics::reference_markdown()),
+                true => volguard::outputs::metrics::reference().iter().for_each(|d| println!("{} {}", d.name, d.kind)),
+                false => print!("{}", volguard::outputs::metrics::reference_markdown()),
             }
             Ok(())
         }
@@ -232,7 +233,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Mounts(args) => show(View::Mounts, args),
         Command::Csi(args) => show(View::Csi, args),
         Command::Check(args) => {
-            if !csi::cli::run(args).await? {
+            if !check::run(args).await? {
                 std::process::exit(2);
             }
             Ok(())
@@ -241,7 +242,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn show(view: View, args: ViewArgs) -> anyhow::Result<()> {
-    let body = cli::fetch(args.debug_address, view.path())?;
+    let body = views::fetch(args.debug_address, view.path())?;
     match args.json {
         true => println!("{}", serde_json::to_string_pretty(&body)?),
         false => print!("{}", view.render(&body)),

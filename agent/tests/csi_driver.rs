@@ -12,7 +12,6 @@ use tokio::{io::AsyncWriteExt, net::UnixListener};
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status, transport::Server};
 use volguard::{
-    checks::{Check, Finding, Severity},
     csi::{
         CheckOptions, CsiReport, check_node,
         client::{Call, FailureKind, NodeCapability},
@@ -32,8 +31,9 @@ use volguard::{
     },
     enforce::Mode,
     facts::Facts,
-    mount_table::MountTable,
-    state::Mounts,
+    model::checks::{Check, Finding, Severity},
+    model::mounts::Mounts,
+    node_files::mount_table::MountTable,
 };
 
 const DRIVER: &str = "stand-in.csi.volguard.io";
@@ -272,7 +272,7 @@ csiNode:
     - {{name: {driver_name}, nodeID: {NODE_ID}}}
 "#
     );
-    volguard::inventory::parse(Path::new("test.yaml"), &yaml).unwrap()
+    volguard::facts::inventory::parse(Path::new("test.yaml"), &yaml).unwrap()
 }
 
 fn checks(report: &CsiReport) -> Vec<(Check, Severity)> {

@@ -12,10 +12,10 @@ use std::{
 };
 
 use volguard::{
-    cgroup::{self, PodCgroup, QosClass, Runtime},
-    kubelet::{ContainerdRuntime, PathKind, classify},
-    mount_table::{MountTable, unescape},
-    voldata::{self, VolDataError},
+    node_files::cgroup::{self, PodCgroup, QosClass, Runtime},
+    node_files::kubelet::{ContainerdRuntime, PathKind, classify},
+    node_files::mount_table::{MountTable, unescape},
+    node_files::vol_data::{self, VolDataError},
 };
 
 const DEFAULT_ROOT: &str = "/var/lib/kubelet";
@@ -594,7 +594,7 @@ fn vol_data_fixtures() {
     assert_eq!(files.iter().map(String::as_str).collect::<BTreeSet<_>>(), expected.keys().copied().collect());
     for (file, err) in &expected {
         let bytes = read(file);
-        assert_eq!(voldata::parse(&bytes).as_ref(), Err(err), "{file}");
+        assert_eq!(vol_data::parse(&bytes).as_ref(), Err(err), "{file}");
     }
     assert!(read("cat2_vol_data_json_EMPTY_0_bytes.json").is_empty());
 }
@@ -853,7 +853,7 @@ fn every_category_4_file_has_a_cgroup_test() {
 fn every_fixture_line_through_every_parser_without_panicking() {
     for file in data_files("cat") {
         let bytes = read(&file);
-        let _ = voldata::parse(&bytes);
+        let _ = vol_data::parse(&bytes);
         let _ = cgroup::parse_proc_file(&bytes);
         for line in bytes.split(|&b| b == b'\n') {
             let _ = cgroup::parse(line);

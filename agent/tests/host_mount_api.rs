@@ -13,9 +13,9 @@ use nix::{
 };
 use support::{have_root, make_dirs, tracer, tracer_with};
 use volguard::{
-    bpf::{counters::Counters, loader},
-    decode::{Call, Event, RawString},
-    mountns::run_in_private_mount_ns,
+    kernel::decode::{Call, Event, RawString},
+    kernel::{counters::Counters, loader},
+    sys::mountns::run_in_private_mount_ns,
 };
 use volguard_common::{counters::Counter, mount_api::*};
 

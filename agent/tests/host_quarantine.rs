@@ -10,8 +10,8 @@ use support::{
 };
 
 fn bpf_lsm_works() -> bool {
-    volguard::lsm_probe::probe(&mut volguard::bpf::loader::load().unwrap()).unwrap().status
-        == volguard::lsm_probe::LsmStatus::Active
+    volguard::kernel::lsm_probe::probe(&mut volguard::kernel::loader::load().unwrap()).unwrap().status
+        == volguard::kernel::lsm_probe::LsmStatus::Active
 }
 
 #[test]

@@ -15,8 +15,8 @@ use nix::{
 };
 use support::{have_root, make_dirs, mount_onto, own_cgroup_id, tracer};
 use volguard::{
-    decode::{Call, Event, RawString},
-    mountns::run_in_private_mount_ns,
+    kernel::decode::{Call, Event, RawString},
+    sys::mountns::run_in_private_mount_ns,
 };
 use volguard_common::event::PATH_LEN;
 

@@ -12,12 +12,10 @@ use serde_json::{Value, json};
 use support_fake_api::{CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, eventually};
 use tokio::sync::{mpsc, watch};
 use volguard::{
-    explain::{Conflict, ConflictAction},
+    facts::k8s::source,
     facts::{Facts, Origin, SinglePodReason, Snapshot},
-    k8s::{
-        events::{self, EventCounters},
-        source,
-    },
+    model::explain::{Conflict, ConflictAction},
+    outputs::events::{self, EventCounters},
 };
 
 const NODE: &str = "node-1";

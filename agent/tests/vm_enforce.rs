@@ -9,12 +9,12 @@ use std::{fs, path::Path};
 use aya::maps::{Map, MapData};
 use nix::errno::Errno;
 use support::kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end, uninstall};
-use volguard::enforce::{kernel, pins::Pins};
+use volguard::kernel::{maps, pins::Pins};
 use volguard_common::maps::OWNERS;
 
 fn pinned_owners(pin_root: &Path) -> Vec<(String, String)> {
     let map = MapData::from_pin(Pins::new(pin_root).map_path(OWNERS)).unwrap();
-    kernel::owners_in(&Map::HashMap(map)).unwrap()
+    maps::owners_in(&Map::HashMap(map)).unwrap()
 }
 
 fn owners(list: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -10,9 +10,9 @@ use nix::{
     mount::{MsFlags, mount},
 };
 use volguard::{
-    bpf::{counters::Counters, loader},
-    lsm_probe::{self, LSM_LIST, LsmStatus},
-    mountns::run_in_private_mount_ns,
+    kernel::lsm_probe::{self, LSM_LIST, LsmStatus},
+    kernel::{counters::Counters, loader},
+    sys::mountns::run_in_private_mount_ns,
 };
 use volguard_common::counters::Counter;
 

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volguard::{decode, render};
+use volguard::{kernel::decode, outputs::render};
 
 fuzz_target!(|record: &[u8]| {
     match decode::parse(record) {

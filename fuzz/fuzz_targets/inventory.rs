@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
     let text = String::from_utf8_lossy(bytes);
-    if let Err(error) = volguard::inventory::parse(Path::new("fuzz.yaml"), &text) {
+    if let Err(error) = volguard::facts::inventory::parse(Path::new("fuzz.yaml"), &text) {
         let _ = error.to_string();
     }
 });

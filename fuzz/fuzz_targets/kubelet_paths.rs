@@ -4,7 +4,7 @@
 use std::{ffi::OsStr, os::unix::ffi::OsStrExt, path::Path};
 
 use libfuzzer_sys::fuzz_target;
-use volguard::{cgroup, kubelet};
+use volguard::{node_files::cgroup, node_files::kubelet};
 
 fuzz_target!(|bytes: &[u8]| {
     let path = Path::new(OsStr::from_bytes(bytes));

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volguard::mount_table::MountTable;
+use volguard::node_files::mount_table::MountTable;
 
 fuzz_target!(|text: &[u8]| {
     let table = MountTable::parse(text);

@@ -6,6 +6,7 @@ mod demo;
 mod deploy;
 mod e2e;
 mod fuzz;
+mod layers;
 mod proc;
 mod setup;
 mod test;
@@ -52,6 +53,9 @@ enum Command {
     /// (internal) The node's side of `e2e`, run inside its namespaces.
     #[command(hide = true)]
     E2eNode(e2e::NodeOptions),
+    /// Check the agent's layers: imports point down the table in agent/src/lib.rs, and
+    /// only agent/src/kernel/ uses aya.
+    Layers,
     /// Check dashboards/: Grafana schema types (tsc), PromQL (promtool), metric names.
     CheckDashboards,
     /// Check deploy/: helm lint and template, schemas (kubernetes-validate), yamllint,
@@ -76,6 +80,7 @@ fn main() -> anyhow::Result<()> {
         Command::E2e(options) => e2e::run(&options),
         Command::Image(options) => e2e::image(&options),
         Command::E2eNode(options) => e2e::node_main(&options),
+        Command::Layers => layers::run(&proc::workspace_root()),
         Command::CheckDashboards => dashboards::run(),
         Command::CheckDeploy { write } => deploy::run(write),
     }

@@ -22,24 +22,23 @@ use running::Running;
 use startup::{OwnerStore, serve_http, start_facts_source, start_in_kernel, start_userspace};
 
 use crate::{
-    bpf::{
+    enforce::{self, Mode, ModeChoice, ModeError, ownership::Ownership},
+    facts::inventory::InventoryError,
+    kernel::btf::{Btf, BtfError, VMLINUX_BTF},
+    kernel::lsm_probe::{self, ProbeError},
+    kernel::{
         loader::{self, LoadError},
         reader::EventReader,
     },
-    btf::{Btf, BtfError, VMLINUX_BTF},
-    debug::Shared,
-    enforce::{
-        self, Mode, ModeChoice, ModeError,
-        kernel::KernelError,
-        ownership::Ownership,
+    kernel::{
+        maps::KernelError,
         pins::{PinError, Pins},
     },
-    explain::{self, RateLimiter},
-    inventory::InventoryError,
-    lsm_probe::{self, ProbeError},
-    metrics::ModeReason,
-    node::NodeModel,
-    signals::StopSignals,
+    model::explain::{self, RateLimiter},
+    model::node::NodeModel,
+    outputs::debug_state::Shared,
+    outputs::metrics::ModeReason,
+    sys::signals::StopSignals,
 };
 
 /// Where the facts about pods, PVs, PVCs and CSI objects come from.
@@ -132,7 +131,7 @@ pub enum AgentError {
     #[error("Kubernetes API client: {0} (in a pod: the service account; elsewhere: KUBECONFIG or ~/.kube/config)")]
     KubeConfig(String),
     #[error(transparent)]
-    KubeSource(#[from] crate::k8s::source::SourceError),
+    KubeSource(#[from] crate::facts::k8s::source::SourceError),
     #[error("serving {what} on {address}: {source}")]
     Listen {
         what: &'static str,

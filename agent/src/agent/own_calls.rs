@@ -13,7 +13,7 @@ use std::{ffi::OsStr, os::unix::ffi::OsStrExt as _, path::PathBuf};
 
 use tracing::{info, warn};
 
-use crate::decode::{Call, Event};
+use crate::kernel::decode::{Call, Event};
 
 pub struct OwnCalls {
     marker: PathBuf,
@@ -67,7 +67,7 @@ impl OwnCalls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::{Caller, RawString};
+    use crate::kernel::decode::{Caller, RawString};
 
     fn umount(tgid: u32, target: &str) -> Event {
         Event {

@@ -18,28 +18,29 @@ use super::{
     startup::{OwnerStore, sync_single_pod_set},
 };
 use crate::{
-    bpf::{
-        counters::{Counters, LostEvents},
-        reader::EventReader,
-    },
-    checks::Finding,
     csi::{
         monitor::MonitorOptions,
         report::{CheckOptions, CsiReport},
     },
-    debug::{self, ConflictRecord, MountRecord, Shared},
-    decode::{self, Call, Event, RawString, Record},
-    enforce::{Mode, ModeDecision, ownership::Publish, pins::Pins, quarantine, roots::PublishedRoots},
-    explain::{self, ConflictAction, RateLimiter, Verdict},
+    enforce::{Mode, ModeDecision, ownership::Publish, quarantine},
     facts::{Origin, Snapshot},
-    kubelet::{PublishTarget, publish_target},
-    metrics::SinglePodCounts,
-    node::NodeModel,
-    render,
-    signals::StopSignals,
-    state::Mounts,
-    state::{OwnerFix, PublishChange},
-    volume_ops::{self, volume_op},
+    kernel::decode::{self, Call, Event, RawString, Record},
+    kernel::{
+        counters::{Counters, LostEvents},
+        reader::EventReader,
+    },
+    kernel::{pins::Pins, roots::PublishedRoots},
+    model::checks::Finding,
+    model::explain::{self, ConflictAction, RateLimiter, Verdict},
+    model::mounts::Mounts,
+    model::mounts::{OwnerFix, PublishChange},
+    model::node::NodeModel,
+    model::volume_ops::{self, volume_op},
+    node_files::kubelet::{PublishTarget, publish_target},
+    outputs::debug_state::{self, ConflictRecord, MountRecord, Shared},
+    outputs::metrics::SinglePodCounts,
+    outputs::render,
+    sys::signals::StopSignals,
 };
 
 /// The running agent's state, owned by the event loop.
@@ -139,7 +140,7 @@ impl Running<'_> {
     fn csi_report(&mut self, report: &CsiReport) {
         let drivers = report.drivers.iter().map(|d| (d.name.as_str(), d.vendor_version.as_deref().unwrap_or("")));
         self.shared.metrics.set_csi(drivers, report.findings_by_driver());
-        for f in report.findings.iter().filter(|f| f.severity == crate::checks::Severity::Error) {
+        for f in report.findings.iter().filter(|f| f.severity == crate::model::checks::Severity::Error) {
             warn!("CSI finding {:?}: {}: {}", f.check, f.subject, f.message);
         }
         self.csi = Some(report.clone());
@@ -271,10 +272,10 @@ impl Running<'_> {
         if let Some(tx) = &self.mounts_tx {
             tx.send_replace(self.model.mounts().clone());
         }
-        self.shared.set_snapshot(debug::Snapshot {
+        self.shared.set_snapshot(debug_state::Snapshot {
             mode: self.decision.mode.to_string(),
             mode_reason: self.decision.reason.clone(),
-            source: debug::SourceStatus {
+            source: debug_state::SourceStatus {
                 origin: origin.into(),
                 stale: snapshot.stale.clone(),
                 synced_at: snapshot.synced_at,
@@ -290,10 +291,14 @@ impl Running<'_> {
 
     /// The volumes with their findings (the model's and the CSI checks') and the access
     /// mode kubelet sends their driver.
-    fn volume_details(&self, views: Vec<crate::state::VolumeView>, findings: &[Finding]) -> Vec<debug::VolumeDetail> {
+    fn volume_details(
+        &self,
+        views: Vec<crate::model::mounts::VolumeView>,
+        findings: &[Finding],
+    ) -> Vec<debug_state::VolumeDetail> {
         let csi_findings = self.csi.iter().flat_map(|r| r.findings.iter().cloned());
         let all: Vec<Finding> = findings.iter().cloned().chain(csi_findings).collect();
-        let mut details = debug::volume_details(views, &all);
+        let mut details = debug_state::volume_details(views, &all);
         if let Some(report) = &self.csi {
             for detail in &mut details {
                 let volume = report.volumes.iter().find(|v| v.name == detail.view.name);
@@ -452,7 +457,7 @@ fn publish_change(root: &Path, event: &Event) -> Option<PublishChange> {
 }
 
 /// In-kernel modes: keep the published-root map current for the cross-pod source check.
-fn record_roots(roots: &mut PublishedRoots, caller: &crate::decode::Caller, change: &PublishChange) {
+fn record_roots(roots: &mut PublishedRoots, caller: &crate::kernel::decode::Caller, change: &PublishChange) {
     match change {
         PublishChange::Published(target, path) => roots.published(caller, target, path),
         PublishChange::Unpublished(target) => roots.unpublished(target),

@@ -10,20 +10,19 @@ use volguard_common::enforce::{KernelLayout, kernel_mode};
 
 use super::{AgentError, EVENT_QUEUE, FactsSource, RunOptions};
 use crate::{
-    bpf::loader::{self},
-    debug::Shared,
-    enforce::{
-        ModeDecision,
-        kernel::{self, KernelError},
-        ownership::Ownership,
+    enforce::{ModeDecision, ownership::Ownership},
+    facts::inventory::{self, InventoryWatch},
+    facts::{Origin, Snapshot},
+    kernel::loader::{self},
+    kernel::{
+        maps::{self, KernelError},
         pins::Pins,
     },
-    explain::{self},
-    facts::{Origin, Snapshot},
-    http,
-    inventory::{self, InventoryWatch},
-    node::NodeModel,
-    state::OwnerFix,
+    model::explain::{self},
+    model::mounts::OwnerFix,
+    model::node::NodeModel,
+    outputs::debug_state::Shared,
+    outputs::http,
 };
 
 /// Where the facts about pods, PVs, PVCs and CSI objects come from.
@@ -85,15 +84,15 @@ pub(super) async fn start_facts_source(source: &FactsSource) -> Result<StartedSo
             waiting.stale = Some("waiting for the first complete list from the API server".into());
             let mut source = started(waiting);
             let (facts_tx, node) = (source.keep_alive.clone(), node_name.clone());
-            let api_source = crate::k8s::source::run(client.clone(), node.clone(), facts_tx);
+            let api_source = crate::facts::k8s::source::run(client.clone(), node.clone(), facts_tx);
             tokio::spawn(async move {
                 if let Err(e) = api_source.await {
                     warn!("the Kubernetes API source stopped: {e}");
                 }
             });
             let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
-            let counters = std::sync::Arc::new(crate::k8s::events::EventCounters::default());
-            tokio::spawn(crate::k8s::events::run(client, node, events_rx, counters));
+            let counters = std::sync::Arc::new(crate::outputs::events::EventCounters::default());
+            tokio::spawn(crate::outputs::events::run(client, node, events_rx, counters));
             source.events = Some(events_tx);
             Ok(source)
         }
@@ -112,19 +111,19 @@ pub(super) fn start_in_kernel(
     let adopting = pins.has_state();
     let mut ebpf = loader::load_pinned(pins, opts.ring_buffer_bytes)?;
     loader::start_kernel_log(&mut ebpf);
-    let mode = kernel::kernel_mode_for(decision.mode, true);
-    kernel::configure(&mut ebpf, layout, &opts.kubelet_root, mode)?;
+    let mode = maps::kernel_mode_for(decision.mode, true);
+    maps::configure(&mut ebpf, layout, &opts.kubelet_root, mode)?;
     sync_single_pod_set(&mut ebpf, model)?;
     // Before the LSM programs attach, so no other pod can claim a volume already mounted.
     let mut store = OwnerStore::Kernel;
-    for fix in model.plan_owners(&kernel::owners(&ebpf)?.into_iter().collect()) {
+    for fix in model.plan_owners(&maps::owners(&ebpf)?.into_iter().collect()) {
         store.apply(&mut ebpf, &fix)?;
     }
     // Tracing first: the exit tracepoints settle the claims the LSM programs make.
     let mut links = loader::attach_all_taking_links(&mut ebpf, &loader::trace_hooks())?;
     links.extend(loader::attach_all_taking_links(&mut ebpf, &loader::enforce_hooks())?);
     let replaced = pins.install_links(links)?;
-    let owners = kernel::owners(&ebpf)?;
+    let owners = maps::owners(&ebpf)?;
     if adopting {
         info!(
             "adopted the pinned enforcement state in {}: {} owned volumes, {replaced} links replaced",
@@ -143,7 +142,7 @@ pub(super) fn start_in_kernel(
 /// yet must not switch enforcement off).
 pub(super) fn sync_single_pod_set(ebpf: &mut Ebpf, model: &NodeModel) -> Result<(), AgentError> {
     let keep_others = model.snapshot().synced_at.is_none() && model.snapshot().origin != Origin::None;
-    let sync = kernel::sync_single_pod_volumes(ebpf, model.single_pod(), keep_others)?;
+    let sync = maps::sync_single_pod_volumes(ebpf, model.single_pod(), keep_others)?;
     if sync.added + sync.removed > 0 {
         info!("kernel single-pod set: {} added, {} removed", sync.added, sync.removed);
     }
@@ -156,7 +155,7 @@ pub(super) fn start_userspace(opts: &RunOptions, layout: KernelLayout) -> Result
         None => loader::load()?,
     };
     loader::start_kernel_log(&mut ebpf);
-    kernel::configure(&mut ebpf, layout, &opts.kubelet_root, kernel_mode::OFF)?;
+    maps::configure(&mut ebpf, layout, &opts.kubelet_root, kernel_mode::OFF)?;
     loader::attach_all(&mut ebpf, &loader::trace_hooks())?;
     Ok(ebpf)
 }
@@ -171,15 +170,15 @@ pub(super) enum OwnerStore {
 impl OwnerStore {
     pub(super) fn owners(&self, ebpf: &Ebpf) -> Result<BTreeMap<String, String>, KernelError> {
         match self {
-            Self::Kernel => Ok(kernel::owners(ebpf)?.into_iter().collect()),
+            Self::Kernel => Ok(maps::owners(ebpf)?.into_iter().collect()),
             Self::Userspace(o) => Ok(o.owners()),
         }
     }
 
     pub(super) fn apply(&mut self, ebpf: &mut Ebpf, fix: &OwnerFix) -> Result<(), KernelError> {
         let done = match (self, fix) {
-            (Self::Kernel, OwnerFix::Seed { volume, pod_uid }) => kernel::seed_owner(ebpf, volume, pod_uid)?,
-            (Self::Kernel, OwnerFix::Release { volume, pod_uid }) => kernel::release_owner(ebpf, volume, pod_uid)?,
+            (Self::Kernel, OwnerFix::Seed { volume, pod_uid }) => maps::seed_owner(ebpf, volume, pod_uid)?,
+            (Self::Kernel, OwnerFix::Release { volume, pod_uid }) => maps::release_owner(ebpf, volume, pod_uid)?,
             (Self::Userspace(o), OwnerFix::Seed { volume, pod_uid }) => {
                 o.seed(volume, pod_uid);
                 o.owner(volume) == Some(pod_uid.as_str())

@@ -9,8 +9,8 @@ use std::{collections::VecDeque, time::Duration};
 use tokio::time::Instant;
 
 use crate::{
-    explain::{Conflict, ConflictAction},
     facts::Facts,
+    model::explain::{Conflict, ConflictAction},
 };
 
 /// How long a conflict waits for its pod to appear in the facts.
@@ -83,7 +83,7 @@ impl Unnamed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{explain::sample_facts, facts::Pod};
+    use crate::{facts::Pod, model::explain::sample_facts};
 
     #[test]
     fn a_conflict_waits_for_its_pod_to_be_named() {

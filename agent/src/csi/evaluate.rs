@@ -12,10 +12,10 @@ use super::{
     rules::{self, CsiAccessMode, FsGroupInput, FsGroupPolicy, Ownership},
 };
 use crate::{
-    checks::{Check, Finding, Severity},
     enforce::Mode,
     facts::{AccessMode, ClaimRef, Facts, VolumeSource},
-    state::Mounts,
+    model::checks::{Check, Finding, Severity},
+    model::mounts::Mounts,
 };
 
 /// A CSI volume in use on this node.
@@ -401,7 +401,7 @@ mod tests {
             report::{CsiReport, DriverReport},
         },
         facts::{ClaimRef, CsiDriver, CsiNode, CsiNodeDriver, CsiSource, PersistentVolume, Pod, PodVolume},
-        mount_table::MountTable,
+        node_files::mount_table::MountTable,
     };
 
     const D: &str = "d.csi.io";

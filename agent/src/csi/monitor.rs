@@ -25,7 +25,7 @@ use super::{
     discovery,
     report::{self, CheckOptions, CsiReport, DriverReport},
 };
-use crate::{enforce::Mode, facts::Snapshot, state::Mounts};
+use crate::{enforce::Mode, facts::Snapshot, model::mounts::Mounts};
 
 pub const RECHECK_INTERVAL: Duration = Duration::from_secs(60);
 pub const SOCKET_POLL_INTERVAL: Duration = Duration::from_secs(5);

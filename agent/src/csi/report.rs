@@ -16,7 +16,7 @@ use super::{
     discovery::{self, CSI_PLUGIN_TYPE, Source},
     evaluate::{self, VolumeReport},
 };
-use crate::{checks::Finding, enforce::Mode, facts::Facts, state::Mounts};
+use crate::{enforce::Mode, facts::Facts, model::checks::Finding, model::mounts::Mounts};
 
 /// The default deadline of every call (kubelet's own CSI calls allow more; a health check
 /// should not).

@@ -23,9 +23,9 @@ use serde_json::Value;
 
 use crate::{
     agent::READY,
-    cli::{self, View},
-    enforce::quarantine::MASK_SOURCE,
-    mount_table::MountTable,
+    cli::views::{self, View},
+    model::mounts::MASK_SOURCE,
+    node_files::mount_table::MountTable,
 };
 
 /// The demo's node: two pods sharing an RWOP claim, two sharing an RWO one.
@@ -67,7 +67,7 @@ pub enum DemoError {
     #[error("{0}")]
     Agent(String),
     #[error(transparent)]
-    Cli(#[from] cli::CliError),
+    Cli(#[from] views::CliError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
@@ -211,7 +211,7 @@ impl Drop for Stage {
         let _ = umount2(&self.dir, MntFlags::MNT_DETACH);
         let _ = std::fs::remove_dir_all(&self.dir);
         // A backstop: the agent removes its pins when it stops; make sure they are gone.
-        let _ = crate::enforce::pins::Pins::new(Path::new(PIN_ROOT)).uninstall();
+        let _ = crate::kernel::pins::Pins::new(Path::new(PIN_ROOT)).uninstall();
     }
 }
 
@@ -305,8 +305,8 @@ fn poll(debug: SocketAddr, path: &str, check: impl Fn(&Value) -> bool) -> Result
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         // A 404 while the view catches up (it refreshes once a second) means "not yet".
-        let body = match cli::fetch(debug, path) {
-            Err(cli::CliError::Http { status: 404, .. }) if Instant::now() < deadline => Value::Null,
+        let body = match views::fetch(debug, path) {
+            Err(views::CliError::Http { status: 404, .. }) if Instant::now() < deadline => Value::Null,
             other => other?,
         };
         if check(&body) || Instant::now() > deadline {
@@ -397,7 +397,7 @@ async fn play(stage: &Stage, agent: &mut RunningAgent, show: &mut Show) -> Resul
         ("volguard conflicts", View::Conflicts),
     ] {
         println!("   $ {command}");
-        print!("{}", indent(&view.render(&cli::fetch(agent.debug, view.path())?)));
+        print!("{}", indent(&view.render(&views::fetch(agent.debug, view.path())?)));
     }
     println!("   $ curl -s http://{}/metrics   (a few lines)", agent.metrics);
     let metrics = fetch_text(agent.metrics, "/metrics")?;

@@ -1,16 +1,13 @@
 //! Keeping ReadWriteOncePod volumes to one pod: the mode, the kernel side's maps and
 //! pins, and the userspace fallback (quarantine) for kernels without BPF LSM.
 
-pub mod kernel;
 pub mod ownership;
-pub mod pins;
 pub mod quarantine;
-pub mod roots;
 pub mod task_ns;
 
 use std::fmt;
 
-use crate::lsm_probe::{LsmProbeReport, LsmStatus};
+use crate::kernel::lsm_probe::{LsmProbeReport, LsmStatus};
 
 /// What the agent does about a conflicting publish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -112,7 +109,7 @@ mod tests {
             (MS_BIND | MS_PRIVATE, MountOp::Bind),
         ];
         for (flags, op) in cases {
-            assert_eq!(MountOp::of(flags), op, "{}", crate::flags::mount(flags));
+            assert_eq!(MountOp::of(flags), op, "{}", crate::kernel::flags::mount(flags));
         }
         assert!(MountOp::Bind.attaches() && MountOp::Move.attaches() && MountOp::NewMount.attaches());
         assert!(!MountOp::Remount.attaches() && !MountOp::ChangePropagation.attaches());

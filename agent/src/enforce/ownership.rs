@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::kubelet::PublishTarget;
+use crate::node_files::kubelet::PublishTarget;
 
 /// What a successful publish means for ownership.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -20,11 +20,9 @@ use nix::{
 };
 
 use super::task_ns::task_in_namespace;
-use crate::decode::Caller;
-use crate::mount_table::MountTable;
+use crate::kernel::decode::Caller;
+use crate::{model::mounts::MASK_SOURCE, node_files::mount_table::MountTable};
 
-/// Source name of the masking mount, visible in the mount table.
-pub const MASK_SOURCE: &str = "volguard-quarantine";
 /// Most mounts stacked on one target that we detach.
 const MAX_STACKED: usize = 16;
 

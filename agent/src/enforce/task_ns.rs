@@ -4,7 +4,7 @@
 
 use std::{fs, os::unix::fs::MetadataExt, path::PathBuf};
 
-use crate::decode::Caller;
+use crate::kernel::decode::Caller;
 
 /// `/proc/<pid>/task/<tid>` of a live task in the caller's mount namespace: its `ns/mnt`
 /// enters the namespace, its `root` resolves paths in it.

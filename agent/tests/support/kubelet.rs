@@ -368,7 +368,7 @@ pub fn quarantine_end_to_end(tree: &KubeletTree, ns: &MountNs, agent: &Agent) {
     let (fstype, source, read_only) = ns.mount_at(&b).expect("a mask mount on pod-b's target");
     assert_eq!(
         (fstype.as_str(), source.as_str(), read_only),
-        ("tmpfs", volguard::enforce::quarantine::MASK_SOURCE, true)
+        ("tmpfs", volguard::model::mounts::MASK_SOURCE, true)
     );
     assert_eq!(
         ns.read(&b.join("marker")).map_err(|e| e.kind()),

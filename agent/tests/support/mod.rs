@@ -6,8 +6,8 @@ pub mod kubelet;
 use std::{fs, os::unix::fs::MetadataExt, path::PathBuf, time::Duration};
 
 use volguard::{
-    bpf::{loader, reader::EventReader},
-    decode::{Call, Conflict, Event, Record},
+    kernel::decode::{Call, Conflict, Event, Record},
+    kernel::{loader, reader::EventReader},
 };
 
 /// Set by `cargo xtask test`: a root test may not skip itself.
@@ -48,7 +48,11 @@ pub fn make_dirs<const N: usize>(root: &std::path::Path, names: [&str; N]) -> [P
 
 /// Whether `bpf` is in the kernel's active LSM list (securityfs must be mounted).
 pub fn bpf_in_lsm_list() -> bool {
-    fs::read_to_string(volguard::lsm_probe::LSM_LIST).expect("securityfs mounted").trim().split(',').any(|l| l == "bpf")
+    fs::read_to_string(volguard::kernel::lsm_probe::LSM_LIST)
+        .expect("securityfs mounted")
+        .trim()
+        .split(',')
+        .any(|l| l == "bpf")
 }
 
 /// The cgroup v2 id (inode of the cgroup directory) of this process.

@@ -18,11 +18,11 @@ use std::{
 use serde::Serialize;
 
 use crate::{
-    checks::Finding,
-    explain::{Conflict, ConflictAction},
     facts::ClaimRef,
-    metrics::Metrics,
-    state::VolumeView,
+    model::checks::Finding,
+    model::explain::{Conflict, ConflictAction},
+    model::mounts::VolumeView,
+    outputs::metrics::Metrics,
 };
 
 pub const API_VERSION: &str = "volguard.io/v1";
@@ -78,8 +78,8 @@ pub struct ConflictRecord {
     pub action: ConflictAction,
     pub volume: String,
     pub claim: Option<ClaimRef>,
-    pub pod: crate::explain::PodRef,
-    pub owner: crate::explain::PodRef,
+    pub pod: crate::model::explain::PodRef,
+    pub owner: crate::model::explain::PodRef,
     pub message: String,
 }
 

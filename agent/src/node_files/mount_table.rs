@@ -1,6 +1,6 @@
 //! The mount table (`/proc/<pid>/mountinfo`), read with the procfs crate one line at a
 //! time so that one odd line is a counted skip, not a lost table. What it means for
-//! volumes and owners is `state::Mounts`.
+//! volumes and owners is the node model's `Mounts`.
 
 use std::{
     ffi::OsStr,
@@ -92,16 +92,9 @@ pub fn unescape(field: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::Mounts;
-
-    const ROOT: &str = "/var/lib/kubelet";
 
     fn line(id: i32, mount_point: &str) -> String {
         format!("{id} 30 8:1 /volumes/x {mount_point} rw,relatime shared:1 - ext4 /dev/sdb rw\n")
-    }
-
-    fn publish(pod: &str, volume: &str) -> String {
-        format!("{ROOT}/pods/{pod}/volumes/kubernetes.io~csi/{volume}/mount")
     }
 
     #[test]
@@ -124,28 +117,6 @@ mod tests {
         assert_eq!(unescape(br"/a\777b\400c\377d\134"), b"/a\\777b\\400c\xffd\\".to_vec());
         let table = MountTable::parse(line(7, r"/mnt/x\777").as_bytes());
         assert_eq!(table.mounts[0].mount_point, PathBuf::from(r"/mnt/x\777"));
-    }
-
-    #[test]
-    fn publishes_come_oldest_first_and_only_from_publish_targets() {
-        let text = [
-            line(60, &publish("pod-b", "pv-rwop")),
-            line(50, &publish("pod-a", "pv-rwop")),
-            line(55, &publish("pod-a", "pv-rwop")), // the owner's second publish
-            line(80, "/var/lib/kubelet/pods/pod-c/volumes/kubernetes.io~csi/pv-other/mount/sub"),
-        ]
-        .concat();
-        let mounts = Mounts::from_table(&MountTable::parse(text.as_bytes()), Path::new(ROOT));
-        let pods: Vec<_> = mounts.pods_of("pv-rwop").iter().map(|(p, m)| (p.to_string(), m.mount_id)).collect();
-        assert_eq!(pods, [("pod-a".to_string(), Some(50)), ("pod-b".to_string(), Some(60))]);
-        assert!(mounts.pods_of("pv-other").is_empty(), "a mount below a publish target is not a publish");
-    }
-
-    #[test]
-    fn escaped_spaces_in_a_publish_target_are_still_recognised() {
-        let text = line(9, r"/var/lib/kubelet/pods/pod\040a/volumes/kubernetes.io~csi/pv-rwop/mount");
-        let mounts = Mounts::from_table(&MountTable::parse(text.as_bytes()), Path::new(ROOT));
-        assert_eq!(mounts.pods_of("pv-rwop")[0].0, "pod a");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use tokio::io::{Interest, unix::AsyncFd};
 use volguard_common::maps::EVENTS;
 
 use super::loader::LoadError;
-use crate::decode::{self, DecodeError, Record};
+use crate::kernel::decode::{self, DecodeError, Record};
 
 /// Owns the ring buffer; hand it to one task.
 pub struct EventReader {

@@ -14,11 +14,14 @@ use std::{
 use serde::Serialize;
 
 use crate::{
-    enforce::quarantine::MASK_SOURCE,
     facts::{ClaimRef, Facts, SinglePodReason},
-    kubelet::{PublishTarget, publish_target},
-    mount_table::MountTable,
+    node_files::kubelet::{PublishTarget, publish_target},
+    node_files::mount_table::MountTable,
 };
+
+/// Source name of volguard's quarantine mask (an empty read-only tmpfs), as the mount
+/// table shows it: the mask covers a publish target but is not a publish.
+pub const MASK_SOURCE: &str = "volguard-quarantine";
 
 /// One publish of a volume into a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -206,6 +209,32 @@ mod tests {
 
     const ROOT: &str = "/var/lib/kubelet";
 
+    fn line(id: i32, mount_point: &str) -> String {
+        format!("{id} 30 8:1 /volumes/x {mount_point} rw,relatime shared:1 - ext4 /dev/sdb rw\n")
+    }
+
+    #[test]
+    fn publishes_come_oldest_first_and_only_from_publish_targets() {
+        let text = [
+            line(60, &publish_path("pod-b", "pv-rwop")),
+            line(50, &publish_path("pod-a", "pv-rwop")),
+            line(55, &publish_path("pod-a", "pv-rwop")), // the owner's second publish
+            line(80, "/var/lib/kubelet/pods/pod-c/volumes/kubernetes.io~csi/pv-other/mount/sub"),
+        ]
+        .concat();
+        let mounts = Mounts::from_table(&MountTable::parse(text.as_bytes()), Path::new(ROOT));
+        let pods: Vec<_> = mounts.pods_of("pv-rwop").iter().map(|(p, m)| (p.to_string(), m.mount_id)).collect();
+        assert_eq!(pods, [("pod-a".to_string(), Some(50)), ("pod-b".to_string(), Some(60))]);
+        assert!(mounts.pods_of("pv-other").is_empty(), "a mount below a publish target is not a publish");
+    }
+
+    #[test]
+    fn escaped_spaces_in_a_publish_target_are_still_recognised() {
+        let text = line(9, r"/var/lib/kubelet/pods/pod\040a/volumes/kubernetes.io~csi/pv-rwop/mount");
+        let mounts = Mounts::from_table(&MountTable::parse(text.as_bytes()), Path::new(ROOT));
+        assert_eq!(mounts.pods_of("pv-rwop")[0].0, "pod a");
+    }
+
     fn publish_path(pod: &str, volume: &str) -> String {
         format!("{ROOT}/pods/{pod}/volumes/kubernetes.io~csi/{volume}/mount")
     }
@@ -248,7 +277,7 @@ mod tests {
 
     #[test]
     fn a_recorded_mount_table_gives_every_publish_and_nothing_else() {
-        let text = include_bytes!("../tests/fixtures/recorded/kubelet-node.mountinfo");
+        let text = include_bytes!("../../tests/fixtures/recorded/kubelet-node.mountinfo");
         let table = MountTable::parse(text);
         assert_eq!(table.skipped, [], "every recorded line parses");
         let m = Mounts::from_table(&table, Path::new(ROOT));

@@ -18,11 +18,11 @@ use prometheus_client::{
 };
 
 use crate::{
-    checks::Finding,
     enforce::Mode,
-    explain::ConflictAction,
     facts::{ClaimRef, Origin},
-    volume_ops::OperationName,
+    model::checks::Finding,
+    model::explain::ConflictAction,
+    model::volume_ops::OperationName,
 };
 
 /// kubelet's bucket boundaries for `storage_operation_duration_seconds`, in seconds.
@@ -389,9 +389,9 @@ pub struct MetricDoc {
 /// Every family the agent exports, read back from a registry in which each family has
 /// one sample series, so the reference can never drift from the code.
 pub fn reference() -> Vec<MetricDoc> {
-    use crate::checks::{Check, Severity};
+    use crate::model::checks::{Check, Severity};
     let m = Metrics::new();
-    m.storage_operation(crate::volume_ops::volume_plugin(Some("x")), OperationName::VolumeMount, true, 0.0);
+    m.storage_operation(crate::model::volume_ops::volume_plugin(Some("x")), OperationName::VolumeMount, true, 0.0);
     m.syscall("mount", true);
     m.conflict(None, ConflictAction::Refused);
     m.set_single_pod(SinglePodCounts::default());
@@ -452,7 +452,7 @@ fn label<T: serde::Serialize>(value: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::{Check, Severity};
+    use crate::model::checks::{Check, Severity};
 
     fn claim(ns: &str, name: &str) -> ClaimRef {
         ClaimRef { namespace: ns.into(), name: name.into() }
@@ -547,7 +547,7 @@ mod tests {
 
     #[test]
     fn the_readme_carries_the_current_reference() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../../README.md");
         let section = readme.split("<!-- metrics-reference:start").nth(1).expect("the README's reference markers");
         let body = section.split_once("-->\n").expect("the start marker's end").1;
         let body = body.split("<!-- metrics-reference:end -->").next().unwrap_or_default();

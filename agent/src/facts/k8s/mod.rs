@@ -3,8 +3,7 @@
 //! - [`convert`]: pure conversions from API objects to facts.
 //! - [`source`]: watches pods on this node, PVs, PVCs, CSIDrivers and this node's CSINode
 //!   and publishes a [`crate::facts::Snapshot`] on a `tokio::sync::watch` channel.
-//! - [`events`]: turns [`crate::explain::Conflict`]s into Warning Events on the refused pod.
+//! - [`crate::outputs::events`] turns [`crate::model::explain::Conflict`]s into Warning Events on the refused pod.
 
 pub mod convert;
-pub mod events;
 pub mod source;

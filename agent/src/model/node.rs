@@ -10,11 +10,11 @@ use std::{
 use tracing::{info, warn};
 
 use crate::{
-    checks::{self, Finding},
-    explain::{Conflict, ConflictAction},
     facts::{Origin, SinglePodReason, Snapshot},
-    mount_table::MountTable,
-    state::{Mounts, OwnerFix, OwnerReconciler, PublishChange, VolumeView, volume_views},
+    model::checks::{self, Finding},
+    model::explain::{Conflict, ConflictAction},
+    model::mounts::{Mounts, OwnerFix, OwnerReconciler, PublishChange, VolumeView, volume_views},
+    node_files::mount_table::MountTable,
 };
 
 pub struct NodeModel {

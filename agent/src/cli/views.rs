@@ -292,11 +292,11 @@ mod tests {
 
     #[test]
     fn fetch_talks_to_the_real_debug_router() {
-        let shared = std::sync::Arc::new(crate::debug::Shared::new(json!({"k": 1})));
+        let shared = std::sync::Arc::new(crate::outputs::debug_state::Shared::new(json!({"k": 1})));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         listener.set_nonblocking(true).unwrap();
-        let router = crate::http::debug_router(shared);
+        let router = crate::outputs::http::debug_router(shared);
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {

@@ -6,16 +6,16 @@ use std::{fmt::Write as _, net::SocketAddr, path::PathBuf, time::Duration};
 use tokio::sync::watch;
 
 use crate::{
-    checks::{Check, Severity},
     enforce::Mode,
+    facts::inventory::{self, InventoryError},
     facts::{Facts, Origin, Snapshot},
-    http::DEFAULT_DEBUG_ADDRESS,
-    inventory::{self, InventoryError},
-    mount_table::{HOST_MOUNTINFO, MountTable},
-    state::Mounts,
+    model::checks::{Check, Severity},
+    model::mounts::Mounts,
+    node_files::mount_table::{HOST_MOUNTINFO, MountTable},
+    outputs::http::DEFAULT_DEBUG_ADDRESS,
 };
 
-use super::{
+use crate::csi::{
     evaluate::VolumeKind,
     report::{self, CheckOptions, CsiReport},
 };
@@ -113,7 +113,7 @@ pub async fn run(args: CheckArgs) -> Result<bool, CliError> {
 
 /// The mode of the agent whose debug API answers at `address`, if one does.
 fn running_agent_mode(address: SocketAddr) -> Option<Mode> {
-    let status = crate::cli::fetch(address, "/debug/status").ok()?;
+    let status = crate::cli::views::fetch(address, "/debug/status").ok()?;
     <Mode as clap::ValueEnum>::from_str(status["mode"].as_str()?, true).ok()
 }
 
@@ -123,7 +123,7 @@ async fn api_facts(node_name: &str, timeout: Duration) -> Result<Facts, CliError
     let config = kube::Config::infer().await.map_err(|e| CliError::Api(e.to_string()))?;
     let client = kube::Client::try_from(config).map_err(|e| CliError::Api(e.to_string()))?;
     let (tx, mut rx) = watch::channel(Snapshot::empty(Origin::KubernetesApi));
-    let source = tokio::spawn(crate::k8s::source::run(client, node_name.to_owned(), tx));
+    let source = tokio::spawn(crate::facts::k8s::source::run(client, node_name.to_owned(), tx));
     let complete = async {
         loop {
             {

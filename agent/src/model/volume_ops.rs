@@ -15,10 +15,10 @@ use volguard_common::{
 };
 
 use crate::{
-    decode::{Call, Event, RawString},
     facts::{Facts, VolumeSource},
-    kubelet::{PathKind, classify},
-    voldata,
+    kernel::decode::{Call, Event, RawString},
+    node_files::kubelet::{PathKind, classify},
+    node_files::vol_data,
 };
 
 /// kubelet's `operation_name` values that a node's mounts can show.
@@ -110,7 +110,7 @@ pub fn volume_plugin(driver: Option<&str>) -> String {
 pub fn driver_of(root: &Path, facts: &Facts, target: &PathKind) -> Option<String> {
     let from_pv = |name: &str| facts.persistent_volume(name).and_then(|pv| pv.csi.as_ref()).map(|c| c.driver.clone());
     let from_file = |path: PathBuf| {
-        std::fs::read(path).ok().and_then(|bytes| voldata::parse(&bytes).ok()).and_then(|d| d.driver_name)
+        std::fs::read(path).ok().and_then(|bytes| vol_data::parse(&bytes).ok()).and_then(|d| d.driver_name)
     };
     match target {
         PathKind::CsiStaging { driver, .. } => Some(driver.clone()),
@@ -146,7 +146,7 @@ mod tests {
     use volguard_common::mount_flags::{MS_BIND, MS_PRIVATE, MS_REC};
 
     use super::*;
-    use crate::decode::Caller;
+    use crate::kernel::decode::Caller;
 
     const ROOT: &str = "/var/lib/kubelet";
     const HASH: &str = "54f50aff0c05f509a804604b776c85a23969272c57b2f3054b6e05c7fc6e543f";

@@ -12,7 +12,7 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use crate::debug::{API_VERSION, CONFLICTS_KEPT, MOUNTS_KEPT, Shared};
+use crate::outputs::debug_state::{API_VERSION, CONFLICTS_KEPT, MOUNTS_KEPT, Shared};
 
 /// The default `/metrics` address: every interface, so Prometheus can scrape the pod.
 pub const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:9728";
@@ -184,14 +184,14 @@ mod tests {
 
     use super::*;
     use crate::{
-        debug::{ConflictRecord, MountRecord, Snapshot, VolumeDetail},
-        explain::{Conflict, ConflictAction},
         facts::Facts,
+        model::explain::{Conflict, ConflictAction},
+        outputs::debug_state::{ConflictRecord, MountRecord, Snapshot, VolumeDetail},
     };
 
     fn shared() -> Arc<Shared> {
         let shared = Arc::new(Shared::new(json!({"kubeletRoot": "/var/lib/kubelet"})));
-        let volume = VolumeDetail::from(crate::state::VolumeView {
+        let volume = VolumeDetail::from(crate::model::mounts::VolumeView {
             name: "pv-1".into(),
             single_pod: Some(crate::facts::SinglePodReason::ReadWriteOncePod),
             claim: None,

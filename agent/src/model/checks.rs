@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     facts::{ClaimRef, Facts, VolumeSource},
-    voldata::{self, VolData},
+    node_files::vol_data::{self, VolData},
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -150,7 +150,7 @@ pub fn scan_pod_volumes(kubelet_root: &Path) -> TreeScan {
         for volume in dir_names(&csi) {
             let file = csi.join(&volume).join("vol_data.json");
             match std::fs::read(&file) {
-                Ok(bytes) => match voldata::parse(&bytes) {
+                Ok(bytes) => match vol_data::parse(&bytes) {
                     Ok(data) => scan.volumes.push(PodCsiVolume { pod_uid: pod.clone(), volume, data }),
                     Err(e) => scan.skipped.push((file, e.to_string())),
                 },
@@ -229,6 +229,13 @@ mod tests {
             annotations: Default::default(),
             controller_uid: controller.map(Into::into),
         }
+    }
+
+    #[test]
+    fn the_documented_inventory_has_no_stray_ephemeral_claim() {
+        let text = include_str!("../../../deploy/inventory.example.yaml");
+        let facts = crate::facts::inventory::parse(std::path::Path::new("inventory.example.yaml"), text).unwrap();
+        assert_eq!(ephemeral_claims(&facts), [], "db-0-scratch is controlled by db-0");
     }
 
     #[test]

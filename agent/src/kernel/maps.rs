@@ -16,7 +16,7 @@ use volguard_common::{
 
 use tracing::warn;
 
-use super::Mode;
+use crate::enforce::Mode;
 use crate::facts::SinglePodReason;
 
 /// `BPF_NOEXIST`: insert only if absent.

@@ -12,11 +12,10 @@ use volguard_common::{
 };
 
 use super::{
-    kernel::{KernelError, kernel_dev, pod_uid, volume_key},
+    maps::{KernelError, kernel_dev, pod_uid, volume_key},
     pins::Pins,
-    task_ns::task_in_namespace,
 };
-use crate::{decode::Caller, kubelet::PublishTarget};
+use crate::{enforce::task_ns::task_in_namespace, kernel::decode::Caller, node_files::kubelet::PublishTarget};
 
 /// The pinned `PUBLISHED_ROOTS` and `OWNERS` maps, opened from their pins. (The kernel
 /// also ignores a root whose pod no longer owns the volume, so a stale entry never

@@ -23,11 +23,11 @@ use volguard_common::{
 };
 
 use crate::{
-    bpf::{
+    kernel::{
         counters::Counters,
         loader::{self, LoadError},
     },
-    mountns::{MountNsError, run_in_private_mount_ns},
+    sys::mountns::{MountNsError, run_in_private_mount_ns},
 };
 
 /// The kernel's active LSM list.

@@ -1,10 +1,13 @@
 //! The facts about the node that come from outside the kernel: pods on this node, PVs,
-//! PVCs, CSIDrivers and this node's CSINode. The Kubernetes API (`k8s`) and the local
-//! inventory file (`inventory`) both produce a [`Facts`]; everything else reads it and
+//! PVCs, CSIDrivers and this node's CSINode. The Kubernetes API ([`k8s`]) and the local
+//! inventory file ([`inventory`]) both produce a [`Facts`]; everything else reads it and
 //! never knows which source it came from.
 //!
 //! The same types are the inventory file's format (camelCase YAML, unknown fields
 //! refused), so a typo in a hand-written file is an error naming the field.
+
+pub mod inventory;
+pub mod k8s;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},

@@ -14,7 +14,7 @@ use volguard_common::{
 };
 
 use super::OBJECT;
-use crate::enforce::pins::Pins;
+use crate::kernel::pins::Pins;
 
 /// Where a program attaches.
 #[derive(Clone, Debug)]

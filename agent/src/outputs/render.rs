@@ -7,8 +7,8 @@ use volguard_common::mount_api::{
 };
 
 use crate::{
-    decode::{Call, Conflict, Event, RawString, Record},
-    flags::{self, describe, dfd},
+    kernel::decode::{Call, Conflict, Event, RawString, Record},
+    kernel::flags::{self, describe, dfd},
 };
 
 /// Renders a record as a single line (no trailing newline).
@@ -123,7 +123,7 @@ mod tests {
     use volguard_common::mount_api::{AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH};
 
     use super::*;
-    use crate::decode::Caller;
+    use crate::kernel::decode::Caller;
 
     fn event(call: Call, ret: i64) -> Event {
         let caller = Caller { pid: 7, tgid: 6, mnt_ns: 0, comm: RawString::from("kubelet"), cgroup_id: 99 };

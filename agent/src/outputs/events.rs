@@ -26,7 +26,7 @@ use kube::{
 };
 use tokio::sync::mpsc;
 
-use crate::explain::{Conflict, PodRef, RateLimiter, Verdict};
+use crate::model::explain::{Conflict, PodRef, RateLimiter, Verdict};
 
 /// `reportingController` of every Event volguard creates.
 pub const REPORTING_CONTROLLER: &str = "volguard";
@@ -176,10 +176,10 @@ pub fn event_for(conflict: &Conflict, held_back: u64, node_name: &str, now: Time
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{explain::ConflictAction, facts::Facts};
+    use crate::{facts::Facts, model::explain::ConflictAction};
 
     fn facts() -> Facts {
-        crate::explain::sample_facts()
+        crate::model::explain::sample_facts()
     }
 
     fn now() -> Timestamp {

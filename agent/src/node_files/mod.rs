@@ -1,0 +1,8 @@
+//! Readers of what is on the node's disk and in /proc: kubelet's directory layout and its
+//! `vol_data.json`, the mount table, and cgroup paths. Pure parsers of strings and files;
+//! what they mean for volumes and owners is the node model's business (`crate::model`).
+
+pub mod cgroup;
+pub mod kubelet;
+pub mod mount_table;
+pub mod vol_data;

@@ -1,0 +1,9 @@
+//! What the agent tells the world: Prometheus metrics, the local debug API and the state
+//! it serves, Kubernetes Events for conflicts, and the one-line rendering of events and
+//! conflicts that `volguard trace` prints and the agent logs.
+
+pub mod debug_state;
+pub mod events;
+pub mod http;
+pub mod metrics;
+pub mod render;

@@ -1,0 +1,174 @@
+//! `cargo xtask layers`: the agent's layer rules, checked. The layers are the table at the
+//! top of `agent/src/lib.rs` (one row per layer, lowest first; folders named in one row
+//! are peers): a module may import from its own folder and from lower layers only, never
+//! from a peer or a higher one; and only the kernel boundary (`agent/src/kernel/`) may
+//! name aya, in the library, the binary and the tests alike.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context, bail};
+
+const LIB: &str = "agent/src/lib.rs";
+const KERNEL_BOUNDARY: &str = "kernel";
+
+/// Runs both checks over the workspace at `root`; the error lists every violation.
+pub fn run(root: &Path) -> anyhow::Result<()> {
+    let lib = fs::read_to_string(root.join(LIB)).with_context(|| format!("reading {LIB}"))?;
+    let ranks = layer_ranks(&lib)?;
+    let mut violations = Vec::new();
+    for file in rust_files(&root.join("agent/src"))? {
+        let relative = file.strip_prefix(root.join("agent/src")).unwrap_or(&file);
+        let source = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        let folder = relative.components().next().and_then(|c| c.as_os_str().to_str()).unwrap_or_default();
+        let folder = folder.strip_suffix(".rs").unwrap_or(folder);
+        if let Some(&own) = ranks.get(folder) {
+            for imported in imported_layers(&source) {
+                match ranks.get(imported.as_str()) {
+                    Some(&rank) if imported != folder && rank >= own => violations.push(format!(
+                        "agent/src/{}: `{folder}` imports `{imported}`, {}",
+                        relative.display(),
+                        if rank == own { "a peer layer" } else { "a higher layer" }
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        if folder != KERNEL_BOUNDARY && names_aya(&source) {
+            violations
+                .push(format!("agent/src/{}: names aya outside agent/src/{KERNEL_BOUNDARY}/", relative.display()));
+        }
+    }
+    for file in rust_files(&root.join("agent/tests"))? {
+        if names_aya(&fs::read_to_string(&file)?) {
+            violations.push(format!("{}: names aya (tests go through volguard::kernel)", file.display()));
+        }
+    }
+    if !violations.is_empty() {
+        bail!("{} layer violation(s):\n  {}", violations.len(), violations.join("\n  "));
+    }
+    println!("layers: {} layers, every import points down; aya only in agent/src/{KERNEL_BOUNDARY}/", ranks.len());
+    Ok(())
+}
+
+/// The folders of each row of lib.rs's layer table, ranked from 0 (the lowest row).
+fn layer_ranks(lib: &str) -> anyhow::Result<BTreeMap<String, usize>> {
+    let mut ranks = BTreeMap::new();
+    let rows = lib.lines().filter_map(|l| l.strip_prefix("//! | `")).map(|row| row.split(" |").next().unwrap_or(""));
+    for (rank, first_cell) in rows.enumerate() {
+        for name in format!("`{first_cell}").split(',') {
+            let name = name.trim().trim_matches('`');
+            if !name.is_empty() {
+                ranks.insert(name.to_owned(), rank);
+            }
+        }
+    }
+    if ranks.len() < 2 {
+        bail!("{LIB} has no layer table (rows `//! | `folder` | ... |`)");
+    }
+    Ok(ranks)
+}
+
+/// The first segment of every `crate::` path, including each top-level item of a
+/// `crate::{...}` group. Comments are skipped (doc links may point anywhere).
+fn imported_layers(source: &str) -> Vec<String> {
+    let code: String = source.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+    let mut found = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("crate::") {
+        let preceded_by_ident = rest[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_');
+        rest = &rest[at + "crate::".len()..];
+        if preceded_by_ident {
+            continue; // e.g. `volguard_crate::`
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 0usize;
+            let mut item_start = true;
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => item_start = true,
+                    c if c.is_whitespace() => {}
+                    _ if item_start && depth == 0 => {
+                        found.push(leading_ident(&group[i..]));
+                        item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.push(leading_ident(rest));
+        }
+    }
+    found.retain(|s| !s.is_empty());
+    found
+}
+
+fn leading_ident(s: &str) -> String {
+    s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+}
+
+/// `aya` as a path or crate name in code (not in comments): `aya::`, `use aya`.
+fn names_aya(source: &str) -> bool {
+    source.lines().filter(|l| !l.trim_start().starts_with("//")).any(|line| {
+        line.match_indices("aya").any(|(at, _)| {
+            let before = line[..at].chars().next_back();
+            let after = &line[at + 3..];
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-')
+                && (after.starts_with("::") || after.starts_with(';') || after.starts_with(" as "))
+        })
+    })
+}
+
+fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIB_TABLE: &str = "//! | layer | holds |\n//! |---|---|\n//! | `sys`, `node_files` | a |\n//! | `kernel` | b |\n//! | `agent`, `cli` | c |\n";
+
+    #[test]
+    fn ranks_come_from_the_table_rows_and_peers_share_one() {
+        let ranks = layer_ranks(LIB_TABLE).unwrap();
+        assert_eq!(ranks["sys"], 0);
+        assert_eq!(ranks["node_files"], 0);
+        assert_eq!(ranks["kernel"], 1);
+        assert_eq!(ranks["cli"], ranks["agent"]);
+        assert!(!ranks.contains_key("layer"), "the header row is not a layer");
+    }
+
+    #[test]
+    fn imports_are_found_in_paths_and_groups() {
+        let source = "use crate::{\n    kernel::{maps, pins::Pins},\n    model::node::NodeModel,\n};\n// crate::demo in a comment\nfn f() { crate::facts::Facts::default(); }\n";
+        assert_eq!(imported_layers(source), ["kernel", "model", "facts"]);
+    }
+
+    #[test]
+    fn aya_is_found_in_code_but_not_in_comments_or_other_names() {
+        assert!(names_aya("use aya::maps::Map;"));
+        assert!(names_aya("fn f(e: aya::Ebpf) {}"));
+        assert!(!names_aya("// aya::Ebpf lives in kernel/"));
+        assert!(!names_aya("use volguard_aya_free::x; let papaya = 1;"));
+    }
+}
