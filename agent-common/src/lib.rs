@@ -8,10 +8,12 @@
 pub mod counters;
 pub mod enforce;
 pub mod event;
+pub mod kubelet;
 pub mod lsm_probe;
 pub mod maps;
 pub mod mount_api;
 pub mod mount_flags;
+pub mod programs;
 
 #[cfg(feature = "user")]
 mod user;

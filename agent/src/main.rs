@@ -2,32 +2,25 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use aya::maps::MapData;
-
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use tracing::warn;
 use volguard::{
     agent::{self, FactsSource, RunOptions},
     cli::check,
     cli::views::{self, View},
     enforce::ModeChoice,
-    kernel::lsm_probe::{self, LsmStatus},
     kernel::{
-        counters::{Counters, LostEvents},
-        loader,
-        reader::EventReader,
-    },
-    kernel::{
-        maps,
+        loader::{self, LoadedObject},
+        lsm_probe::{self, LsmStatus},
+        maps::EnforcementMaps,
         pins::{DEFAULT_PIN_ROOT, Pins},
+        reader::EventSource,
     },
     node_files::mount_table::HOST_MOUNTINFO,
     outputs::http,
     outputs::render,
     sys::signals::StopSignals,
 };
-use volguard_common::maps::OWNERS;
 
 #[derive(Parser)]
 #[command(version, about = "Kubernetes node agent: traces mounts and keeps ReadWriteOncePod volumes to one pod")]
@@ -207,9 +200,10 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Owners { pin_root } => {
-            let path = Pins::new(&pin_root).map_path(OWNERS);
-            let map = MapData::from_pin(&path).with_context(|| format!("no pinned state at {}", path.display()))?;
-            for (volume, pod) in maps::owners_in(&aya::maps::Map::HashMap(map))? {
+            let pins = Pins::new(&pin_root);
+            let maps = EnforcementMaps::open_pinned(&pins)
+                .with_context(|| format!("no pinned state under {}", pins.root().display()))?;
+            for (volume, pod) in maps.owners()? {
                 println!("{volume}\t{pod}");
             }
             Ok(())
@@ -251,39 +245,31 @@ fn show(view: View, args: ViewArgs) -> anyhow::Result<()> {
 }
 
 async fn trace() -> anyhow::Result<()> {
-    let mut ebpf = loader::load()?;
-    loader::start_kernel_log(&mut ebpf);
-    loader::attach_all(&mut ebpf, &loader::trace_hooks()).context("attaching the mount syscall tracepoints")?;
-    let mut reader = EventReader::new(&mut ebpf)?;
-    let counters = Counters::new(&mut ebpf)?;
+    let mut object = LoadedObject::load()?;
+    object.start_kernel_log();
+    object.attach(&loader::trace_hooks()).context("attaching the mount syscall tracepoints")?;
+    let mut events = EventSource::new(&mut object)?;
     let mut stop = StopSignals::install().context("installing signal handlers")?;
     eprintln!("volguard: tracing mount-family syscalls on this node; Ctrl-C to stop");
 
-    let (mut shown, mut undecodable, mut lost) = (0u64, 0u64, LostEvents::default());
+    let mut shown = 0u64;
     let mut lost_check = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
-            batch = reader.next_batch(|record| match record {
-                Ok(event) => {
-                    println!("{}", render::record(&event));
-                    shown += 1;
-                }
-                Err(e) => {
-                    undecodable += 1;
-                    warn!("skipped an undecodable record: {e}");
-                }
+            batch = events.next_batch(|event| {
+                println!("{}", render::record(&event));
+                shown += 1;
             }) => { batch.context("reading the event ring buffer")?; }
-            _ = lost_check.tick() => { lost.check(&counters); }
+            _ = lost_check.tick() => { events.lost(); }
             _ = stop.recv() => break,
         }
     }
-    eprintln!("volguard: {shown} events shown, {} lost, {undecodable} undecodable", lost.check(&counters));
+    eprintln!("volguard: {shown} events shown, {} lost, {} undecodable", events.lost(), events.undecodable());
     Ok(())
 }
 
 fn lsm_probe_command() -> anyhow::Result<()> {
-    let mut ebpf = loader::load()?;
-    let report = lsm_probe::probe(&mut ebpf)?;
+    let report = lsm_probe::probe(&mut LoadedObject::load()?)?;
     println!("active LSMs: {}", report.lsm_list.as_deref().unwrap_or("(unreadable)"));
     println!("sb_mount program runs during the probe: {}", report.sb_mount_runs);
     match report.status {

@@ -14,7 +14,7 @@ use nix::{
 use support::{have_root, make_dirs, tracer, tracer_with};
 use volguard::{
     kernel::decode::{Call, Event, RawString},
-    kernel::{counters::Counters, loader},
+    kernel::{counters::Counters, loader::LoadedObject},
     sys::mountns::run_in_private_mount_ns,
 };
 use volguard_common::{counters::Counter, mount_api::*};
@@ -182,7 +182,7 @@ async fn a_full_ring_buffer_counts_every_lost_event() {
         return;
     }
     // One page holds only a few records; nobody reads until the burst is over.
-    let (mut ebpf, mut recorder) = tracer_with(loader::load_with_ring_size(4096).unwrap());
+    let (mut ebpf, mut recorder) = tracer_with(LoadedObject::load_with_ring_size(Some(4096)).unwrap());
     let counters = Counters::new(&mut ebpf).unwrap();
     let lost_before = counters.get(Counter::EventsLost);
     let tmp = tempfile::tempdir().unwrap();

@@ -10,7 +10,7 @@ use support::{
 };
 
 fn bpf_lsm_works() -> bool {
-    volguard::kernel::lsm_probe::probe(&mut volguard::kernel::loader::load().unwrap()).unwrap().status
+    volguard::kernel::lsm_probe::probe(&mut volguard::kernel::loader::LoadedObject::load().unwrap()).unwrap().status
         == volguard::kernel::lsm_probe::LsmStatus::Active
 }
 

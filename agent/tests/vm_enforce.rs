@@ -6,15 +6,12 @@ mod support;
 
 use std::{fs, path::Path};
 
-use aya::maps::{Map, MapData};
 use nix::errno::Errno;
 use support::kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end, uninstall};
-use volguard::kernel::{maps, pins::Pins};
-use volguard_common::maps::OWNERS;
+use volguard::kernel::{maps::EnforcementMaps, pins::Pins};
 
 fn pinned_owners(pin_root: &Path) -> Vec<(String, String)> {
-    let map = MapData::from_pin(Pins::new(pin_root).map_path(OWNERS)).unwrap();
-    maps::owners_in(&Map::HashMap(map)).unwrap()
+    EnforcementMaps::open_pinned(&Pins::new(pin_root)).unwrap().owners().unwrap()
 }
 
 fn owners(list: &[(&str, &str)]) -> Vec<(String, String)> {

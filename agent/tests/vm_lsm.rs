@@ -11,7 +11,10 @@ use nix::{
 };
 use volguard::{
     kernel::lsm_probe::{self, LSM_LIST, LsmStatus},
-    kernel::{counters::Counters, loader},
+    kernel::{
+        counters::Counters,
+        loader::{self, LoadedObject},
+    },
     sys::mountns::run_in_private_mount_ns,
 };
 use volguard_common::counters::Counter;
@@ -43,8 +46,8 @@ fn bind_both(source: PathBuf, other: PathBuf, target: PathBuf) -> (nix::Result<(
 fn lsm_active_refuses_only_the_probe_bind() {
     assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=, active LSMs are {}", active_lsms());
     {
-        let mut ebpf = loader::load().unwrap();
-        loader::attach_all(&mut ebpf, &[loader::lsm_probe_hook()]).expect("LSM program loads and attaches");
+        let mut ebpf = LoadedObject::load().unwrap();
+        ebpf.attach(&[loader::lsm_probe_hook()]).expect("LSM program loads and attaches");
         let (_tmp, source, other, target) = scratch();
         lsm_probe::set_probe_source(&mut ebpf, Some(&source)).unwrap();
 
@@ -56,7 +59,7 @@ fn lsm_active_refuses_only_the_probe_bind() {
         assert!(counters.get(Counter::LsmSbMountRuns) >= 2, "the hook ran for both mounts");
     }
     // The agent's own probe reaches the same verdict.
-    let report = lsm_probe::probe(&mut loader::load().unwrap()).unwrap();
+    let report = lsm_probe::probe(&mut LoadedObject::load().unwrap()).unwrap();
     assert_eq!(report.status, LsmStatus::Active, "{report:?}");
 }
 
@@ -65,9 +68,8 @@ fn lsm_active_refuses_only_the_probe_bind() {
 fn lsm_inactive_program_attaches_but_never_runs() {
     assert!(!support::bpf_in_lsm_list(), "precondition: booted without bpf in lsm=, active LSMs are {}", active_lsms());
     {
-        let mut ebpf = loader::load().unwrap();
-        loader::attach_all(&mut ebpf, &[loader::lsm_probe_hook()])
-            .expect("the LSM program still loads and attaches without bpf in lsm=");
+        let mut ebpf = LoadedObject::load().unwrap();
+        ebpf.attach(&[loader::lsm_probe_hook()]).expect("the LSM program still loads and attaches without bpf in lsm=");
         let (_tmp, source, other, target) = scratch();
         lsm_probe::set_probe_source(&mut ebpf, Some(&source)).unwrap();
 
@@ -75,7 +77,7 @@ fn lsm_inactive_program_attaches_but_never_runs() {
         assert_eq!((probe_bind, other_bind), (Ok(()), Ok(())), "nothing is refused");
         assert_eq!(Counters::new(&mut ebpf).unwrap().get(Counter::LsmSbMountRuns), 0, "the program never ran");
     }
-    let report = lsm_probe::probe(&mut loader::load().unwrap()).unwrap();
+    let report = lsm_probe::probe(&mut LoadedObject::load().unwrap()).unwrap();
     let LsmStatus::Inactive { reason } = &report.status else { panic!("expected inactive: {report:?}") };
     assert!(reason.contains("never ran"), "{reason}");
     assert_eq!(report.sb_mount_runs, 0);

@@ -50,7 +50,11 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     if !violations.is_empty() {
         bail!("{} layer violation(s):\n  {}", violations.len(), violations.join("\n  "));
     }
-    println!("layers: {} layers, every import points down; aya only in agent/src/{KERNEL_BOUNDARY}/", ranks.len());
+    let layers = ranks.values().collect::<std::collections::BTreeSet<_>>().len();
+    println!(
+        "layers: {} folders in {layers} layers, every import points down; aya only in agent/src/{KERNEL_BOUNDARY}/",
+        ranks.len()
+    );
     Ok(())
 }
 

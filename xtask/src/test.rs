@@ -5,7 +5,7 @@ use std::time::Instant;
 use anyhow::bail;
 
 use crate::{
-    dashboards, deploy, e2e, fuzz,
+    dashboards, deploy, e2e, fuzz, layers,
     proc::{cargo, require_root, run_cmd},
     setup, vm,
 };
@@ -26,6 +26,9 @@ pub fn run() -> anyhow::Result<()> {
     };
 
     if step("setup", &mut setup::run) {
+        step("layers (imports point down agent/src/lib.rs's table; aya only in the kernel boundary)", &mut || {
+            layers::run(&crate::proc::workspace_root())
+        });
         step("unit and host eBPF tests (root, private mount namespaces)", &mut || {
             // Root tests must not skip themselves here.
             run_cmd(cargo().env("VOLGUARD_REQUIRE_ROOT_TESTS", "1").args(["test", "--workspace", "--no-fail-fast"]))

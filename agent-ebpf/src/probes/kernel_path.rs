@@ -3,6 +3,10 @@
 
 use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes};
 use volguard_common::enforce::{EnforceConfig, KernelLayout, LAYOUT_NAME_LEN, MAX_TARGET_DEPTH, PodUid, VolumeKey};
+use volguard_common::kubelet::{
+    BLOCK_PUBLISH_DIR, CSI_PLUGIN_DIRS, CSI_POD_PLUGIN_DIR, PLUGINS_DIR, POD_VOLUMES_DIR, PODS_DIR, PUBLISH_TARGET_DIR,
+    VOLUME_DEVICES_DIR,
+};
 
 /// Reads a `T` at `base + offset` in kernel memory.
 #[inline(always)]
@@ -109,7 +113,7 @@ pub fn owning_pod(cfg: &EnforceConfig, dentry: *const u8, pod: &mut PodUid) -> b
         if up == d {
             return false;
         }
-        if name_is(l, up, b"pods") {
+        if name_is(l, up, PODS_DIR.as_bytes()) {
             let Some(root) = parent(l, up) else { return false };
             if is_kubelet_root(cfg, root) {
                 return copy_name(l, d, &mut pod.uid);
@@ -125,19 +129,19 @@ pub fn owning_pod(cfg: &EnforceConfig, dentry: *const u8, pod: &mut PodUid) -> b
 #[inline(always)]
 pub fn publish_identity(cfg: &EnforceConfig, target: *const u8, volume: &mut VolumeKey, pod: &mut PodUid) -> bool {
     let l = &cfg.layout;
-    if name_is(l, target, b"mount") {
+    if name_is(l, target, PUBLISH_TARGET_DIR.as_bytes()) {
         // <root>/pods/<pod>/volumes/kubernetes.io~csi/<volume>/mount
         let Some(d1) = parent(l, target) else { return false };
         if !copy_name(l, d1, &mut volume.name) {
             return false;
         }
-        let Some(d2) = parent_named(l, d1, b"kubernetes.io~csi") else { return false };
-        let Some(d3) = parent_named(l, d2, b"volumes") else { return false };
+        let Some(d2) = parent_named(l, d1, CSI_POD_PLUGIN_DIR.as_bytes()) else { return false };
+        let Some(d3) = parent_named(l, d2, POD_VOLUMES_DIR.as_bytes()) else { return false };
         let Some(d4) = parent(l, d3) else { return false };
         if !copy_name(l, d4, &mut pod.uid) {
             return false;
         }
-        let Some(d5) = parent_named(l, d4, b"pods") else { return false };
+        let Some(d5) = parent_named(l, d4, PODS_DIR.as_bytes()) else { return false };
         let Some(root) = parent(l, d5) else { return false };
         return is_kubelet_root(cfg, root);
     }
@@ -146,15 +150,15 @@ pub fn publish_identity(cfg: &EnforceConfig, target: *const u8, volume: &mut Vol
         return false;
     }
     let Some(d1) = parent(l, target) else { return false };
-    let Some(d2) = parent_named(l, d1, b"publish") else { return false };
+    let Some(d2) = parent_named(l, d1, BLOCK_PUBLISH_DIR.as_bytes()) else { return false };
     if !copy_name(l, d1, &mut volume.name) {
         return false;
     }
     // Written out, not looped: each comparison needs a constant bound for the verifier.
-    let Some(d3) = parent_named(l, d2, b"volumeDevices") else { return false };
-    let Some(d4) = parent_named(l, d3, b"csi") else { return false };
-    let Some(d5) = parent_named(l, d4, b"kubernetes.io") else { return false };
-    let Some(d6) = parent_named(l, d5, b"plugins") else { return false };
+    let Some(d3) = parent_named(l, d2, VOLUME_DEVICES_DIR.as_bytes()) else { return false };
+    let Some(d4) = parent_named(l, d3, CSI_PLUGIN_DIRS[1].as_bytes()) else { return false };
+    let Some(d5) = parent_named(l, d4, CSI_PLUGIN_DIRS[0].as_bytes()) else { return false };
+    let Some(d6) = parent_named(l, d5, PLUGINS_DIR.as_bytes()) else { return false };
     let Some(root) = parent(l, d6) else { return false };
     is_kubelet_root(cfg, root)
 }

@@ -19,16 +19,16 @@ mod startup;
 mod unnamed;
 
 use running::Running;
-use startup::{OwnerStore, serve_http, start_facts_source, start_in_kernel, start_userspace};
+use startup::{serve_http, start_facts_source, start_in_kernel, start_userspace};
 
 use crate::{
-    enforce::{self, Mode, ModeChoice, ModeError, ownership::Ownership},
+    enforce::{self, ModeChoice, ModeError, owners::OwnerStore, ownership::Ownership},
     facts::inventory::InventoryError,
     kernel::btf::{Btf, BtfError, VMLINUX_BTF},
     kernel::lsm_probe::{self, ProbeError},
     kernel::{
-        loader::{self, LoadError},
-        reader::EventReader,
+        loader::{LoadError, LoadedObject},
+        reader::EventSource,
     },
     kernel::{
         maps::KernelError,
@@ -37,7 +37,6 @@ use crate::{
     model::explain::{self, RateLimiter},
     model::node::NodeModel,
     outputs::debug_state::Shared,
-    outputs::metrics::ModeReason,
     sys::signals::StopSignals,
 };
 
@@ -155,18 +154,13 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         return Err(AgentError::KubeletRoot(opts.kubelet_root.display().to_string()));
     }
     let probe = match enforce::needs_probe(opts.mode) {
-        true => Some(lsm_probe::probe(&mut loader::load()?)?),
+        true => Some(lsm_probe::probe(&mut LoadedObject::load()?)?),
         false => None,
     };
     let decision = enforce::decide(opts.mode, probe.as_ref())?;
     info!("mode {}: {}", decision.mode, decision.reason);
     let shared = Arc::new(Shared::new(opts.effective()));
-    let reason = match (opts.mode, decision.mode) {
-        (ModeChoice::Auto, Mode::Enforce) => ModeReason::LsmActive,
-        (ModeChoice::Auto, _) => ModeReason::NoBpfLsm,
-        _ => ModeReason::Flag,
-    };
-    shared.metrics.set_mode(decision.mode, reason);
+    shared.metrics.set_mode(&decision);
     serve_http(&opts, &shared).await?;
 
     let source = start_facts_source(&opts.facts_source).await?;
@@ -180,8 +174,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
 
     let pins = Pins::new(&opts.pin_root);
     let layout = Btf::from_file(Path::new(VMLINUX_BTF)).and_then(|btf| btf.kernel_layout());
-    let (mut ebpf, owners) = match decision.in_kernel {
-        true => (start_in_kernel(&opts, &decision, &pins, layout?, &mut model)?, OwnerStore::Kernel),
+    let (mut object, owners) = match decision.in_kernel() {
+        true => start_in_kernel(&opts, &decision, &pins, layout?, &mut model)?,
         // Userspace modes use the offsets only to note each caller's mount namespace.
         false => {
             let layout = layout.unwrap_or_else(|e| {
@@ -192,14 +186,14 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
                 KernelLayout::default()
             });
             let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().keys().cloned()));
-            let mut ebpf = start_userspace(&opts, layout)?;
+            let object = start_userspace(&opts, &decision, layout)?;
             for fix in model.plan_owners(&BTreeMap::new()) {
-                owners.apply(&mut ebpf, &fix)?;
+                owners.apply(&fix)?;
             }
-            (ebpf, owners)
+            (object, owners)
         }
     };
-    let mut reader = EventReader::new(&mut ebpf)?;
+    let mut events = EventSource::new(&mut object)?;
     // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
@@ -218,12 +212,14 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         unnamed: Default::default(),
     };
     agent.facts_metrics();
-    agent.refresh_view(&ebpf)?;
+    agent.refresh_view()?;
     shared.set_ready();
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
 
-    let result = agent.event_loop(&pins, &mut ebpf, &mut reader, facts, &mut stop).await;
-    if decision.in_kernel && !opts.keep_enforcement_on_exit {
+    let result = agent.event_loop(&mut events, facts, &mut stop).await;
+    // Unpinned links (the userspace modes') detach here.
+    drop(object);
+    if decision.in_kernel() && !opts.keep_enforcement_on_exit {
         info!("removing pinned programs and state (--keep-enforcement-on-exit=false)");
         pins.uninstall()?;
     }

@@ -2,41 +2,30 @@
 //! handles kernel events, facts changes, reconciliation and the debug view.
 
 use std::{
-    os::unix::ffi::OsStrExt as _,
-    path::{Path, PathBuf},
     sync::Arc,
     time::{Duration, SystemTime},
 };
 
-use aya::Ebpf;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
-use volguard_common::{enforce::MountOp, mount_api::AT_FDCWD, mount_flags::without_magic};
 
-use super::{
-    AgentError, RunOptions,
-    startup::{OwnerStore, sync_single_pod_set},
-};
+use super::{AgentError, RunOptions};
 use crate::{
     csi::{
         monitor::MonitorOptions,
         report::{CheckOptions, CsiReport},
     },
-    enforce::{Mode, ModeDecision, ownership::Publish, quarantine},
+    enforce::{Mode, ModeDecision, owners::OwnerStore, ownership::Publish, quarantine},
     facts::{Origin, Snapshot},
-    kernel::decode::{self, Call, Event, RawString, Record},
-    kernel::{
-        counters::{Counters, LostEvents},
-        reader::EventReader,
-    },
-    kernel::{pins::Pins, roots::PublishedRoots},
+    kernel::decode::{self, Event, RawString, Record},
+    kernel::reader::EventSource,
     model::checks::Finding,
+    model::event_target::EventTarget,
     model::explain::{self, ConflictAction, RateLimiter, Verdict},
     model::mounts::Mounts,
     model::mounts::{OwnerFix, PublishChange},
     model::node::NodeModel,
     model::volume_ops::{self, volume_op},
-    node_files::kubelet::{PublishTarget, publish_target},
     outputs::debug_state::{self, ConflictRecord, MountRecord, Shared},
     outputs::metrics::SinglePodCounts,
     outputs::render,
@@ -68,19 +57,11 @@ pub(super) struct Running<'a> {
 impl Running<'_> {
     pub(super) async fn event_loop(
         &mut self,
-        pins: &Pins,
-        ebpf: &mut Ebpf,
-        reader: &mut EventReader,
+        events: &mut EventSource,
         mut facts: watch::Receiver<Snapshot>,
         stop: &mut StopSignals,
     ) -> Result<(), AgentError> {
         let io = |context| move |source| AgentError::Io { context, source };
-        let counters = Counters::new(ebpf)?;
-        let mut roots = match self.decision.in_kernel {
-            true => Some(PublishedRoots::open(pins)?),
-            false => None,
-        };
-        let mut lost = LostEvents::default();
         let mut lost_check = tokio::time::interval(Duration::from_secs(1));
         let period = self.opts.reconcile_interval;
         let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -88,33 +69,32 @@ impl Running<'_> {
         let mut csi = self.start_csi_monitor(&facts);
         loop {
             tokio::select! {
-                batch = reader.next_batch(|record| match record {
-                    Ok(Record::Conflict(c)) => self.kernel_conflict(&c),
-                    Ok(Record::Syscall(event)) => {
+                batch = events.next_batch(|record| match record {
+                    Record::Conflict(c) => self.kernel_conflict(&c),
+                    Record::Syscall(event) => {
                         if self.opts.print_events {
                             println!("{}", render::line(&event));
                         }
                         if !own_calls.is_own(&event) {
-                            self.syscall(roots.as_mut(), &event);
+                            self.syscall(&event);
                         }
                     }
-                    Err(e) => warn!("skipped an undecodable record: {e}"),
                 }) => { batch.map_err(io("reading the event ring buffer"))?; }
                 _ = lost_check.tick() => {
-                    self.shared.metrics.set_events_lost(lost.check(&counters));
+                    self.shared.metrics.set_events_lost(events.lost());
                     self.explain_unnamed();
                     if self.view_dirty {
-                        self.refresh_view(ebpf)?;
+                        self.refresh_view()?;
                     }
                 }
-                _ = reconcile.tick() => self.reconcile(ebpf)?,
+                _ = reconcile.tick() => self.reconcile()?,
                 Ok(()) = csi.changed() => {
                     let report = csi.borrow_and_update().clone();
                     self.csi_report(&report);
                 }
                 Ok(()) = facts.changed() => {
                     let snapshot = facts.borrow_and_update().clone();
-                    self.facts_changed(ebpf, snapshot)?;
+                    self.facts_changed(snapshot)?;
                 }
                 _ = stop.recv() => break,
             }
@@ -126,7 +106,7 @@ impl Running<'_> {
     /// Starts the CSI checks (every driver on the node, re-asked on a timer and when
     /// sockets come and go, re-judged when the facts or the mounts change).
     fn start_csi_monitor(&mut self, facts: &watch::Receiver<Snapshot>) -> watch::Receiver<CsiReport> {
-        let mut check = CheckOptions::new(&self.opts.kubelet_root);
+        let mut check = CheckOptions::new(self.model.kubelet_root());
         check.extra_sockets = self.opts.csi_sockets.clone();
         let (mounts_tx, mounts_rx) = watch::channel(self.model.mounts().clone());
         let (csi_tx, csi_rx) = watch::channel(CsiReport::default());
@@ -209,36 +189,36 @@ impl Running<'_> {
         }
     }
 
-    fn syscall(&mut self, roots: Option<&mut PublishedRoots>, event: &Event) {
+    fn syscall(&mut self, event: &Event) {
         self.shared.metrics.syscall(event.call.name(), event.ret >= 0);
-        self.measure(event);
-        let Some(change) = publish_change(&self.opts.kubelet_root, event) else { return };
+        let Some(target) = EventTarget::of(self.model.kubelet_root(), event) else { return };
+        self.measure(event, &target);
+        let Some(change) = target.publish_change() else {
+            if target.attaching && target.succeeded {
+                debug!("not a recognisable publish target: {}", render::line(event));
+            }
+            return;
+        };
         self.model.apply(&change);
         self.view_dirty = true;
-        match roots {
-            Some(roots) => record_roots(roots, &event.caller, &change),
-            None => self.observe(event, &change),
+        match self.decision.in_kernel() {
+            true => self.owners.publish_changed(&event.caller, &change),
+            false => self.observe(event, &change),
         }
     }
 
     /// A volume operation: into kubelet's histogram and the recent-mounts log.
-    fn measure(&self, event: &Event) {
-        let root = &self.opts.kubelet_root;
-        let Some(op) = volume_op(root, event) else { return };
-        let driver = volume_ops::driver_of(root, &self.model.snapshot().facts, &op.target);
+    fn measure(&self, event: &Event, target: &EventTarget) {
+        let Some(op) = volume_op(target, event.duration_ns) else { return };
+        let driver = volume_ops::driver_of(self.model.kubelet_root(), &self.model.snapshot().facts, &op.target);
         let plugin = volume_ops::volume_plugin(driver.as_deref());
         let seconds = op.duration_ns as f64 / 1e9;
         self.shared.metrics.storage_operation(plugin.clone(), op.operation, op.success, seconds);
-        let target = match &event.call {
-            Call::Umount { target, .. } | Call::Mount { target, .. } => target,
-            Call::MoveMount { to_path, .. } => to_path,
-            _ => return,
-        };
         self.shared.record_mount(MountRecord {
             at: SystemTime::now(),
             operation: op.operation.as_str(),
             syscall: event.call.name(),
-            target: String::from_utf8_lossy(target.as_bytes()).into_owned(),
+            target: target.path.to_string_lossy().into_owned(),
             volume_plugin: plugin,
             success: op.success,
             ret: event.ret.min(0),
@@ -249,8 +229,8 @@ impl Running<'_> {
     }
 
     /// Rebuilds what the debug API shows and the gauges derived from it.
-    pub(super) fn refresh_view(&mut self, ebpf: &Ebpf) -> Result<(), AgentError> {
-        let owners = self.owners.owners(ebpf)?;
+    pub(super) fn refresh_view(&mut self) -> Result<(), AgentError> {
+        let owners = self.owners.owners()?;
         let findings: Vec<_> = self.model.findings().cloned().collect();
         let views = self.model.volumes(&owners);
         let mut counts = SinglePodCounts::default();
@@ -273,8 +253,8 @@ impl Running<'_> {
             tx.send_replace(self.model.mounts().clone());
         }
         self.shared.set_snapshot(debug_state::Snapshot {
-            mode: self.decision.mode.to_string(),
-            mode_reason: self.decision.reason.clone(),
+            mode: Some(self.decision.mode),
+            mode_reason: self.decision.reason.to_string(),
             source: debug_state::SourceStatus {
                 origin: origin.into(),
                 stale: snapshot.stale.clone(),
@@ -373,8 +353,8 @@ impl Running<'_> {
     }
 
     /// Re-reads the mount table and makes the owners agree with it.
-    fn reconcile(&mut self, ebpf: &mut Ebpf) -> Result<(), AgentError> {
-        let owners = self.owners.owners(ebpf)?;
+    fn reconcile(&mut self) -> Result<(), AgentError> {
+        let owners = self.owners.owners()?;
         let pass = match self.model.reconcile(&owners) {
             Ok(pass) => pass,
             Err(e) => {
@@ -387,7 +367,7 @@ impl Running<'_> {
             info!("reconciliation: {} publishes corrected from the mount table (events missed)", pass.drift);
         }
         for fix in &pass.fixes {
-            self.owners.apply(ebpf, fix)?;
+            self.owners.apply(fix)?;
         }
         self.model.scan_tree();
         self.view_dirty = true;
@@ -397,19 +377,16 @@ impl Running<'_> {
 
     /// New facts from the source: update the single-pod set (kernel or userspace) and
     /// give owners to single-pod volumes that are already published.
-    fn facts_changed(&mut self, ebpf: &mut Ebpf, snapshot: Snapshot) -> Result<(), AgentError> {
+    fn facts_changed(&mut self, snapshot: Snapshot) -> Result<(), AgentError> {
         let change = self.model.set_facts(snapshot);
         self.facts_metrics();
         self.view_dirty = true;
         if change.single_pod {
-            match &mut self.owners {
-                OwnerStore::Kernel => sync_single_pod_set(ebpf, &self.model)?,
-                OwnerStore::Userspace(o) => o.set_single_pod(self.model.single_pod().keys().cloned()),
-            }
-            let owners = self.owners.owners(ebpf)?;
+            self.owners.sync_single_pod_set(&self.model)?;
+            let owners = self.owners.owners()?;
             for fix in self.model.plan_owners(&owners) {
                 if matches!(fix, OwnerFix::Seed { .. }) {
-                    self.owners.apply(ebpf, &fix)?;
+                    self.owners.apply(&fix)?;
                 }
             }
         }
@@ -418,48 +395,5 @@ impl Running<'_> {
         }
         self.explain_unnamed();
         Ok(())
-    }
-}
-
-/// The path a successful publish-capable syscall attached something at, when the event
-/// names it absolutely (userspace sees strings, not resolved paths).
-fn attached_target(call: &Call) -> Option<&RawString> {
-    match call {
-        Call::Mount { target, flags, .. } if MountOp::of(without_magic(*flags)).attaches() => Some(target),
-        Call::MoveMount { to_dfd, to_path, .. } if *to_dfd == AT_FDCWD || to_path.as_bytes().starts_with(b"/") => {
-            Some(to_path)
-        }
-        _ => None,
-    }
-}
-
-fn classify(root: &Path, path: &RawString) -> Option<(PublishTarget, PathBuf)> {
-    if path.truncated {
-        return None;
-    }
-    let path = PathBuf::from(std::ffi::OsStr::from_bytes(path.as_bytes()));
-    Some((publish_target(root, &path)?, path))
-}
-
-fn publish_change(root: &Path, event: &Event) -> Option<PublishChange> {
-    if event.ret != 0 {
-        return None;
-    }
-    if let Call::Umount { target, .. } = &event.call {
-        return classify(root, target).map(|(t, _)| PublishChange::Unpublished(t));
-    }
-    let path = attached_target(&event.call)?;
-    let classified = classify(root, path);
-    if classified.is_none() {
-        debug!("not a recognisable publish target: {}", render::line(event));
-    }
-    classified.map(|(t, p)| PublishChange::Published(t, p))
-}
-
-/// In-kernel modes: keep the published-root map current for the cross-pod source check.
-fn record_roots(roots: &mut PublishedRoots, caller: &crate::kernel::decode::Caller, change: &PublishChange) {
-    match change {
-        PublishChange::Published(target, path) => roots.published(caller, target, path),
-        PublishChange::Unpublished(target) => roots.unpublished(target),
     }
 }

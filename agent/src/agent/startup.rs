@@ -1,25 +1,23 @@
 //! Starting the agent: the HTTP listeners, the facts source, and the programs (pinned
-//! for the in-kernel modes); and the owner store each mode keeps.
+//! for the in-kernel modes).
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::sync::Arc;
 
-use aya::Ebpf;
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
-use volguard_common::enforce::{KernelLayout, kernel_mode};
+use volguard_common::enforce::KernelLayout;
 
 use super::{AgentError, EVENT_QUEUE, FactsSource, RunOptions};
 use crate::{
-    enforce::{ModeDecision, ownership::Ownership},
+    enforce::{ModeDecision, owners::OwnerStore},
     facts::inventory::{self, InventoryWatch},
     facts::{Origin, Snapshot},
-    kernel::loader::{self},
     kernel::{
-        maps::{self, KernelError},
+        loader::{self, Hook, LoadedObject},
+        maps::EnforcementMaps,
         pins::Pins,
     },
     model::explain::{self},
-    model::mounts::OwnerFix,
     model::node::NodeModel,
     outputs::debug_state::Shared,
     outputs::http,
@@ -106,24 +104,23 @@ pub(super) fn start_in_kernel(
     pins: &Pins,
     layout: KernelLayout,
     model: &mut NodeModel,
-) -> Result<Ebpf, AgentError> {
+) -> Result<(LoadedObject, OwnerStore), AgentError> {
     pins.prepare()?;
     let adopting = pins.has_state();
-    let mut ebpf = loader::load_pinned(pins, opts.ring_buffer_bytes)?;
-    loader::start_kernel_log(&mut ebpf);
-    let mode = maps::kernel_mode_for(decision.mode, true);
-    maps::configure(&mut ebpf, layout, &opts.kubelet_root, mode)?;
-    sync_single_pod_set(&mut ebpf, model)?;
+    let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes)?;
+    object.start_kernel_log();
+    let mut maps = EnforcementMaps::take(&mut object)?;
+    maps.configure(layout, &opts.kubelet_root, decision.kernel_mode())?;
+    let mut store = OwnerStore::Kernel(maps);
+    store.sync_single_pod_set(model)?;
     // Before the LSM programs attach, so no other pod can claim a volume already mounted.
-    let mut store = OwnerStore::Kernel;
-    for fix in model.plan_owners(&maps::owners(&ebpf)?.into_iter().collect()) {
-        store.apply(&mut ebpf, &fix)?;
+    for fix in model.plan_owners(&store.owners()?) {
+        store.apply(&fix)?;
     }
     // Tracing first: the exit tracepoints settle the claims the LSM programs make.
-    let mut links = loader::attach_all_taking_links(&mut ebpf, &loader::trace_hooks())?;
-    links.extend(loader::attach_all_taking_links(&mut ebpf, &loader::enforce_hooks())?);
-    let replaced = pins.install_links(links)?;
-    let owners = maps::owners(&ebpf)?;
+    let hooks: Vec<Hook> = loader::trace_hooks().into_iter().chain(loader::enforce_hooks()).collect();
+    let replaced = object.attach_pinned(&hooks, pins)?;
+    let owners = store.owners()?;
     if adopting {
         info!(
             "adopted the pinned enforcement state in {}: {} owned volumes, {replaced} links replaced",
@@ -134,67 +131,21 @@ pub(super) fn start_in_kernel(
     for (volume, pod) in owners {
         info!("volume {volume} is owned by pod {pod}");
     }
-    Ok(ebpf)
+    Ok((object, store))
 }
 
-/// Puts the model's single-pod set into the kernel map. Until the facts source has
-/// delivered once, volumes an earlier agent pinned stay (an API that has not answered
-/// yet must not switch enforcement off).
-pub(super) fn sync_single_pod_set(ebpf: &mut Ebpf, model: &NodeModel) -> Result<(), AgentError> {
-    let keep_others = model.snapshot().synced_at.is_none() && model.snapshot().origin != Origin::None;
-    let sync = maps::sync_single_pod_volumes(ebpf, model.single_pod(), keep_others)?;
-    if sync.added + sync.removed > 0 {
-        info!("kernel single-pod set: {} added, {} removed", sync.added, sync.removed);
-    }
-    Ok(())
-}
-
-pub(super) fn start_userspace(opts: &RunOptions, layout: KernelLayout) -> Result<Ebpf, AgentError> {
-    let mut ebpf = match opts.ring_buffer_bytes {
-        Some(bytes) => loader::load_with_ring_size(bytes)?,
-        None => loader::load()?,
-    };
-    loader::start_kernel_log(&mut ebpf);
-    maps::configure(&mut ebpf, layout, &opts.kubelet_root, kernel_mode::OFF)?;
-    loader::attach_all(&mut ebpf, &loader::trace_hooks())?;
-    Ok(ebpf)
-}
-
-/// Who owns which single-pod volume: the kernel map when the kernel decides, else the
-/// agent's own table.
-pub(super) enum OwnerStore {
-    Kernel,
-    Userspace(Ownership),
-}
-
-impl OwnerStore {
-    pub(super) fn owners(&self, ebpf: &Ebpf) -> Result<BTreeMap<String, String>, KernelError> {
-        match self {
-            Self::Kernel => Ok(maps::owners(ebpf)?.into_iter().collect()),
-            Self::Userspace(o) => Ok(o.owners()),
-        }
-    }
-
-    pub(super) fn apply(&mut self, ebpf: &mut Ebpf, fix: &OwnerFix) -> Result<(), KernelError> {
-        let done = match (self, fix) {
-            (Self::Kernel, OwnerFix::Seed { volume, pod_uid }) => maps::seed_owner(ebpf, volume, pod_uid)?,
-            (Self::Kernel, OwnerFix::Release { volume, pod_uid }) => maps::release_owner(ebpf, volume, pod_uid)?,
-            (Self::Userspace(o), OwnerFix::Seed { volume, pod_uid }) => {
-                o.seed(volume, pod_uid);
-                o.owner(volume) == Some(pod_uid.as_str())
-            }
-            (Self::Userspace(o), OwnerFix::Release { volume, pod_uid }) => o.release(volume, pod_uid),
-        };
-        match (fix, done) {
-            (OwnerFix::Seed { volume, pod_uid }, true) => {
-                info!("volume {volume} is published for pod {pod_uid} (mount table): pod {pod_uid} owns it")
-            }
-            (OwnerFix::Release { volume, pod_uid }, true) => info!(
-                "volume {volume} released: pod {pod_uid}'s publish target is no longer in the mount table \
-                 (its unmount was not seen)"
-            ),
-            _ => {}
-        }
-        Ok(())
-    }
+/// Loads without pins and attaches the tracepoints only; the LSM programs stay off (the
+/// layout is still written: events carry the caller's mount namespace).
+pub(super) fn start_userspace(
+    opts: &RunOptions,
+    decision: &ModeDecision,
+    layout: KernelLayout,
+) -> Result<LoadedObject, AgentError> {
+    let mut object = LoadedObject::load_with_ring_size(opts.ring_buffer_bytes)?;
+    object.start_kernel_log();
+    let mut maps = EnforcementMaps::take(&mut object)?;
+    maps.configure(layout, &opts.kubelet_root, decision.kernel_mode())?;
+    object.attach(&loader::trace_hooks())?;
+    drop(maps); // only now: the programs were loaded against its descriptors
+    Ok(object)
 }

@@ -1,9 +1,9 @@
 //! Reads the kernel's per-CPU counters (lost events, unpaired exits, LSM runs).
 
-use aya::{Ebpf, maps::PerCpuArray};
+use aya::maps::PerCpuArray;
 use volguard_common::{counters::Counter, maps::COUNTERS};
 
-use super::loader::LoadError;
+use super::loader::{LoadError, LoadedObject};
 
 /// Typed read access to the `COUNTERS` map.
 pub struct Counters {
@@ -11,9 +11,9 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// Takes the map out of `ebpf`, so the caller keeps `&mut Ebpf` for the other maps.
-    pub fn new(ebpf: &mut Ebpf) -> Result<Self, LoadError> {
-        let map = ebpf.take_map(COUNTERS).ok_or(LoadError::MissingMap { map: COUNTERS })?;
+    /// Takes the map out of the loaded object.
+    pub fn new(object: &mut LoadedObject) -> Result<Self, LoadError> {
+        let map = object.take_map(COUNTERS)?;
         let map = PerCpuArray::try_from(map).map_err(|_| LoadError::MissingMap { map: COUNTERS })?;
         Ok(Self { map })
     }

@@ -42,6 +42,31 @@ pub fn fsconfig_cmd(cmd: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+    use volguard_common::{enforce::MountOp, mount_flags::*};
+
+    #[test]
+    fn only_binds_moves_and_new_mounts_can_publish_decided_on_flags_alone() {
+        let cases = [
+            (MS_BIND, MountOp::Bind),
+            (MS_BIND | MS_REC, MountOp::Bind),
+            (MS_MOVE, MountOp::Move),
+            (0, MountOp::NewMount),
+            (MS_RDONLY | MS_NOSUID, MountOp::NewMount),
+            (MS_REMOUNT | MS_BIND | MS_RDONLY, MountOp::Remount),
+            (MS_REMOUNT, MountOp::Remount),
+            (MS_PRIVATE | MS_REC, MountOp::ChangePropagation),
+            (MS_SHARED, MountOp::ChangePropagation),
+            // path_mount checks MS_BIND before the propagation flags.
+            (MS_BIND | MS_PRIVATE, MountOp::Bind),
+        ];
+        for (flags, op) in cases {
+            assert_eq!(MountOp::of(flags), op, "{}", super::mount(flags));
+        }
+        assert!(MountOp::Bind.attaches() && MountOp::Move.attaches() && MountOp::NewMount.attaches());
+        assert!(!MountOp::Remount.attaches() && !MountOp::ChangePropagation.attaches());
+        assert_eq!(without_magic(MS_MGC_VAL | MS_BIND), MS_BIND);
+    }
+
     use volguard_common::{mount_api as api, mount_flags as ms, mount_flags::MS_MGC_VAL};
 
     use super::*;

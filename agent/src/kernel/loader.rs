@@ -11,10 +11,13 @@ use tracing::{debug, info, warn};
 use volguard_common::{
     event::SYSCALLS,
     maps::{EVENTS, PINNED_MAPS},
+    programs::{
+        MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE, SYSCALL_ENTER_PREFIX, SYSCALL_EXIT,
+    },
 };
 
 use super::OBJECT;
-use crate::kernel::pins::Pins;
+use super::pins::{PinError, Pins};
 
 /// Where a program attaches.
 #[derive(Clone, Debug)]
@@ -37,16 +40,13 @@ pub struct Hook {
 /// Syscalls younger than the oldest kernel we support: traced where they exist.
 const OPTIONAL_SYSCALLS: &[&str] = &["open_tree_attr"]; // Linux 6.15
 
-/// The shared exit program, attached to every traced syscall's exit tracepoint.
-const SYSCALL_EXIT_PROGRAM: &str = "sys_exit";
-
 /// Entry and exit tracepoints of every traced syscall (`volguard_common::event::SYSCALLS`).
 pub fn trace_hooks() -> Vec<Hook> {
     SYSCALLS
         .iter()
         .flat_map(|spec| {
             let optional = OPTIONAL_SYSCALLS.contains(&spec.name);
-            let enter = format!("sys_enter_{}", spec.name);
+            let enter = format!("{SYSCALL_ENTER_PREFIX}{}", spec.name);
             let exit = format!("sys_exit_{}", spec.name);
             [
                 Hook {
@@ -55,7 +55,7 @@ pub fn trace_hooks() -> Vec<Hook> {
                     optional,
                 },
                 Hook {
-                    program: SYSCALL_EXIT_PROGRAM.to_owned(),
+                    program: SYSCALL_EXIT.to_owned(),
                     attach: Attach::TracePoint { category: "syscalls", name: exit },
                     optional,
                 },
@@ -66,7 +66,7 @@ pub fn trace_hooks() -> Vec<Hook> {
 
 /// The enforcement programs (see `agent-ebpf/src/probes/enforce.rs`).
 pub fn enforce_hooks() -> Vec<Hook> {
-    [("sb_mount_enforce", "sb_mount"), ("move_mount_enforce", "move_mount"), ("sb_umount_release", "sb_umount")]
+    [(SB_MOUNT_ENFORCE, "sb_mount"), (MOVE_MOUNT_ENFORCE, "move_mount"), (SB_UMOUNT_RELEASE, "sb_umount")]
         .into_iter()
         .map(|(program, hook)| Hook { program: program.to_owned(), attach: Attach::Lsm { hook }, optional: false })
         .collect()
@@ -84,7 +84,7 @@ impl Hook {
 
 /// The BPF LSM self-test (see `volguard_common::lsm_probe`).
 pub fn lsm_probe_hook() -> Hook {
-    Hook { program: "sb_mount_probe".to_owned(), attach: Attach::Lsm { hook: "sb_mount" }, optional: false }
+    Hook { program: SB_MOUNT_PROBE.to_owned(), attach: Attach::Lsm { hook: "sb_mount" }, optional: false }
 }
 
 /// Why loading or attaching failed.
@@ -109,6 +109,9 @@ pub enum LoadError {
         #[source]
         source: aya::programs::links::LinkError,
     },
+    /// A link could not be pinned (see [`Pins`]).
+    #[error(transparent)]
+    Pin(#[from] PinError),
     /// tracefs is not mounted and could not be mounted.
     #[error("tracefs is not mounted and mounting it on {path} failed")]
     Tracefs {
@@ -126,50 +129,90 @@ pub enum LoadError {
     },
 }
 
-/// Loads the embedded object (maps created, no program loaded yet).
-pub fn load() -> Result<Ebpf, LoadError> {
-    EbpfLoader::new().load(OBJECT).map_err(LoadError::Object)
+/// The loaded eBPF object. Programs attach through it; the ring buffer
+/// ([`super::reader::EventReader`]), the counters ([`super::counters::Counters`]) and the
+/// enforcement maps ([`super::maps::EnforcementMaps`]) are each taken from it once.
+/// Links not pinned detach when it is dropped.
+pub struct LoadedObject {
+    pub(super) ebpf: Ebpf,
 }
 
-/// As [`load`], with the enforcement maps pinned under `pins`: an earlier agent's maps
-/// are reused as they are, or created and pinned.
-/// `ring_bytes` sizes the event ring buffer (default: the object's).
-pub fn load_pinned(pins: &Pins, ring_bytes: Option<u32>) -> Result<Ebpf, LoadError> {
-    let mut loader = EbpfLoader::new();
-    if let Some(bytes) = ring_bytes {
-        loader.map_max_entries(EVENTS, bytes);
+impl LoadedObject {
+    /// Loads the embedded object (maps created, no program loaded yet).
+    pub fn load() -> Result<Self, LoadError> {
+        Self::load_with(EbpfLoader::new())
     }
-    for name in PINNED_MAPS {
-        loader.map_pin_path(name, pins.map_path(name));
-    }
-    loader.load(OBJECT).map_err(LoadError::Object)
-}
 
-/// As [`load`], with an event ring buffer of `bytes` (a power-of-two number of pages).
-pub fn load_with_ring_size(bytes: u32) -> Result<Ebpf, LoadError> {
-    EbpfLoader::new().map_max_entries(EVENTS, bytes).load(OBJECT).map_err(LoadError::Object)
-}
-
-/// Starts forwarding the programs' aya-log records to `tracing`. The logger owns the log
-/// map and must live as long as the programs; without it programs still run.
-pub fn start_kernel_log(ebpf: &mut Ebpf) {
-    match aya_log::EbpfLogger::init(ebpf) {
-        Ok(logger) => {
-            // SAFETY: the logger owns its ring buffer's fd for its whole life; the AsyncFd owns
-            // the logger.
-            let registered = unsafe { AsyncFd::register_with_interest(logger, Interest::READABLE) };
-            let Ok(mut logger) = registered else {
-                warn!("kernel log: cannot poll the log ring buffer; kernel log lines are not shown");
-                return;
-            };
-            tokio::spawn(async move {
-                while let Ok(mut guard) = logger.readable_mut().await {
-                    guard.get_inner_mut().flush();
-                    guard.clear_ready();
-                }
-            });
+    /// As [`Self::load`], with an event ring buffer of `bytes` (a power-of-two number of
+    /// pages); `None` keeps the object's size.
+    pub fn load_with_ring_size(bytes: Option<u32>) -> Result<Self, LoadError> {
+        let mut loader = EbpfLoader::new();
+        if let Some(bytes) = bytes {
+            loader.map_max_entries(EVENTS, bytes);
         }
-        Err(e) => debug!("kernel log not available: {e}"),
+        Self::load_with(loader)
+    }
+
+    /// As [`Self::load_with_ring_size`], with the enforcement maps pinned under `pins`: an
+    /// earlier agent's maps are reused as they are, or created and pinned.
+    pub fn load_pinned(pins: &Pins, ring_bytes: Option<u32>) -> Result<Self, LoadError> {
+        let mut loader = EbpfLoader::new();
+        if let Some(bytes) = ring_bytes {
+            loader.map_max_entries(EVENTS, bytes);
+        }
+        for name in PINNED_MAPS {
+            loader.map_pin_path(name, pins.map_path(name));
+        }
+        Self::load_with(loader)
+    }
+
+    fn load_with(mut loader: EbpfLoader) -> Result<Self, LoadError> {
+        loader.load(OBJECT).map(|ebpf| Self { ebpf }).map_err(LoadError::Object)
+    }
+
+    /// Starts forwarding the programs' aya-log records to `tracing`. The logger owns the
+    /// log map and must live as long as the programs; without it programs still run.
+    pub fn start_kernel_log(&mut self) {
+        match aya_log::EbpfLogger::init(&mut self.ebpf) {
+            Ok(logger) => {
+                // SAFETY: the logger owns its ring buffer's fd for its whole life; the AsyncFd
+                // owns the logger.
+                let registered = unsafe { AsyncFd::register_with_interest(logger, Interest::READABLE) };
+                let Ok(mut logger) = registered else {
+                    warn!("kernel log: cannot poll the log ring buffer; kernel log lines are not shown");
+                    return;
+                };
+                tokio::spawn(async move {
+                    while let Ok(mut guard) = logger.readable_mut().await {
+                        guard.get_inner_mut().flush();
+                        guard.clear_ready();
+                    }
+                });
+            }
+            Err(e) => debug!("kernel log not available: {e}"),
+        }
+    }
+
+    /// Loads (once each) and attaches every hook in `hooks`; the links stay with the
+    /// object. Optional hooks whose attach point this kernel lacks are skipped with a log
+    /// line.
+    pub fn attach(&mut self, hooks: &[Hook]) -> Result<(), LoadError> {
+        attach_hooks(&mut self.ebpf, hooks, false).map(|_| ())
+    }
+
+    /// Attaches every hook of `hooks` and pins each link under `pins` (replacing an earlier
+    /// agent's pin of the same name only once ours is attached, removing pins of links we
+    /// no longer have): the programs outlive this process. Returns how many earlier pins
+    /// were replaced.
+    pub fn attach_pinned(&mut self, hooks: &[Hook], pins: &Pins) -> Result<usize, LoadError> {
+        let links = attach_hooks(&mut self.ebpf, hooks, true)?;
+        Ok(pins.install_links(links)?)
+    }
+
+    /// Takes map `name` out of the object. Its descriptor must stay open until every
+    /// program using it is loaded (they are relocated against it).
+    pub(super) fn take_map(&mut self, name: &'static str) -> Result<aya::maps::Map, LoadError> {
+        self.ebpf.take_map(name).ok_or(LoadError::MissingMap { map: name })
     }
 }
 
@@ -188,18 +231,6 @@ fn ensure_tracefs() -> Result<PathBuf, LoadError> {
     nix::mount::mount(Some("tracefs"), TRACEFS, Some("tracefs"), nix::mount::MsFlags::empty(), None::<&str>)
         .map_err(|errno| LoadError::Tracefs { path: TRACEFS, source: errno.into() })?;
     Ok(events(TRACEFS))
-}
-
-/// Loads (once each) and attaches every hook in `hooks`; the links stay with `ebpf` and
-/// detach when it is dropped. Optional hooks whose attach point this kernel lacks are
-/// skipped with a log line.
-pub fn attach_all(ebpf: &mut Ebpf, hooks: &[Hook]) -> Result<(), LoadError> {
-    attach_hooks(ebpf, hooks, false).map(|_| ())
-}
-
-/// As [`attach_all`], but hands back each link by [`Hook::link_name`], for pinning.
-pub fn attach_all_taking_links(ebpf: &mut Ebpf, hooks: &[Hook]) -> Result<Vec<(String, FdLink)>, LoadError> {
-    attach_hooks(ebpf, hooks, true)
 }
 
 fn attach_hooks(ebpf: &mut Ebpf, hooks: &[Hook], take: bool) -> Result<Vec<(String, FdLink)>, LoadError> {
@@ -252,4 +283,18 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool) -> Result<Option<FdLink>, Lo
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hook_names_a_program_of_the_built_object() {
+        let object = aya_obj::Object::parse(OBJECT).expect("the embedded object parses");
+        let hooks = trace_hooks().into_iter().chain(enforce_hooks()).chain([lsm_probe_hook()]);
+        for hook in hooks {
+            assert!(object.programs.contains_key(&hook.program), "{} is not in the object", hook.program);
+        }
+    }
 }

@@ -11,7 +11,7 @@ use std::{
     time::{SystemTime, UNIX_EPOCH},
 };
 
-use aya::{Ebpf, maps::Array};
+use aya::maps::Array;
 use nix::{
     errno::Errno,
     mount::{MsFlags, mount},
@@ -25,7 +25,7 @@ use volguard_common::{
 use crate::{
     kernel::{
         counters::Counters,
-        loader::{self, LoadError},
+        loader::{self, LoadError, LoadedObject},
     },
     sys::mountns::{MountNsError, run_in_private_mount_ns},
 };
@@ -72,23 +72,23 @@ pub enum ProbeError {
 }
 
 /// Attaches the probe program to `ebpf` and tests it with one real bind mount.
-pub fn probe(ebpf: &mut Ebpf) -> Result<LsmProbeReport, ProbeError> {
+pub fn probe(object: &mut LoadedObject) -> Result<LsmProbeReport, ProbeError> {
     let lsm_list = fs::read_to_string(LSM_LIST).ok().map(|s| s.trim().to_owned());
-    if let Err(e) = loader::attach_all(ebpf, &[loader::lsm_probe_hook()]) {
+    if let Err(e) = object.attach(&[loader::lsm_probe_hook()]) {
         let reason = error_chain(&e);
         return Ok(LsmProbeReport { status: LsmStatus::Unavailable { reason }, sb_mount_runs: 0, lsm_list });
     }
 
     let scratch = ScratchDirs::create()?;
-    set_probe_source(ebpf, Some(&scratch.source))?;
+    set_probe_source(object, Some(&scratch.source))?;
     let (source, target) = (scratch.source.clone(), scratch.target.clone());
     let mounted = run_in_private_mount_ns("volguard-probe", move || {
         mount(Some(source.as_path()), target.as_path(), None::<&str>, MsFlags::MS_BIND, None::<&str>)
     });
-    set_probe_source(ebpf, None)?;
+    set_probe_source(object, None)?;
     let mounted = mounted?;
 
-    let counters = Counters::new(ebpf)?;
+    let counters = Counters::new(object)?;
     let runs = counters.get(Counter::LsmSbMountRuns);
     let status = match mounted {
         Err(Errno::EBUSY) if counters.get(Counter::LsmProbeDenied) > 0 => LsmStatus::Active,
@@ -107,7 +107,7 @@ pub fn probe(ebpf: &mut Ebpf) -> Result<LsmProbeReport, ProbeError> {
 }
 
 /// Sets (or with `None`, clears) the one source path the probe program refuses.
-pub fn set_probe_source(ebpf: &mut Ebpf, source: Option<&Path>) -> Result<(), ProbeError> {
+pub fn set_probe_source(object: &mut LoadedObject, source: Option<&Path>) -> Result<(), ProbeError> {
     let mut value = ProbeSource { len: 0, _pad: 0, path: [0; PROBE_SOURCE_LEN] };
     if let Some(source) = source {
         let bytes = source.as_os_str().as_encoded_bytes();
@@ -123,7 +123,7 @@ pub fn set_probe_source(ebpf: &mut Ebpf, source: Option<&Path>) -> Result<(), Pr
         value.path[..bytes.len()].copy_from_slice(bytes);
         value.len = bytes.len() as u32;
     }
-    let map = ebpf.map_mut(LSM_PROBE_SOURCE).ok_or(LoadError::MissingMap { map: LSM_PROBE_SOURCE })?;
+    let map = object.ebpf.map_mut(LSM_PROBE_SOURCE).ok_or(LoadError::MissingMap { map: LSM_PROBE_SOURCE })?;
     let mut array: Array<_, ProbeSource> = Array::try_from(map).map_err(ProbeError::Map)?;
     array.set(0, value, 0).map_err(ProbeError::Map)
 }

@@ -1,23 +1,23 @@
-//! Fills the maps the LSM programs decide from, and reads back who owns what.
+//! The maps the LSM programs decide from, behind one typed handle taken once from the
+//! loaded object or from the pins: the config, the single-pod set, the owners, and the
+//! roots of owned trees. Policy (which volumes, which owner, which mode) is the caller's;
+//! this module only speaks the kernel's formats.
 
 use std::{collections::BTreeMap, os::unix::fs::MetadataExt, path::Path};
 
-use aya::{
-    Ebpf,
-    maps::{Array, HashMap, Map, MapData, MapError},
-};
+use aya::maps::{Array, HashMap, Map, MapData, MapError};
+use tracing::{info, warn};
 use volguard_common::{
     enforce::{
-        EnforceConfig, KernelLayout, Owner, POD_UID_LEN, PodUid, VOLUME_NAME_LEN, VolumeKey, kernel_mode,
-        single_pod_reason,
+        EnforceConfig, KernelLayout, Owner, POD_UID_LEN, PodUid, PublishedRoot, RootKey, VOLUME_NAME_LEN, VolumeKey,
     },
-    maps::{CONFIG, OWNERS, SINGLE_POD_VOLUMES},
+    maps::{CONFIG, OWNERS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES},
 };
 
-use tracing::warn;
-
-use crate::enforce::Mode;
-use crate::facts::SinglePodReason;
+use super::{
+    loader::{LoadError, LoadedObject},
+    pins::Pins,
+};
 
 /// `BPF_NOEXIST`: insert only if absent.
 const BPF_NOEXIST: u64 = 1;
@@ -39,6 +39,8 @@ pub enum KernelError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Load(#[from] LoadError),
     #[error("volume name {name:?} is {len} bytes; at most {max} fit")]
     NameTooLong { name: String, len: usize, max: usize },
 }
@@ -71,36 +73,20 @@ pub fn volume_key(name: &str) -> Result<VolumeKey, KernelError> {
     Ok(key)
 }
 
+/// The kernel's form of a pod UID, if it fits.
+fn pod_uid(uid: &str) -> Option<PodUid> {
+    let bytes = uid.as_bytes();
+    if bytes.is_empty() || bytes.len() >= POD_UID_LEN {
+        return None;
+    }
+    let mut pod = PodUid { uid: [0; POD_UID_LEN] };
+    pod.uid[..bytes.len()].copy_from_slice(bytes);
+    Some(pod)
+}
+
 fn text(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
-}
-
-/// The `kernel_mode` for a mode decision: only the in-kernel modes make the LSM programs act.
-pub fn kernel_mode_for(mode: Mode, in_kernel: bool) -> u32 {
-    match (mode, in_kernel) {
-        (Mode::Enforce, true) => kernel_mode::ENFORCE,
-        (Mode::Audit, true) => kernel_mode::AUDIT,
-        _ => kernel_mode::OFF,
-    }
-}
-
-/// Writes the config the programs read (the layout is used in every mode: events carry
-/// the caller's mount namespace).
-pub fn configure(ebpf: &mut Ebpf, layout: KernelLayout, kubelet_root: &Path, mode: u32) -> Result<(), KernelError> {
-    let (ino, dev) = kubelet_root_identity(kubelet_root)?;
-    let config = EnforceConfig { layout, kubelet_root_ino: ino, kubelet_root_dev: dev, mode };
-    let map = ebpf.map_mut(CONFIG).ok_or(KernelError::MissingMap(CONFIG))?;
-    let mut array: Array<&mut MapData, EnforceConfig> = Array::try_from(map).map_err(map_error(CONFIG))?;
-    array.set(0, config, 0).map_err(map_error(CONFIG))
-}
-
-/// The kernel's reason code for a single-pod volume.
-pub fn reason_code(reason: SinglePodReason) -> u32 {
-    match reason {
-        SinglePodReason::ReadWriteOncePod | SinglePodReason::CommandLine => single_pod_reason::READ_WRITE_ONCE_POD,
-        SinglePodReason::Annotated => single_pod_reason::ANNOTATED,
-    }
 }
 
 /// What a sync of `SINGLE_POD_VOLUMES` changed.
@@ -112,116 +98,168 @@ pub struct SetSync {
     pub skipped: usize,
 }
 
-/// Makes `SINGLE_POD_VOLUMES` hold exactly `desired` (or, with `keep_others`, at least
-/// it: used before the first complete facts arrive, so an earlier agent's pinned set stays).
-pub fn sync_single_pod_volumes(
-    ebpf: &mut Ebpf,
-    desired: &BTreeMap<String, SinglePodReason>,
-    keep_others: bool,
-) -> Result<SetSync, KernelError> {
-    let map = ebpf.map_mut(SINGLE_POD_VOLUMES).ok_or(KernelError::MissingMap(SINGLE_POD_VOLUMES))?;
-    let mut set: HashMap<&mut MapData, VolumeKey, u32> =
-        HashMap::try_from(map).map_err(map_error(SINGLE_POD_VOLUMES))?;
-    let mut sync = SetSync::default();
-    let mut wanted = std::collections::HashMap::new();
-    for (name, reason) in desired {
-        match volume_key(name) {
-            Ok(key) => {
-                wanted.insert(key.name, reason_code(*reason));
+/// The enforcement maps, taken once. Programs are loaded (at attach) against these
+/// descriptors, so keep the handle until they are; after that, dropping it closes the
+/// agent's descriptors only: the programs (and the pins) keep the maps.
+pub struct EnforcementMaps {
+    config: Array<MapData, EnforceConfig>,
+    single_pod: HashMap<MapData, VolumeKey, u32>,
+    owners: HashMap<MapData, VolumeKey, Owner>,
+    roots: HashMap<MapData, RootKey, PublishedRoot>,
+}
+
+impl EnforcementMaps {
+    /// Takes the maps out of the loaded object (which keeps its programs).
+    pub fn take(object: &mut LoadedObject) -> Result<Self, KernelError> {
+        Self::from_maps(|name| Ok(object.take_map(name)?))
+    }
+
+    /// Opens the maps an agent pinned under `pins` (for `volguard owners`, and tests).
+    pub fn open_pinned(pins: &Pins) -> Result<Self, KernelError> {
+        Self::from_maps(|name| {
+            let data = MapData::from_pin(pins.map_path(name)).map_err(map_error(name))?;
+            Ok(if name == CONFIG { Map::Array(data) } else { Map::HashMap(data) })
+        })
+    }
+
+    fn from_maps(mut take: impl FnMut(&'static str) -> Result<Map, KernelError>) -> Result<Self, KernelError> {
+        Ok(Self {
+            config: Array::try_from(take(CONFIG)?).map_err(map_error(CONFIG))?,
+            single_pod: HashMap::try_from(take(SINGLE_POD_VOLUMES)?).map_err(map_error(SINGLE_POD_VOLUMES))?,
+            owners: HashMap::try_from(take(OWNERS)?).map_err(map_error(OWNERS))?,
+            roots: HashMap::try_from(take(PUBLISHED_ROOTS)?).map_err(map_error(PUBLISHED_ROOTS))?,
+        })
+    }
+
+    /// Writes the config the programs read (the layout is used in every mode: events carry
+    /// the caller's mount namespace). `mode` is one of `volguard_common::enforce::kernel_mode`.
+    pub fn configure(&mut self, layout: KernelLayout, kubelet_root: &Path, mode: u32) -> Result<(), KernelError> {
+        let (ino, dev) = kubelet_root_identity(kubelet_root)?;
+        let config = EnforceConfig { layout, kubelet_root_ino: ino, kubelet_root_dev: dev, mode };
+        self.config.set(0, config, 0).map_err(map_error(CONFIG))
+    }
+
+    /// Makes `SINGLE_POD_VOLUMES` hold exactly `desired` (volume name → the kernel's reason
+    /// code, `volguard_common::enforce::single_pod_reason`), or, with `keep_others`, at
+    /// least it: used before the first complete facts arrive, so an earlier agent's pinned
+    /// set stays.
+    pub fn sync_single_pod_set(
+        &mut self,
+        desired: &BTreeMap<String, u32>,
+        keep_others: bool,
+    ) -> Result<SetSync, KernelError> {
+        let set = &mut self.single_pod;
+        let mut sync = SetSync::default();
+        let mut wanted = std::collections::HashMap::new();
+        for (name, reason) in desired {
+            match volume_key(name) {
+                Ok(key) => {
+                    wanted.insert(key.name, *reason);
+                }
+                Err(e) => {
+                    warn!("single-pod volume not enforced in the kernel: {e}");
+                    sync.skipped += 1;
+                }
             }
-            Err(e) => {
-                warn!("single-pod volume not enforced in the kernel: {e}");
-                sync.skipped += 1;
+        }
+        let present: Vec<(VolumeKey, u32)> = set.iter().filter_map(Result::ok).collect();
+        for (key, reason) in &present {
+            match wanted.remove(&key.name) {
+                Some(want) if want == *reason => {}
+                Some(want) => set.insert(key, want, 0).map_err(map_error(SINGLE_POD_VOLUMES))?,
+                None if keep_others => {}
+                None => {
+                    set.remove(key).map_err(map_error(SINGLE_POD_VOLUMES))?;
+                    sync.removed += 1;
+                }
             }
         }
+        for (name, reason) in wanted {
+            set.insert(VolumeKey { name }, reason, 0).map_err(map_error(SINGLE_POD_VOLUMES))?;
+            sync.added += 1;
+        }
+        Ok(sync)
     }
-    let present: Vec<(VolumeKey, u32)> = set.iter().filter_map(Result::ok).collect();
-    for (key, reason) in &present {
-        match wanted.remove(&key.name) {
-            Some(want) if want == *reason => {}
-            Some(want) => set.insert(key, want, 0).map_err(map_error(SINGLE_POD_VOLUMES))?,
-            None if keep_others => {}
-            None => {
-                set.remove(key).map_err(map_error(SINGLE_POD_VOLUMES))?;
-                sync.removed += 1;
+
+    /// Makes `pod_uid` the owner of `volume` unless the kernel already has an owner (which
+    /// is kept: the kernel saw the claim happen). True if it was seeded.
+    pub fn seed_owner(&mut self, volume: &str, pod_uid: &str) -> Result<bool, KernelError> {
+        let key = volume_key(volume)?;
+        let Some(pod) = self::pod_uid(pod_uid) else {
+            warn!("pod UID {pod_uid:?} too long for the kernel map; volume {volume} not seeded");
+            return Ok(false);
+        };
+        if let Ok(existing) = self.owners.get(&key, 0) {
+            if existing.pod.uid != pod.uid {
+                warn!(
+                    "volume {volume}: the kernel's owner is pod {}, the mount table shows pod {pod_uid} first; keeping the kernel's",
+                    text(&existing.pod.uid)
+                );
             }
+            return Ok(false);
+        }
+        let owner = Owner { pod, claim_pid_tgid: 0, claimed_ns: 0 };
+        // BPF_NOEXIST: a claim the kernel made meanwhile wins.
+        Ok(self.owners.insert(key, owner, BPF_NOEXIST).is_ok())
+    }
+
+    /// Removes `volume`'s owner if it is still `pod_uid`. True if it was released.
+    pub fn release_owner(&mut self, volume: &str, pod_uid: &str) -> Result<bool, KernelError> {
+        let key = volume_key(volume)?;
+        match self.owners.get(&key, 0) {
+            Ok(existing) if text(&existing.pod.uid) == pod_uid => {
+                self.owners.remove(&key).map_err(map_error(OWNERS))?;
+                Ok(true)
+            }
+            _ => Ok(false),
         }
     }
-    for (name, reason) in wanted {
-        set.insert(VolumeKey { name }, reason, 0).map_err(map_error(SINGLE_POD_VOLUMES))?;
-        sync.added += 1;
-    }
-    Ok(sync)
-}
 
-/// Makes `pod_uid` the owner of `volume` unless the kernel already has an owner (which
-/// is kept: the kernel saw the claim happen). True if it was seeded.
-pub fn seed_owner(ebpf: &mut Ebpf, volume: &str, pod_uid: &str) -> Result<bool, KernelError> {
-    let mut owners = owners_map(ebpf)?;
-    let key = volume_key(volume)?;
-    let Some(pod) = self::pod_uid(pod_uid) else {
-        warn!("pod UID {pod_uid:?} too long for the kernel map; volume {volume} not seeded");
-        return Ok(false);
-    };
-    if let Ok(existing) = owners.get(&key, 0) {
-        if existing.pod.uid != pod.uid {
-            warn!(
-                "volume {volume}: the kernel's owner is pod {}, the mount table shows pod {pod_uid} first; keeping the kernel's",
-                text(&existing.pod.uid)
-            );
+    /// Every `(volume, owner pod UID)`, sorted.
+    pub fn owners(&self) -> Result<Vec<(String, String)>, KernelError> {
+        let mut all = Vec::new();
+        for entry in self.owners.iter() {
+            let (key, owner) = entry.map_err(map_error(OWNERS))?;
+            all.push((text(&key.name), text(&owner.pod.uid[..POD_UID_LEN])));
         }
-        return Ok(false);
+        all.sort();
+        Ok(all)
     }
-    let owner = Owner { pod, claim_pid_tgid: 0, claimed_ns: 0 };
-    // BPF_NOEXIST: a claim the kernel made meanwhile wins.
-    Ok(owners.insert(key, owner, BPF_NOEXIST).is_ok())
-}
 
-/// Removes `volume`'s owner if it is still `pod_uid`. True if it was released.
-pub fn release_owner(ebpf: &mut Ebpf, volume: &str, pod_uid: &str) -> Result<bool, KernelError> {
-    let mut owners = owners_map(ebpf)?;
-    let key = volume_key(volume)?;
-    match owners.get(&key, 0) {
-        Ok(existing) if text(&existing.pod.uid) == pod_uid => {
-            owners.remove(&key).map_err(map_error(OWNERS))?;
-            Ok(true)
+    /// Records that the tree rooted at inode `ino` on device `st_dev` is `volume`'s as
+    /// published for `pod_uid`, if that pod owns the volume (so the kernel can recognise a
+    /// tree taken from inside it; see `refuse_cross_pod_source` in the eBPF programs). The
+    /// kernel also ignores a root whose pod no longer owns the volume, so a stale entry
+    /// never refuses anything. True if recorded.
+    pub fn record_root(&mut self, volume: &str, pod_uid: &str, ino: u64, st_dev: u64) -> bool {
+        let (Ok(volume_key), Some(pod)) = (volume_key(volume), self::pod_uid(pod_uid)) else { return false };
+        let owner = self.owners.get(&volume_key, 0).ok();
+        if owner.is_none_or(|o| o.pod.uid != pod.uid) {
+            return false;
         }
-        _ => Ok(false),
+        let key = RootKey { ino, dev: kernel_dev(st_dev), _pad: 0 };
+        let recorded = self.roots.insert(key, PublishedRoot { volume: volume_key, owner: pod }, 0).is_ok();
+        if recorded {
+            info!("volume {volume} published for pod {pod_uid}: tree root recorded");
+        }
+        recorded
     }
-}
 
-fn owners_map(ebpf: &mut Ebpf) -> Result<HashMap<&mut MapData, VolumeKey, Owner>, KernelError> {
-    let map = ebpf.map_mut(OWNERS).ok_or(KernelError::MissingMap(OWNERS))?;
-    HashMap::try_from(map).map_err(map_error(OWNERS))
-}
-
-/// The kernel's form of a pod UID, if it fits.
-pub fn pod_uid(uid: &str) -> Option<PodUid> {
-    let bytes = uid.as_bytes();
-    if bytes.is_empty() || bytes.len() >= POD_UID_LEN {
-        return None;
+    /// Forgets `pod_uid`'s roots of `volume` (found in the map itself, so roots recorded
+    /// before a restart go too).
+    pub fn forget_roots(&mut self, volume: &str, pod_uid: &str) {
+        let (Ok(volume), Some(pod)) = (volume_key(volume), self::pod_uid(pod_uid)) else { return };
+        let stale: Vec<RootKey> = self
+            .roots
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|(_, root)| root.volume.name == volume.name && root.owner.uid == pod.uid)
+            .map(|(key, _)| key)
+            .collect();
+        for key in stale {
+            let _ = self.roots.remove(&key);
+        }
     }
-    let mut pod = PodUid { uid: [0; POD_UID_LEN] };
-    pod.uid[..bytes.len()].copy_from_slice(bytes);
-    Some(pod)
-}
-
-/// Every `(volume, owner pod UID)` in an `OWNERS` map (the agent's own, or a pinned one
-/// opened with `Map::HashMap(MapData::from_pin(path)?)`).
-pub fn owners_in(map: &Map) -> Result<Vec<(String, String)>, KernelError> {
-    let owners: HashMap<&MapData, VolumeKey, Owner> = HashMap::try_from(map).map_err(map_error(OWNERS))?;
-    let mut all = Vec::new();
-    for entry in owners.iter() {
-        let (key, owner) = entry.map_err(map_error(OWNERS))?;
-        all.push((text(&key.name), text(&owner.pod.uid[..POD_UID_LEN])));
-    }
-    all.sort();
-    Ok(all)
-}
-
-/// Owners in the loaded object's `OWNERS` map.
-pub fn owners(ebpf: &Ebpf) -> Result<Vec<(String, String)>, KernelError> {
-    owners_in(ebpf.map(OWNERS).ok_or(KernelError::MissingMap(OWNERS))?)
 }
 
 #[cfg(test)]

@@ -12,7 +12,6 @@ pub mod lsm_probe;
 pub mod maps;
 pub mod pins;
 pub mod reader;
-pub mod roots;
 
 /// The eBPF object built by build.rs from ../agent-ebpf, embedded in the binary.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/volguard.bpf.o"));

@@ -3,6 +3,7 @@
 //! facts, the mount table and kernel events; it never touches the kernel itself.
 
 pub mod checks;
+pub mod event_target;
 pub mod explain;
 pub mod mounts;
 pub mod node;

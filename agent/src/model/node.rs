@@ -50,6 +50,11 @@ pub struct Reconciled {
 impl NodeModel {
     /// Reads the mount table and the kubelet tree. `command_line` volumes are single-pod
     /// whatever the facts say.
+    /// kubelet's `--root-dir`, which every path is classified against.
+    pub fn kubelet_root(&self) -> &Path {
+        &self.kubelet_root
+    }
+
     pub fn new(
         kubelet_root: &Path,
         mountinfo: &Path,

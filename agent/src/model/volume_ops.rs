@@ -2,23 +2,12 @@
 //! `storage_operation_duration_seconds`: the syscall's target classified against kubelet's
 //! layout, and the CSI driver that owns it (from the facts, else from `vol_data.json`).
 
-use std::{
-    ffi::OsStr,
-    os::unix::ffi::OsStrExt,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
-use volguard_common::{
-    enforce::MountOp,
-    mount_api::AT_FDCWD,
-    mount_flags::{MS_REMOUNT, without_magic},
-};
-
+use super::event_target::EventTarget;
 use crate::{
     facts::{Facts, VolumeSource},
-    kernel::decode::{Call, Event, RawString},
-    node_files::kubelet::{PathKind, classify},
-    node_files::vol_data,
+    node_files::{kubelet::PathKind, vol_data},
 };
 
 /// kubelet's `operation_name` values that a node's mounts can show.
@@ -57,25 +46,10 @@ pub struct VolumeOp {
     pub duration_ns: u64,
 }
 
-/// The volume operation an event was, if its target is one of kubelet's volume paths.
-/// Remounts and propagation changes are not operations of their own.
-pub fn volume_op(root: &Path, event: &Event) -> Option<VolumeOp> {
-    let (target, attaching) = match &event.call {
-        Call::Umount { target, .. } => (target, false),
-        Call::Mount { target, flags, .. } => {
-            let flags = without_magic(*flags);
-            if flags & MS_REMOUNT != 0 || !MountOp::of(flags).attaches() {
-                return None;
-            }
-            (target, true)
-        }
-        Call::MoveMount { to_dfd, to_path, .. } if *to_dfd == AT_FDCWD || to_path.as_bytes().starts_with(b"/") => {
-            (to_path, true)
-        }
-        _ => return None,
-    };
-    let kind = classify(root, &path_of(target)?);
-    let operation = match (&kind, attaching) {
+/// The volume operation an event was, if its target is one of kubelet's volume paths
+/// (remounts and propagation changes have no target, so are no operations of their own).
+pub fn volume_op(target: &EventTarget, duration_ns: u64) -> Option<VolumeOp> {
+    let operation = match (&target.kind, target.attaching) {
         (PathKind::CsiPublish { .. } | PathKind::CsiStaging { .. } | PathKind::CsiStagingLegacy { .. }, true) => {
             OperationName::VolumeMount
         }
@@ -89,11 +63,7 @@ pub fn volume_op(root: &Path, event: &Event) -> Option<VolumeOp> {
         (PathKind::CsiBlockStaging { .. }, false) => OperationName::UnmapDevice,
         _ => return None,
     };
-    Some(VolumeOp { operation, target: kind, success: event.ret == 0, duration_ns: event.duration_ns })
-}
-
-fn path_of(raw: &RawString) -> Option<PathBuf> {
-    (!raw.truncated).then(|| PathBuf::from(OsStr::from_bytes(raw.as_bytes())))
+    Some(VolumeOp { operation, target: target.kind.clone(), success: target.succeeded, duration_ns })
 }
 
 /// kubelet's `volume_plugin` label for CSI: `kubernetes.io/csi:<driver>`, or the bare
@@ -143,10 +113,10 @@ pub fn driver_of(root: &Path, facts: &Facts, target: &PathKind) -> Option<String
 
 #[cfg(test)]
 mod tests {
-    use volguard_common::mount_flags::{MS_BIND, MS_PRIVATE, MS_REC};
+    use volguard_common::mount_flags::{MS_BIND, MS_PRIVATE, MS_REC, MS_REMOUNT};
 
     use super::*;
-    use crate::kernel::decode::Caller;
+    use crate::kernel::decode::{Call, Caller, Event, RawString};
 
     const ROOT: &str = "/var/lib/kubelet";
     const HASH: &str = "54f50aff0c05f509a804604b776c85a23969272c57b2f3054b6e05c7fc6e543f";
@@ -167,8 +137,13 @@ mod tests {
         Call::Umount { target: raw(target), flags: 0 }
     }
 
+    fn classified(call: Call, ret: i64) -> Option<VolumeOp> {
+        let event = event(call, ret);
+        volume_op(&EventTarget::of(Path::new(ROOT), &event)?, event.duration_ns)
+    }
+
     fn op(call: Call) -> Option<OperationName> {
-        volume_op(Path::new(ROOT), &event(call, 0)).map(|o| o.operation)
+        classified(call, 0).map(|o| o.operation)
     }
 
     #[test]
@@ -207,7 +182,7 @@ mod tests {
     #[test]
     fn failures_are_operations_too_and_truncated_paths_are_not() {
         let publish = format!("{ROOT}/pods/p1/volumes/kubernetes.io~csi/pv-1/mount");
-        let failed = volume_op(Path::new(ROOT), &event(mount(&publish, MS_BIND), -16)).unwrap();
+        let failed = classified(mount(&publish, MS_BIND), -16).unwrap();
         assert!(!failed.success);
         assert_eq!(failed.duration_ns, 1_500_000);
         let cut = Call::Umount { target: RawString::from_nul_padded(publish.as_bytes(), true), flags: 0 };

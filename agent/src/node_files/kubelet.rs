@@ -10,8 +10,10 @@
 
 use std::path::{Component, Path, PathBuf};
 
-/// The escaped in-tree CSI plugin directory under a pod (`kubernetes.io/csi`, `/` → `~`).
-pub const CSI_POD_PLUGIN_DIR: &str = "kubernetes.io~csi";
+pub use volguard_common::kubelet::CSI_POD_PLUGIN_DIR;
+use volguard_common::kubelet::{
+    BLOCK_PUBLISH_DIR, CSI_PLUGIN_DIRS, PLUGINS_DIR, POD_VOLUMES_DIR, PODS_DIR, PUBLISH_TARGET_DIR, VOLUME_DEVICES_DIR,
+};
 
 /// Containerd state directories whose task bundles hold container rootfs mounts: upstream's
 /// default, k3s/RKE2's, and MicroK8s's. A custom `state` in containerd's config is not
@@ -30,8 +32,6 @@ pub const CRIO_OVERLAY_DIR: &str = "/var/lib/containers/storage/overlay";
 
 /// The directory of the legacy (Kubernetes ≤ 1.23) staging form `pv/<pvName>/globalmount`.
 const LEGACY_STAGING_DIR: &str = "pv";
-/// The raw-block directory under the CSI plugin directory; never a driver name.
-const VOLUME_DEVICES_DIR: &str = "volumeDevices";
 
 /// A CSI publish target: volume `volume` published into pod `pod_uid`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -127,10 +127,18 @@ pub fn classify(kubelet_root: &Path, path: &Path) -> PathKind {
 /// Paths must be absolute, without `..` and with UTF-8 names, as kubelet writes them (`.`
 /// and repeated or trailing `/` are ignored). The publish-target view of [`classify`].
 pub fn publish_target(kubelet_root: &Path, path: &Path) -> Option<PublishTarget> {
-    match classify(kubelet_root, path) {
-        PathKind::CsiPublish { pod_uid, volume } => Some(PublishTarget { pod_uid, volume, block: false }),
-        PathKind::CsiBlockPublish { volume, pod_uid } => Some(PublishTarget { pod_uid, volume, block: true }),
-        _ => None,
+    classify(kubelet_root, path).publish_target()
+}
+
+impl PathKind {
+    /// The publish target this path is, for the two publish forms.
+    pub fn publish_target(&self) -> Option<PublishTarget> {
+        let (pod_uid, volume, block) = match self {
+            PathKind::CsiPublish { pod_uid, volume } => (pod_uid, volume, false),
+            PathKind::CsiBlockPublish { volume, pod_uid } => (pod_uid, volume, true),
+            _ => return None,
+        };
+        Some(PublishTarget { pod_uid: pod_uid.clone(), volume: volume.clone(), block })
     }
 }
 
@@ -153,8 +161,8 @@ fn utf8_names(rest: &Path) -> Option<Vec<&str>> {
 /// Classifies a path relative to the kubelet root.
 fn classify_kubelet_relative(rest: &Path) -> Option<PathKind> {
     match utf8_names(rest)?.as_slice() {
-        ["pods", pod_uid, in_pod @ ..] => classify_pod_dir(pod_uid, in_pod),
-        ["plugins", "kubernetes.io", "csi", in_plugin @ ..] => classify_csi_plugin_dir(in_plugin),
+        [PODS_DIR, pod_uid, in_pod @ ..] => classify_pod_dir(pod_uid, in_pod),
+        [PLUGINS_DIR, a, b, in_plugin @ ..] if [*a, *b] == CSI_PLUGIN_DIRS => classify_csi_plugin_dir(in_plugin),
         _ => None,
     }
 }
@@ -163,8 +171,10 @@ fn classify_kubelet_relative(rest: &Path) -> Option<PathKind> {
 fn classify_pod_dir(pod_uid: &str, rest: &[&str]) -> Option<PathKind> {
     let pod_uid = pod_uid.to_owned();
     match rest {
-        ["volumes", CSI_POD_PLUGIN_DIR, volume, "mount"] => Some(PathKind::CsiPublish { pod_uid, volume: own(volume) }),
-        ["volumeDevices", CSI_POD_PLUGIN_DIR, volume] => {
+        [POD_VOLUMES_DIR, CSI_POD_PLUGIN_DIR, volume, PUBLISH_TARGET_DIR] => {
+            Some(PathKind::CsiPublish { pod_uid, volume: own(volume) })
+        }
+        [VOLUME_DEVICES_DIR, CSI_POD_PLUGIN_DIR, volume] => {
             Some(PathKind::CsiPodDeviceMap { pod_uid, volume: own(volume) })
         }
         ["volume-subpaths", volume, container, index] => Some(PathKind::SubPath {
@@ -183,7 +193,7 @@ fn classify_pod_dir(pod_uid: &str, rest: &[&str]) -> Option<PathKind> {
 /// A legacy `pv/…/globalmount` wins over a driver named `pv` (not a plausible driver name).
 fn classify_csi_plugin_dir(rest: &[&str]) -> Option<PathKind> {
     match rest {
-        [VOLUME_DEVICES_DIR, "publish", volume, pod_uid] => {
+        [VOLUME_DEVICES_DIR, BLOCK_PUBLISH_DIR, volume, pod_uid] => {
             Some(PathKind::CsiBlockPublish { volume: own(volume), pod_uid: own(pod_uid) })
         }
         [VOLUME_DEVICES_DIR, "staging", volume] => Some(PathKind::CsiBlockStaging { volume: own(volume) }),

@@ -18,6 +18,7 @@ use std::{
 use serde::Serialize;
 
 use crate::{
+    enforce::Mode,
     facts::ClaimRef,
     model::checks::Finding,
     model::explain::{Conflict, ConflictAction},
@@ -61,7 +62,8 @@ pub struct SourceStatus {
 /// The part of the state the loop refreshes.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Snapshot {
-    pub mode: String,
+    /// None until the agent has chosen (before it is ready).
+    pub mode: Option<Mode>,
     pub mode_reason: String,
     pub source: SourceStatus,
     pub volumes: Vec<VolumeDetail>,

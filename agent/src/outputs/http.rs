@@ -199,7 +199,11 @@ mod tests {
             owner: Some("pod-a".into()),
             published_to: vec!["pod-a".into()],
         });
-        shared.set_snapshot(Snapshot { mode: "quarantine".into(), volumes: vec![volume], ..Snapshot::default() });
+        shared.set_snapshot(Snapshot {
+            mode: Some(crate::enforce::Mode::Quarantine),
+            volumes: vec![volume],
+            ..Snapshot::default()
+        });
         for i in 0..3 {
             let c =
                 Conflict::resolve(&Facts::default(), ConflictAction::Quarantined, "pv-1", &format!("p{i}"), "pod-a");

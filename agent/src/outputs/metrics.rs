@@ -18,7 +18,7 @@ use prometheus_client::{
 };
 
 use crate::{
-    enforce::Mode,
+    enforce::ModeDecision,
     facts::{ClaimRef, Origin},
     model::checks::Finding,
     model::explain::ConflictAction,
@@ -100,27 +100,6 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn storage_histogram() -> Histogram {
     Histogram::new(STORAGE_OPERATION_BUCKETS)
-}
-
-/// Why the active mode is the active mode (a closed set for the `reason` label).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModeReason {
-    /// `auto`, and a probe mount was refused in the kernel.
-    LsmActive,
-    /// `auto`, and BPF LSM was missing or did not act.
-    NoBpfLsm,
-    /// `--mode` named it.
-    Flag,
-}
-
-impl ModeReason {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::LsmActive => "lsm_active",
-            Self::NoBpfLsm => "no_bpf_lsm",
-            Self::Flag => "flag",
-        }
-    }
 }
 
 /// Single-pod volumes by state, for `volguard_single_pod_volumes`.
@@ -314,9 +293,10 @@ impl Metrics {
         }
     }
 
-    pub fn set_mode(&self, mode: Mode, reason: ModeReason) {
+    pub fn set_mode(&self, decision: &ModeDecision) {
         self.mode.clear();
-        self.mode.get_or_create(&ModeLabels { mode: mode.to_string(), reason: reason.as_str().into() }).set(1);
+        let labels = ModeLabels { mode: decision.mode.to_string(), reason: decision.reason.label().into() };
+        self.mode.get_or_create(&labels).set(1);
     }
 
     /// Replaces the node-model findings.
@@ -395,7 +375,7 @@ pub fn reference() -> Vec<MetricDoc> {
     m.syscall("mount", true);
     m.conflict(None, ConflictAction::Refused);
     m.set_single_pod(SinglePodCounts::default());
-    m.set_mode(Mode::Audit, ModeReason::Flag);
+    m.set_mode(&crate::enforce::decide(crate::enforce::ModeChoice::Quarantine, None).expect("quarantine always runs"));
     let finding = Finding {
         check: Check::VolDataUnreadable,
         severity: Severity::Info,
@@ -569,8 +549,10 @@ mod tests {
     #[test]
     fn gauges_replace_their_previous_values() {
         let m = Metrics::new();
-        m.set_mode(Mode::Quarantine, ModeReason::NoBpfLsm);
-        m.set_mode(Mode::Enforce, ModeReason::LsmActive);
+        use crate::enforce::Mode;
+        let decided = |mode, reason| ModeDecision { mode, decided_in: crate::enforce::DecidedIn::Kernel, reason };
+        m.set_mode(&decided(Mode::Quarantine, crate::enforce::ModeReason::NoBpfLsm("EPERM".into())));
+        m.set_mode(&decided(Mode::Enforce, crate::enforce::ModeReason::LsmActive));
         let finding = Finding {
             check: Check::InlineHandleMismatch,
             severity: Severity::Error,

@@ -366,10 +366,7 @@ pub fn quarantine_end_to_end(tree: &KubeletTree, ns: &MountNs, agent: &Agent) {
     // ...and is detached and masked at once.
     agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod pod-b"));
     let (fstype, source, read_only) = ns.mount_at(&b).expect("a mask mount on pod-b's target");
-    assert_eq!(
-        (fstype.as_str(), source.as_str(), read_only),
-        ("tmpfs", volguard::model::mounts::MASK_SOURCE, true)
-    );
+    assert_eq!((fstype.as_str(), source.as_str(), read_only), ("tmpfs", volguard::model::mounts::MASK_SOURCE, true));
     assert_eq!(
         ns.read(&b.join("marker")).map_err(|e| e.kind()),
         Err(std::io::ErrorKind::NotFound),

@@ -7,7 +7,10 @@ use std::{fs, os::unix::fs::MetadataExt, path::PathBuf, time::Duration};
 
 use volguard::{
     kernel::decode::{Call, Conflict, Event, Record},
-    kernel::{loader, reader::EventReader},
+    kernel::{
+        loader::{self, LoadedObject},
+        reader::EventReader,
+    },
 };
 
 /// Set by `cargo xtask test`: a root test may not skip itself.
@@ -71,12 +74,12 @@ pub fn own_cgroup_id() -> u64 {
 }
 
 /// Loads the object and attaches every syscall tracepoint.
-pub fn tracer() -> (aya::Ebpf, Recorder) {
-    tracer_with(loader::load().expect("load the embedded eBPF object"))
+pub fn tracer() -> (LoadedObject, Recorder) {
+    tracer_with(LoadedObject::load().expect("load the embedded eBPF object"))
 }
 
-pub fn tracer_with(mut ebpf: aya::Ebpf) -> (aya::Ebpf, Recorder) {
-    loader::attach_all(&mut ebpf, &loader::trace_hooks()).expect("attach the syscall tracepoints");
+pub fn tracer_with(mut ebpf: LoadedObject) -> (LoadedObject, Recorder) {
+    ebpf.attach(&loader::trace_hooks()).expect("attach the syscall tracepoints");
     let reader = EventReader::new(&mut ebpf).unwrap();
     (ebpf, Recorder::new(reader))
 }

@@ -1,0 +1,98 @@
+//! Who owns which single-pod volume, wherever that is kept: in the kernel's maps when the
+//! LSM programs decide, else in the agent's own table. The running loop and the start-up
+//! go through [`OwnerStore`] and never ask which.
+
+use std::collections::BTreeMap;
+
+use tracing::info;
+use volguard_common::enforce::single_pod_reason;
+
+use super::{ownership::Ownership, published_roots};
+use crate::{
+    facts::{Origin, SinglePodReason},
+    kernel::{
+        decode::Caller,
+        maps::{EnforcementMaps, KernelError},
+    },
+    model::{
+        mounts::{OwnerFix, PublishChange},
+        node::NodeModel,
+    },
+};
+
+pub enum OwnerStore {
+    /// The kernel decides: owners, the single-pod set and owned trees' roots are in its maps.
+    Kernel(EnforcementMaps),
+    /// Userspace decides (quarantine, audit without BPF LSM).
+    Userspace(Ownership),
+}
+
+impl OwnerStore {
+    pub fn owners(&self) -> Result<BTreeMap<String, String>, KernelError> {
+        match self {
+            Self::Kernel(maps) => Ok(maps.owners()?.into_iter().collect()),
+            Self::Userspace(o) => Ok(o.owners()),
+        }
+    }
+
+    pub fn apply(&mut self, fix: &OwnerFix) -> Result<(), KernelError> {
+        let done = match (self, fix) {
+            (Self::Kernel(maps), OwnerFix::Seed { volume, pod_uid }) => maps.seed_owner(volume, pod_uid)?,
+            (Self::Kernel(maps), OwnerFix::Release { volume, pod_uid }) => maps.release_owner(volume, pod_uid)?,
+            (Self::Userspace(o), OwnerFix::Seed { volume, pod_uid }) => {
+                o.seed(volume, pod_uid);
+                o.owner(volume) == Some(pod_uid.as_str())
+            }
+            (Self::Userspace(o), OwnerFix::Release { volume, pod_uid }) => o.release(volume, pod_uid),
+        };
+        match (fix, done) {
+            (OwnerFix::Seed { volume, pod_uid }, true) => {
+                info!("volume {volume} is published for pod {pod_uid} (mount table): pod {pod_uid} owns it")
+            }
+            (OwnerFix::Release { volume, pod_uid }, true) => info!(
+                "volume {volume} released: pod {pod_uid}'s publish target is no longer in the mount table \
+                 (its unmount was not seen)"
+            ),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Makes the store's single-pod set the model's. In the kernel, until the facts source
+    /// has delivered once, volumes an earlier agent pinned stay (an API that has not
+    /// answered yet must not switch enforcement off).
+    pub fn sync_single_pod_set(&mut self, model: &NodeModel) -> Result<(), KernelError> {
+        let maps = match self {
+            Self::Kernel(maps) => maps,
+            Self::Userspace(o) => {
+                o.set_single_pod(model.single_pod().keys().cloned());
+                return Ok(());
+            }
+        };
+        let keep_others = model.snapshot().synced_at.is_none() && model.snapshot().origin != Origin::None;
+        let desired = model.single_pod().iter().map(|(name, reason)| (name.clone(), reason_code(*reason))).collect();
+        let sync = maps.sync_single_pod_set(&desired, keep_others)?;
+        if sync.added + sync.removed > 0 {
+            info!("kernel single-pod set: {} added, {} removed", sync.added, sync.removed);
+        }
+        Ok(())
+    }
+
+    /// After a successful publish or unmount the model saw: keeps the kernel's record of
+    /// owned trees' roots current (userspace modes keep none).
+    pub fn publish_changed(&mut self, caller: &Caller, change: &PublishChange) {
+        let Self::Kernel(maps) = self else { return };
+        match change {
+            PublishChange::Published(target, path) => published_roots::record(maps, caller, target, path),
+            PublishChange::Unpublished(target) => maps.forget_roots(&target.volume, &target.pod_uid),
+        }
+    }
+}
+
+/// The kernel's reason code for a single-pod volume.
+pub fn reason_code(reason: SinglePodReason) -> u32 {
+    match reason {
+        SinglePodReason::ReadWriteOncePod | SinglePodReason::CommandLine => single_pod_reason::READ_WRITE_ONCE_POD,
+        SinglePodReason::Annotated => single_pod_reason::ANNOTATED,
+    }
+}
