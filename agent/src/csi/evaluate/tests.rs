@@ -1,0 +1,241 @@
+//! Tests of the parent module, kept apart so that it stays readable.
+
+use super::*;
+use std::path::PathBuf;
+
+use crate::{
+    csi::{
+        client::CallFailure,
+        discovery::Source,
+        report::{CsiReport, DriverReport},
+    },
+    facts::{ClaimRef, CsiDriver, CsiNode, CsiNodeDriver, CsiSource, PersistentVolume, Pod, PodVolume},
+    node_files::mount_table::MountTable,
+};
+
+const D: &str = "d.csi.io";
+
+fn driver(caps: &[NodeCapability]) -> DriverReport {
+    DriverReport {
+        name: D.into(),
+        found_by: [Source::Registration].into(),
+        registered_name: Some(D.into()),
+        plugin_name: Some(D.into()),
+        endpoint: Some(PathBuf::from("/k/plugins/d/csi.sock")),
+        ready: Some(true),
+        node_capabilities: Some(caps.to_vec()),
+        node_id: Some("n1".into()),
+        max_volumes_per_node: Some(0),
+        ..DriverReport::default()
+    }
+}
+
+fn object(modes: &[&str], policy: &str) -> CsiDriver {
+    CsiDriver {
+        name: D.into(),
+        volume_lifecycle_modes: modes.iter().map(|m| m.to_string()).collect(),
+        fs_group_policy: policy.into(),
+        attach_required: true,
+        pod_info_on_mount: false,
+    }
+}
+
+fn pv(name: &str, modes: &[AccessMode], fs_type: Option<&str>) -> PersistentVolume {
+    PersistentVolume {
+        name: name.into(),
+        access_modes: modes.to_vec(),
+        csi: Some(CsiSource { driver: D.into(), volume_handle: format!("h-{name}"), fs_type: fs_type.map(Into::into) }),
+        claim_ref: Some(ClaimRef { namespace: "ns".into(), name: format!("c-{name}") }),
+        block: false,
+    }
+}
+
+fn base() -> Facts {
+    Facts {
+        csi_drivers: vec![object(&["Persistent"], "ReadWriteOnceWithFSType")],
+        csi_node: Some(CsiNode {
+            drivers: vec![CsiNodeDriver {
+                name: D.into(),
+                node_id: "n1".into(),
+                allocatable_count: None,
+                topology_keys: vec![],
+            }],
+        }),
+        ..Facts::default()
+    }
+}
+
+fn published(volumes: &[(&str, &str)]) -> Mounts {
+    let text: String = volumes
+        .iter()
+        .enumerate()
+        .map(|(i, (pod, v))| {
+            format!("{} 1 8:1 / /k/pods/{pod}/volumes/kubernetes.io~csi/{v}/mount rw - ext4 x rw\n", 10 + i)
+        })
+        .collect();
+    Mounts::from_table(&MountTable::parse(text.as_bytes()), std::path::Path::new("/k"))
+}
+
+fn judge(facts: &Facts, mounts: &Mounts, drivers: Vec<DriverReport>, mode: Option<Mode>) -> CsiReport {
+    CsiReport::judge(drivers, facts, mounts, mode)
+}
+
+fn checks(report: &CsiReport) -> Vec<(Check, Severity)> {
+    report.findings.iter().map(|f| (f.check, f.severity)).collect()
+}
+
+#[test]
+fn a_healthy_driver_has_no_findings() {
+    let report = judge(&base(), &Mounts::default(), vec![driver(&[])], None);
+    assert_eq!(checks(&report), []);
+    assert_eq!(report.drivers[0].found_by, [Source::Registration, Source::CsiNode].into());
+    assert_eq!(report.drivers[0].fs_group_policy, "ReadWriteOnceWithFSType");
+}
+
+#[test]
+fn rwop_severity_follows_the_mode() {
+    let facts = Facts { persistent_volumes: vec![pv("v1", &[AccessMode::ReadWriteOncePod], None)], ..base() };
+    let mounts = published(&[("pod-a", "v1")]);
+    for (mode, severity) in [
+        (Some(Mode::Enforce), Severity::Info),
+        (Some(Mode::Quarantine), Severity::Warning),
+        (Some(Mode::Audit), Severity::Error),
+        (None, Severity::Error),
+    ] {
+        let report = judge(&facts, &mounts, vec![driver(&[])], mode);
+        let rwop: Vec<_> =
+            checks(&report).into_iter().filter(|(c, _)| *c == Check::CsiRwopNotEnforcedByDriver).collect();
+        assert_eq!(rwop, [(Check::CsiRwopNotEnforcedByDriver, severity)], "{mode:?}");
+    }
+    // The debug API shows the report as JSON: stable snake_case names.
+    let json = serde_json::to_value(judge(&facts, &mounts, vec![driver(&[])], None)).unwrap();
+    assert_eq!(json["findings"][0]["check"], "csi_rwop_not_enforced_by_driver");
+    assert_eq!(json["volumes"][0]["csi_access_mode"], "SINGLE_NODE_WRITER");
+    assert_eq!(json["drivers"][0]["endpoint"], "/k/plugins/d/csi.sock");
+    let capable = judge(&facts, &mounts, vec![driver(&[NodeCapability::SingleNodeMultiWriter])], None);
+    assert_eq!(capable.volumes[0].csi_access_mode, Some(CsiAccessMode::SingleNodeSingleWriter));
+    assert!(!checks(&capable).iter().any(|(c, _)| *c == Check::CsiRwopNotEnforcedByDriver));
+    // RWO is not flagged: the driver is told what kubelet means.
+    let rwo = Facts { persistent_volumes: vec![pv("v1", &[AccessMode::ReadWriteOnce], Some("xfs"))], ..base() };
+    assert_eq!(checks(&judge(&rwo, &mounts, vec![driver(&[])], None)), []);
+}
+
+#[test]
+fn csinode_disagreements() {
+    let mut d = driver(&[]);
+    d.node_id = Some("n2".into());
+    d.max_volumes_per_node = Some(8);
+    let report = judge(&base(), &Mounts::default(), vec![d], None);
+    assert_eq!(
+        checks(&report),
+        [(Check::CsiNodeIdMismatch, Severity::Error), (Check::CsiMaxVolumesMismatch, Severity::Warning)]
+    );
+    // Kubelet leaves the count unset for 0 and caps it at MaxInt32.
+    let mut facts = base();
+    facts.csi_node.as_mut().unwrap().drivers[0].allocatable_count = Some(i32::MAX);
+    let mut huge = driver(&[]);
+    huge.max_volumes_per_node = Some(i64::MAX);
+    assert_eq!(checks(&judge(&facts, &Mounts::default(), vec![huge], None)), []);
+}
+
+#[test]
+fn missing_from_csinode_and_csinode_without_socket() {
+    let mut other = driver(&[]);
+    other.name = "other.csi.io".into();
+    other.registered_name = Some("other.csi.io".into());
+    other.plugin_name = Some("other.csi.io".into());
+    let report = judge(&base(), &Mounts::default(), vec![other], None);
+    assert_eq!(
+        checks(&report),
+        [
+            (Check::CsiDriverObjectMissing, Severity::Warning),
+            (Check::CsiRegisteredNotInCsiNode, Severity::Warning),
+            (Check::CsiNodeDriverWithoutSocket, Severity::Error),
+        ]
+    );
+    // Without CSINode facts nothing is said about registration.
+    let no_node = Facts { csi_node: None, ..base() };
+    assert_eq!(checks(&judge(&no_node, &Mounts::default(), vec![driver(&[])], None)), []);
+}
+
+#[test]
+fn driver_health() {
+    let mut d = driver(&[]);
+    d.ready = Some(false);
+    d.plugin_name = Some("impostor.csi.io".into());
+    d.errors.push(CallFailure {
+        call: Call::NodeGetInfo,
+        kind: FailureKind::Timeout,
+        message: "no answer within 2s".into(),
+    });
+    let report = judge(&base(), &Mounts::default(), vec![d], None);
+    assert_eq!(
+        checks(&report),
+        [
+            (Check::CsiCallFailed, Severity::Error),
+            (Check::CsiPluginNameMismatch, Severity::Error),
+            (Check::CsiProbeNotReady, Severity::Error),
+        ]
+    );
+    assert!(report.findings[0].message.starts_with("call timed out: NodeGetInfo"));
+}
+
+#[test]
+fn lifecycle_modes() {
+    let inline = Pod {
+        uid: "pod-i".into(),
+        namespace: "ns".into(),
+        name: "web".into(),
+        terminating: false,
+        volumes: vec![PodVolume { name: "secrets".into(), source: VolumeSource::Csi { driver: D.into() } }],
+    };
+    let facts = Facts { pods: vec![inline.clone()], ..base() };
+    let report = judge(&facts, &Mounts::default(), vec![driver(&[])], None);
+    assert_eq!(checks(&report), [(Check::CsiEphemeralModeUnsupported, Severity::Error)]);
+    assert_eq!(report.volumes[0].csi_access_mode, Some(CsiAccessMode::SingleNodeWriter), "inline: always RWO");
+
+    let no_object = Facts { csi_drivers: vec![], ..facts.clone() };
+    let report = judge(&no_object, &Mounts::default(), vec![driver(&[])], None);
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.check == Check::CsiEphemeralModeUnsupported && f.message.contains("no CSIDriver object"))
+    );
+
+    let ephemeral_only = Facts {
+        csi_drivers: vec![object(&["Ephemeral"], "File")],
+        persistent_volumes: vec![
+            pv("v1", &[AccessMode::ReadWriteOnce], None),
+            pv("v2", &[AccessMode::ReadWriteOnce], None),
+        ],
+        ..facts
+    };
+    let report = judge(&ephemeral_only, &published(&[("p", "v1"), ("p", "v2")]), vec![driver(&[])], None);
+    assert_eq!(checks(&report), [(Check::CsiPersistentModeUnsupported, Severity::Error)], "once per driver");
+}
+
+#[test]
+fn fs_group_per_volume() {
+    let facts = Facts {
+        persistent_volumes: vec![
+            pv("rwo-ext4", &[AccessMode::ReadWriteOnce], Some("ext4")),
+            pv("rwo-nofs", &[AccessMode::ReadWriteOnce], None),
+        ],
+        ..base()
+    };
+    let mounts = published(&[("p", "rwo-ext4"), ("p", "rwo-nofs")]);
+    let report = judge(&facts, &mounts, vec![driver(&[])], None);
+    let ownership: Vec<_> = report.volumes.iter().map(|v| (v.name.as_str(), v.fs_group)).collect();
+    assert_eq!(ownership, [("rwo-ext4", Some(Ownership::KubeletChanges)), ("rwo-nofs", Some(Ownership::Unchanged))]);
+    assert_eq!(checks(&report), [(Check::CsiFsGroupNotApplied, Severity::Info)]);
+    assert_eq!(report.findings[0].subject, "volume rwo-nofs");
+
+    let group = judge(&facts, &mounts, vec![driver(&[NodeCapability::VolumeMountGroup])], None);
+    assert!(group.volumes.iter().all(|v| v.fs_group == Some(Ownership::DriverApplies)));
+
+    let odd = Facts { csi_drivers: vec![object(&["Persistent"], "Sometimes")], ..facts };
+    let report = judge(&odd, &mounts, vec![driver(&[])], None);
+    assert_eq!(checks(&report), [(Check::CsiFsGroupNotApplied, Severity::Warning); 2]);
+    assert_eq!(report.volumes[0].fs_group, None);
+}
