@@ -83,7 +83,7 @@ impl Unnamed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{facts::Pod, model::explain::sample_facts};
+    use crate::facts::{Pod, fixtures::sample_facts};
 
     #[test]
     fn a_conflict_waits_for_its_pod_to_be_named() {

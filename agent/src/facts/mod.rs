@@ -6,6 +6,8 @@
 //! The same types are the inventory file's format (camelCase YAML, unknown fields
 //! refused), so a typo in a hand-written file is an error naming the field.
 
+#[cfg(test)]
+pub mod fixtures;
 pub mod inventory;
 pub mod k8s;
 
@@ -433,12 +435,10 @@ mod tests {
     use super::*;
 
     fn pv(name: &str, modes: &[AccessMode], claim: Option<(&str, &str)>) -> PersistentVolume {
-        PersistentVolume {
-            name: name.into(),
-            access_modes: modes.to_vec(),
-            csi: Some(CsiSource { driver: "d.example.com".into(), volume_handle: format!("h-{name}"), fs_type: None }),
-            claim_ref: claim.map(|(ns, n)| ClaimRef { namespace: ns.into(), name: n.into() }),
-            block: false,
+        let pv = fixtures::pv(name, modes);
+        match claim {
+            Some((namespace, name)) => pv.bound_to(namespace, name),
+            None => pv,
         }
     }
 

@@ -160,34 +160,10 @@ impl RateLimiter {
     }
 }
 
-/// Two pods of namespace `shop` (`uid-a` db-0, `uid-b` db-1) and PV `pv-1` bound to
-/// `shop/data`: the conflict tests' cluster.
-#[cfg(test)]
-pub(crate) fn sample_facts() -> Facts {
-    use crate::facts::{PersistentVolume, Pod};
-    let pod = |uid: &str, name: &str| Pod {
-        uid: uid.into(),
-        namespace: "shop".into(),
-        name: name.into(),
-        terminating: false,
-        volumes: vec![],
-    };
-    Facts {
-        pods: vec![pod("uid-a", "db-0"), pod("uid-b", "db-1")],
-        persistent_volumes: vec![PersistentVolume {
-            name: "pv-1".into(),
-            access_modes: vec![],
-            csi: None,
-            claim_ref: Some(ClaimRef { namespace: "shop".into(), name: "data".into() }),
-            block: false,
-        }],
-        ..Facts::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::fixtures::sample_facts;
 
     fn facts() -> Facts {
         sample_facts()

@@ -179,7 +179,7 @@ mod tests {
     use crate::{facts::Facts, model::explain::ConflictAction};
 
     fn facts() -> Facts {
-        crate::model::explain::sample_facts()
+        crate::facts::fixtures::sample_facts()
     }
 
     fn now() -> Timestamp {

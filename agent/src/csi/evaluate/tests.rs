@@ -9,7 +9,7 @@ use crate::{
         discovery::Source,
         report::{CsiReport, DriverReport},
     },
-    facts::{ClaimRef, CsiDriver, CsiNode, CsiNodeDriver, CsiSource, PersistentVolume, Pod, PodVolume},
+    facts::{CsiDriver, CsiNode, CsiNodeDriver, PersistentVolume, Pod, PodVolume, fixtures},
     node_files::mount_table::MountTable,
 };
 
@@ -41,13 +41,7 @@ fn object(modes: &[&str], policy: &str) -> CsiDriver {
 }
 
 fn pv(name: &str, modes: &[AccessMode], fs_type: Option<&str>) -> PersistentVolume {
-    PersistentVolume {
-        name: name.into(),
-        access_modes: modes.to_vec(),
-        csi: Some(CsiSource { driver: D.into(), volume_handle: format!("h-{name}"), fs_type: fs_type.map(Into::into) }),
-        claim_ref: Some(ClaimRef { namespace: "ns".into(), name: format!("c-{name}") }),
-        block: false,
-    }
+    fixtures::pv(name, modes).on_driver(D, fs_type).bound_to("ns", &format!("c-{name}"))
 }
 
 fn base() -> Facts {
