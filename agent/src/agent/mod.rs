@@ -186,7 +186,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
                 KernelLayout::default()
             });
             let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().keys().cloned()));
-            let object = start_userspace(&opts, &decision, layout)?;
+            let object = start_userspace(&opts, &decision, layout, &model)?;
             for fix in model.plan_owners(&BTreeMap::new()) {
                 owners.apply(&fix)?;
             }

@@ -110,7 +110,7 @@ pub(super) fn start_in_kernel(
     let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes)?;
     object.start_kernel_log();
     let mut maps = EnforcementMaps::take(&mut object)?;
-    maps.configure(layout, &opts.kubelet_root, decision.kernel_mode())?;
+    maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
     let mut store = OwnerStore::Kernel(maps);
     store.sync_single_pod_set(model)?;
     // Before the LSM programs attach, so no other pod can claim a volume already mounted.
@@ -140,11 +140,12 @@ pub(super) fn start_userspace(
     opts: &RunOptions,
     decision: &ModeDecision,
     layout: KernelLayout,
+    model: &NodeModel,
 ) -> Result<LoadedObject, AgentError> {
     let mut object = LoadedObject::load_with_ring_size(opts.ring_buffer_bytes)?;
     object.start_kernel_log();
     let mut maps = EnforcementMaps::take(&mut object)?;
-    maps.configure(layout, &opts.kubelet_root, decision.kernel_mode())?;
+    maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
     object.attach(&loader::trace_hooks())?;
     drop(maps); // only now: the programs were loaded against its descriptors
     Ok(object)

@@ -1,4 +1,4 @@
-//! The node model: which volume is published into which pods (from the mount table at
+//! Publishes: which volume is published into which pods (from the mount table at
 //! start-up and on every reconciliation, from kernel events in between), joined with the
 //! facts to say which volumes are single-pod and who owns them.
 //!
