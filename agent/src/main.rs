@@ -260,11 +260,11 @@ async fn trace() -> anyhow::Result<()> {
                 println!("{}", render::record(&event));
                 shown += 1;
             }) => { batch.context("reading the event ring buffer")?; }
-            _ = lost_check.tick() => { events.lost(); }
+            _ = lost_check.tick() => { events.check(); }
             _ = stop.recv() => break,
         }
     }
-    eprintln!("volguard: {shown} events shown, {} lost, {} undecodable", events.lost(), events.undecodable());
+    eprintln!("volguard: {shown} events shown, {} lost, {} undecodable", events.check(), events.undecodable());
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 //!    Prometheus rules file that `promtool check rules` must accept.
 //! 3. Metrics: every metric name a query uses must be one the agent exports (asked of the
 //!    agent itself: `volguard metrics-reference --names`).
+//! 4. The example alerting rules (see `crate::alert_rules`).
 //!
 //! typescript and @grafana/schema are installed at pinned versions into [`CHECK_DIR`] by
 //! `cargo xtask setup`, or here on first use.
@@ -223,7 +224,16 @@ pub fn run() -> anyhow::Result<()> {
         }
         failed |= !ok;
     }
-    println!("\ndashboards: checked {} in {:.1} s", reports.len(), started.elapsed().as_secs_f64());
+    let rules = crate::alert_rules::check(&workspace_root().join("dashboards"), &promtool, &exported);
+    if let Err(e) = &rules {
+        println!("{e}");
+    }
+    failed |= rules.is_err();
+    println!(
+        "\ndashboards: checked {} and the alerting rules in {:.1} s",
+        reports.len(),
+        started.elapsed().as_secs_f64()
+    );
     if failed {
         bail!("dashboard checks failed");
     }

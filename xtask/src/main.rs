@@ -1,5 +1,6 @@
 //! volguard's developer commands, run as `cargo xtask <command>`.
 
+mod alert_rules;
 mod bench;
 mod dashboards;
 mod demo;

@@ -37,6 +37,7 @@ use crate::{
     model::explain::{self, RateLimiter},
     model::node::NodeModel,
     outputs::debug_state::Shared,
+    outputs::kernel_metrics::KernelCounts,
     sys::signals::StopSignals,
 };
 
@@ -194,6 +195,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         }
     };
     let mut events = EventSource::new(&mut object)?;
+    let (counters, decode_errors) = events.shared_counts();
+    shared.metrics.kernel.attach(KernelCounts { counters, decode_errors });
     // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;

@@ -81,7 +81,7 @@ impl Running<'_> {
                     }
                 }) => { batch.map_err(io("reading the event ring buffer"))?; }
                 _ = lost_check.tick() => {
-                    self.shared.metrics.set_events_lost(events.lost());
+                    self.shared.metrics.set_events_lost(events.check());
                     self.explain_unnamed();
                     if self.view_dirty {
                         self.refresh_view()?;

@@ -24,20 +24,40 @@ impl Counters {
     }
 }
 
-/// Reports newly lost events (ring buffer full) once each, so no loss goes unnoticed.
-#[derive(Debug, Default)]
-pub struct LostEvents {
+/// Reads one kernel counter: the map, or a stand-in where there is no kernel (the metrics
+/// reference).
+pub trait ReadCounter: Send + Sync {
+    fn read(&self, counter: Counter) -> u64;
+}
+
+impl ReadCounter for Counters {
+    fn read(&self, counter: Counter) -> u64 {
+        self.get(counter)
+    }
+}
+
+/// Warns once for each increase of a counter that means something went wrong, so no
+/// such event goes unnoticed in the log.
+#[derive(Debug)]
+pub struct CounterWatch {
+    counter: Counter,
+    /// What an increase means, for the warning.
+    meaning: &'static str,
     reported: u64,
 }
 
-impl LostEvents {
-    /// Logs a warning if events were lost since the last call; returns the total.
-    pub fn check(&mut self, counters: &Counters) -> u64 {
-        let lost = counters.get(Counter::EventsLost);
-        if lost > self.reported {
-            tracing::warn!("{} events lost: the ring buffer was full", lost - self.reported);
-            self.reported = lost;
+impl CounterWatch {
+    pub fn new(counter: Counter, meaning: &'static str) -> Self {
+        Self { counter, meaning, reported: 0 }
+    }
+
+    /// Logs a warning if the counter grew since the last call; returns the total.
+    pub fn check(&mut self, counters: &dyn ReadCounter) -> u64 {
+        let total = counters.read(self.counter);
+        if total > self.reported {
+            tracing::warn!("{} {}: {}", total - self.reported, self.counter.name(), self.meaning);
+            self.reported = total;
         }
-        lost
+        total
     }
 }

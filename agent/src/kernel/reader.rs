@@ -4,8 +4,15 @@ use aya::maps::{MapData, RingBuf};
 use tokio::io::{Interest, unix::AsyncFd};
 use volguard_common::maps::EVENTS;
 
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
+
+use volguard_common::counters::Counter;
+
 use super::{
-    counters::{Counters, LostEvents},
+    counters::{CounterWatch, Counters},
     loader::{LoadError, LoadedObject},
 };
 use crate::kernel::decode::{self, DecodeError, Record};
@@ -42,14 +49,45 @@ impl EventReader {
     }
 }
 
+/// Ring-buffer records that did not decode, by reason (read at scrape time).
+#[derive(Debug, Default)]
+pub struct DecodeErrors {
+    too_short: AtomicU64,
+    unknown_kind: AtomicU64,
+}
+
+impl DecodeErrors {
+    fn count(&self, error: &DecodeError) {
+        let slot = match error {
+            DecodeError::TooShort { .. } => &self.too_short,
+            DecodeError::UnknownKind(_) => &self.unknown_kind,
+        };
+        slot.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `(reason, count)` for every reason, zeros included.
+    pub fn by_reason(&self) -> [(&'static str, u64); 2] {
+        [
+            ("too_short", self.too_short.load(Ordering::Relaxed)),
+            ("unknown_kind", self.unknown_kind.load(Ordering::Relaxed)),
+        ]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.by_reason().iter().map(|(_, n)| n).sum()
+    }
+}
+
 /// Everything a loop over kernel events reads, for the agent and `volguard trace` alike:
-/// the ring buffer, the kernel's counters, and the accounting of what was lost (the ring
-/// buffer was full) or undecodable, each logged once when it happens.
+/// the ring buffer, the kernel's counters, and the accounting of what went wrong (events
+/// lost because the ring buffer was full, enforcement decisions the kernel could not make,
+/// records that did not decode), each logged when it happens.
 pub struct EventSource {
     reader: EventReader,
-    counters: Counters,
-    lost: LostEvents,
-    undecodable: u64,
+    counters: Arc<Counters>,
+    lost: CounterWatch,
+    enforce_errors: CounterWatch,
+    decode_errors: Arc<DecodeErrors>,
 }
 
 impl EventSource {
@@ -57,38 +95,44 @@ impl EventSource {
     pub fn new(object: &mut LoadedObject) -> Result<Self, LoadError> {
         Ok(Self {
             reader: EventReader::new(object)?,
-            counters: Counters::new(object)?,
-            lost: LostEvents::default(),
-            undecodable: 0,
+            counters: Arc::new(Counters::new(object)?),
+            lost: CounterWatch::new(Counter::EventsLost, "events lost: the ring buffer was full"),
+            enforce_errors: CounterWatch::new(
+                Counter::EnforceErrors,
+                "times the LSM programs could not decide (a map read or update failed) and let the mount through",
+            ),
+            decode_errors: Arc::default(),
         })
     }
 
     /// Waits for records and hands each decoded one to `sink`; an undecodable one is a
     /// counted, logged skip.
     pub async fn next_batch(&mut self, mut sink: impl FnMut(Record)) -> std::io::Result<usize> {
-        let undecodable = &mut self.undecodable;
+        let decode_errors = &self.decode_errors;
         self.reader
             .next_batch(|record| match record {
                 Ok(record) => sink(record),
                 Err(e) => {
-                    *undecodable += 1;
+                    decode_errors.count(&e);
                     tracing::warn!("skipped an undecodable record: {e}");
                 }
             })
             .await
     }
 
-    /// Events lost so far (a warning is logged for each new loss).
-    pub fn lost(&mut self) -> u64 {
-        self.lost.check(&self.counters)
+    /// Warns about new losses and enforcement errors; returns the events lost so far.
+    pub fn check(&mut self) -> u64 {
+        self.enforce_errors.check(self.counters.as_ref());
+        self.lost.check(self.counters.as_ref())
     }
 
     /// Records skipped as undecodable so far.
     pub fn undecodable(&self) -> u64 {
-        self.undecodable
+        self.decode_errors.total()
     }
 
-    pub fn counters(&self) -> &Counters {
-        &self.counters
+    /// What the metrics read at scrape time.
+    pub fn shared_counts(&self) -> (Arc<Counters>, Arc<DecodeErrors>) {
+        (self.counters.clone(), self.decode_errors.clone())
     }
 }

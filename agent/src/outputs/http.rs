@@ -136,6 +136,8 @@ async fn status(State(shared): AppState) -> Response {
         "findings": snap.findings.len() + csi_findings(&snap.csi),
         "recentConflicts": shared.recent_conflicts(CONFLICTS_KEPT).len(),
         "eventsLost": shared.metrics.events_lost(),
+        // Mounts the LSM programs let through because they could not decide.
+        "enforceErrors": shared.metrics.kernel.get(volguard_common::counters::Counter::EnforceErrors),
         "updatedAt": snap.updated_at,
     }))
 }

@@ -7,7 +7,7 @@
 
 use std::{
     collections::{BTreeSet, HashSet},
-    sync::{Mutex, atomic::AtomicU64},
+    sync::{Arc, Mutex, atomic::AtomicU64},
     time::SystemTime,
 };
 
@@ -17,6 +17,7 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
+use super::kernel_metrics::KernelMetrics;
 use crate::{
     enforce::ModeDecision,
     facts::{ClaimRef, Origin},
@@ -128,6 +129,8 @@ pub struct Metrics {
     inventory_info: Family<SourceLabels, Gauge>,
     inventory_stale: Gauge,
     inventory_last_sync: Gauge<f64, AtomicU64>,
+    /// The kernel's counters and decode errors, read at scrape time.
+    pub kernel: Arc<KernelMetrics>,
 }
 
 impl Default for Metrics {
@@ -204,6 +207,8 @@ impl Metrics {
             "When the facts source last delivered a complete, good set (Unix time)",
             inventory_last_sync.clone(),
         );
+        let kernel = Arc::new(KernelMetrics::default());
+        registry.register_collector(Box::new(kernel.clone()));
         let build_info = Family::<VersionLabels, Gauge>::default();
         registry.register("volguard_build_info", "1, labelled with the agent's version", build_info.clone());
         build_info.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
@@ -222,6 +227,7 @@ impl Metrics {
             inventory_info,
             inventory_stale,
             inventory_last_sync,
+            kernel,
         }
     }
 
@@ -385,6 +391,14 @@ pub fn reference() -> Vec<MetricDoc> {
     m.set_csi([("x", "v")], [("x", &finding)]);
     m.set_node_findings([&finding]);
     m.set_source(&Origin::None, false, None);
+    struct NoKernel;
+    impl crate::kernel::counters::ReadCounter for NoKernel {
+        fn read(&self, _: volguard_common::counters::Counter) -> u64 {
+            0
+        }
+    }
+    m.kernel
+        .attach(super::kernel_metrics::KernelCounts { counters: Arc::new(NoKernel), decode_errors: Arc::default() });
     let text = m.encode();
     let mut docs: Vec<MetricDoc> = Vec::new();
     // OpenMetrics writes HELP, then TYPE, then the samples.
@@ -514,6 +528,8 @@ mod tests {
                 "volguard_inventory_stale",
                 "volguard_inventory_last_sync_timestamp_seconds",
                 "volguard_build_info",
+                "volguard_kernel_events_total",
+                "volguard_decode_errors_total",
             ]
         );
         assert_eq!(docs[0].labels, ["volume_plugin", "operation_name", "status", "migrated"]);

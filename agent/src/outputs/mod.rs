@@ -5,5 +5,6 @@
 pub mod debug_state;
 pub mod events;
 pub mod http;
+pub mod kernel_metrics;
 pub mod metrics;
 pub mod render;
