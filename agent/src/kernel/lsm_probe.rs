@@ -158,14 +158,45 @@ impl Drop for ScratchDirs {
     }
 }
 
-/// `outer: inner: innermost`, for one-line reasons.
+/// `outer: inner: innermost`, for one-line reasons: a cause the text already says is not
+/// repeated, and aya's empty "Verifier output:" (the kernel refused before verifying) is
+/// left out.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
+    let mut text = String::new();
+    let mut next = Some(e);
+    while let Some(error) = next {
+        let part = error.to_string();
+        let part = part.trim_end();
+        let part = part.strip_suffix("Verifier output:").map_or(part, |p| p.trim_end_matches(['.', ' ']));
+        if !part.is_empty() && !text.contains(part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(part);
+        }
+        next = error.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("sb_mount_probe: load failed")]
+    struct Outer(#[source] Middle);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the BPF_PROG_LOAD syscall returned {0}. Verifier output: ")]
+    struct Middle(#[source] io::Error);
+
+    #[test]
+    fn the_reason_says_each_cause_once_without_an_empty_verifier_log() {
+        let e = Outer(Middle(io::Error::from_raw_os_error(1)));
+        assert_eq!(
+            error_chain(&e),
+            "sb_mount_probe: load failed: the BPF_PROG_LOAD syscall returned Operation not permitted (os error 1)"
+        );
+    }
 }
