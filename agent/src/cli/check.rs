@@ -153,7 +153,7 @@ pub fn render(report: &CsiReport) -> String {
     }
     for d in &report.drivers {
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
-        let found: Vec<String> = d.found_by.iter().map(|s| format!("{s:?}").to_lowercase()).collect();
+        let found: Vec<&str> = d.found_by.iter().map(|s| s.describe()).collect();
         let _ = writeln!(
             out,
             "driver {}: endpoint {} (found by {})",

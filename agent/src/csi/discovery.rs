@@ -34,6 +34,18 @@ pub enum Source {
     CsiNode,
 }
 
+impl Source {
+    /// How a person would say it ("found by ...").
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Registration => "its kubelet registration socket",
+            Self::Conventional => "its socket under plugins/",
+            Self::Explicit => "--csi-socket",
+            Self::CsiNode => "this node's CSINode",
+        }
+    }
+}
+
 /// The registration sockets kubelet would consider: entries of `plugins_registry` that
 /// are sockets and not dotfiles (kubelet's plugin watcher skips both), sorted.
 pub fn registration_sockets(kubelet_root: &Path) -> Vec<PathBuf> {
