@@ -1,6 +1,8 @@
-//! `cargo xtask vm-test`: packs the test binaries into an initramfs, boots the Debian
-//! cloud kernel under qemu (software emulation) once per `lsm=` variant, and reads the
-//! verdict from the serial console. A panic, a hang or a missing verdict is a failure.
+//! `cargo xtask vm-test`: packs the integration-test binary (and the agent it starts) into
+//! an initramfs, boots the Debian cloud kernel under qemu (software emulation) once per
+//! `lsm=` variant, runs the binary once per area with libtest filters by module path, and
+//! reads the verdict from the serial console. A panic, a hang or a missing verdict is a
+//! failure.
 
 use std::{
     collections::BTreeMap,
@@ -41,7 +43,10 @@ pub enum BootName {
     LsmNoBpf,
 }
 
-/// One VM boot: its `lsm=` list and the tests it runs, as `(test target, args)`.
+/// One VM boot: its `lsm=` list and the runs of the integration binary it makes, as
+/// `(area, libtest arguments)`: the area (a module of `agent/tests/integration/`) names the
+/// run on the console; the arguments select its tests by path (`host_trace::` is every
+/// test of that module that is not ignored; `--ignored` runs only the ignored ones).
 struct Boot {
     name: BootName,
     lsm: &'static str,
@@ -57,17 +62,18 @@ const BOOTS: &[Boot] = &[
         name: BootName::LsmBpf,
         lsm: "lockdown,capability,bpf",
         runs: &[
-            ("vm_lsm", &["--ignored", "--exact", "lsm_active_refuses_only_the_probe_bind"]),
-            ("vm_enforce", &["--ignored", "enforce"]),
+            ("vm_lsm", &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
+            // The ignored tests whose names start with `enforce`: all but the no-bpf one.
+            ("vm_enforce", &["--ignored", "vm_enforce::enforce"]),
             // The tracing programs on this kernel too (verifier and BTF differ from the host's).
-            ("host_trace", &[]),
-            ("host_mount_api", &[]),
+            ("host_trace", &["host_trace::"]),
+            ("host_mount_api", &["host_mount_api::"]),
             // The node model with the kernel owner map (seed, release, adoption).
-            ("host_node_model", &[]),
+            ("host_node_model", &["host_node_model::"]),
             // The demo's story with the refusal in the kernel.
-            ("host_demo", &[]),
+            ("host_demo", &["host_demo::"]),
             // Hostile paths with the LSM hooks resolving every target.
-            ("host_hostile", &[]),
+            ("host_hostile", &["host_hostile::"]),
         ],
         agent_runs: &[],
         cpus: 1,
@@ -76,9 +82,12 @@ const BOOTS: &[Boot] = &[
         name: BootName::LsmNoBpf,
         lsm: "lockdown,capability",
         runs: &[
-            ("vm_lsm", &["--ignored", "--exact", "lsm_inactive_program_attaches_but_never_runs"]),
-            ("vm_enforce", &["--ignored", "--exact", "without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"]),
-            ("host_quarantine", &[]),
+            ("vm_lsm", &["--ignored", "--exact", "vm_lsm::lsm_inactive_program_attaches_but_never_runs"]),
+            (
+                "vm_enforce",
+                &["--ignored", "--exact", "vm_enforce::without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"],
+            ),
+            ("host_quarantine", &["host_quarantine::"]),
         ],
         agent_runs: &[],
         cpus: 1,
@@ -94,19 +103,19 @@ const DEMO_BOOT: Boot =
 const BENCH_BOOT: Boot = Boot {
     name: BootName::LsmBpf,
     lsm: "lockdown,capability,bpf",
-    runs: &[("vm_bench", &["--ignored", "--exact", "enforcement_overhead_per_mount_syscall", "--nocapture"])],
+    runs: &[("vm_bench", &["--ignored", "--exact", "vm_bench::enforcement_overhead_per_mount_syscall", "--nocapture"])],
     agent_runs: &[],
     cpus: 2,
 };
 
-/// What `vm_bench` prints for `cargo xtask bench` to read.
+/// What `vm_bench::enforcement_overhead_per_mount_syscall` prints for `cargo xtask bench` to read.
 pub const BENCH_LINE: &str = "volguard-bench: ";
 
 /// Boots the VM kernel with BPF LSM, runs the enforcement benchmark, and returns the
 /// JSON of each of its `volguard-bench:` lines.
 pub fn bench(timeout: Duration) -> anyhow::Result<Vec<String>> {
     let kernel = vm_kernel()?;
-    let binaries = build_test_binaries(&[&BENCH_BOOT])?;
+    let binaries = build_test_binaries()?;
     let work = target_dir().join("vm").join("bench");
     let initrd = build_initramfs(&work, &BENCH_BOOT, &binaries)?;
     println!("bench: booting {} with lsm={} (qemu, software emulation)", kernel.display(), BENCH_BOOT.lsm);
@@ -151,7 +160,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         Some(k) => k.clone(),
         None => vm_kernel()?,
     };
-    let binaries = build_test_binaries(&BOOTS.iter().collect::<Vec<_>>())?;
+    let binaries = build_test_binaries()?;
     let mut failed = Vec::new();
     for boot in BOOTS.iter().filter(|b| options.boots.is_empty() || options.boots.contains(&b.name)) {
         let work = target_dir().join("vm").join(format!("{:?}", boot.name));
@@ -175,17 +184,15 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 const AGENT_BINARY: &str = "volguard";
 const AGENT_IN_VM: &str = "/bin/volguard";
 
-/// Builds the integration test binaries `boots` run (and the agent binary they start) and
-/// returns their paths by target name.
-fn build_test_binaries(boots: &[&Boot]) -> anyhow::Result<BTreeMap<String, PathBuf>> {
-    let mut wanted: Vec<&str> = boots.iter().flat_map(|b| b.runs.iter().map(|(t, _)| *t)).collect();
-    wanted.sort_unstable();
-    wanted.dedup();
+/// The integration-test target (`agent/tests/integration/`), and where the VM has it.
+const TEST_BINARY: &str = "integration";
+const TEST_IN_VM: &str = "/tests/integration";
+
+/// Builds the integration-test binary (and the agent binary it starts) and returns both
+/// paths by target name.
+fn build_test_binaries() -> anyhow::Result<BTreeMap<String, PathBuf>> {
     let mut cmd = cargo();
-    cmd.args(["test", "--no-run", "--message-format=json", "-p", "volguard"]);
-    for test in &wanted {
-        cmd.args(["--test", test]);
-    }
+    cmd.args(["test", "--no-run", "--message-format=json", "-p", "volguard", "--test", TEST_BINARY]);
     let json = output(cmd.stderr(Stdio::inherit()))?;
     let mut found = BTreeMap::new();
     for line in json.lines() {
@@ -193,11 +200,11 @@ fn build_test_binaries(boots: &[&Boot]) -> anyhow::Result<BTreeMap<String, PathB
             continue;
         };
         let name = message["target"]["name"].as_str().unwrap_or_default();
-        if let (Some(exe), true) = (message["executable"].as_str(), wanted.contains(&name) || name == AGENT_BINARY) {
+        if let (Some(exe), true) = (message["executable"].as_str(), [TEST_BINARY, AGENT_BINARY].contains(&name)) {
             found.insert(name.to_owned(), PathBuf::from(exe));
         }
     }
-    for name in wanted.into_iter().chain([AGENT_BINARY]) {
+    for name in [TEST_BINARY, AGENT_BINARY] {
         if !found.contains_key(name) {
             bail!("cargo built no binary named {name}");
         }
@@ -207,10 +214,10 @@ fn build_test_binaries(boots: &[&Boot]) -> anyhow::Result<BTreeMap<String, PathB
 
 fn init_script(boot: &Boot) -> String {
     let mut plan = String::new();
-    for (test, args) in boot.runs {
+    for (area, args) in boot.runs {
         plan.push_str(&format!(
-            "echo 'volguard-vm: running {test} {args}'\n\
-             /tests/{test} --test-threads=1 {args} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED {test}'; }}\n",
+            "echo 'volguard-vm: running {area}: {args}'\n\
+             {TEST_IN_VM} --test-threads=1 {args} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED {area}'; }}\n",
             args = args.join(" ")
         ));
     }
@@ -240,8 +247,8 @@ poweroff -f
     )
 }
 
-/// Lays out busybox, the stripped test binaries and their shared libraries, and packs
-/// them with the init script into `work/initrd.gz`.
+/// Lays out busybox, the stripped test binary (when the boot runs tests), the agent and
+/// their shared libraries, and packs them with the init script into `work/initrd.gz`.
 fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf>) -> anyhow::Result<PathBuf> {
     let root = work.join("root");
     let _ = fs::remove_dir_all(&root);
@@ -251,9 +258,10 @@ fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf
     fs::copy("/bin/busybox", root.join("bin/busybox")).context("copying /bin/busybox (busybox-static)")?;
     symlink("busybox", root.join("bin/sh"))?;
     let mut libraries = Vec::new();
-    for (test, _) in boot.runs {
-        let binary = &binaries[*test];
-        run_cmd(Command::new("strip").arg("--strip-debug").arg("-o").arg(root.join("tests").join(test)).arg(binary))?;
+    if !boot.runs.is_empty() {
+        let binary = &binaries[TEST_BINARY];
+        let in_vm = root.join(TEST_IN_VM.trim_start_matches('/'));
+        run_cmd(Command::new("strip").arg("--strip-debug").arg("-o").arg(in_vm).arg(binary))?;
         libraries.extend(shared_libraries(binary)?);
     }
     // The tests start the agent from VOLGUARD_AGENT_BIN (its build path may lie under

@@ -1,5 +1,7 @@
 //! The commands for a person on the node (besides `run`): the debug API as tables
-//! (`status`, `volumes`, ...) and `check` (the CSI checks once).
+//! (`status`, `volumes`, ...) and `check` (the CSI checks once); and `client`, the GET
+//! every caller of the agent's HTTP listeners uses.
 
 pub mod check;
+pub mod client;
 pub mod views;

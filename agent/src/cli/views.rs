@@ -1,15 +1,13 @@
 //! `volguard status | volumes | conflicts | mounts | csi`: the debug API rendered as
 //! aligned tables for a person on the node (`--json` passes the API's JSON through for
-//! scripts). The client is a plain HTTP/1.0 GET on a local TCP socket: the debug API is
-//! local, and the CLI should work even when nothing else on the node does.
+//! scripts). The client is a plain HTTP/1.0 GET on a local TCP socket ([`client`]): the
+//! debug API is local, and the CLI should work even when nothing else on the node does.
 
-use std::{
-    io::{Read, Write},
-    net::{SocketAddr, TcpStream},
-    time::Duration,
-};
+use std::{net::SocketAddr, time::Duration};
 
 use serde_json::Value;
+
+use crate::cli::client::{self, GetError};
 
 /// How long the CLI waits for the agent.
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -71,21 +69,16 @@ impl View {
 
 /// GETs `path` from the debug API and parses the JSON.
 pub fn fetch(address: SocketAddr, path: &str) -> Result<Value, CliError> {
-    let io = |source| CliError::Io { address, source };
-    let mut stream = TcpStream::connect_timeout(&address, TIMEOUT).map_err(|source| match source.kind() {
-        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut => {
+    let client::Response { status, body } = client::get(address, path, TIMEOUT).map_err(|e| match e {
+        GetError::Connect { address, source }
+            if matches!(source.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) =>
+        {
             CliError::NotRunning { address, source }
         }
-        _ => CliError::Io { address, source },
+        GetError::Connect { address, source } | GetError::Io { address, source } => CliError::Io { address, source },
+        GetError::NotHttp { .. } => CliError::NotJson("no HTTP header".into()),
     })?;
-    stream.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\nAccept: application/json\r\n\r\n").map_err(io)?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).map_err(io)?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| CliError::NotJson("no HTTP header".into()))?;
-    let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let json: Value = serde_json::from_str(body).map_err(|e| CliError::NotJson(e.to_string()))?;
+    let json: Value = serde_json::from_str(&body).map_err(|e| CliError::NotJson(e.to_string()))?;
     if !(200..300).contains(&status) && status != 503 {
         let message = json["error"].as_str().unwrap_or("no message").to_owned();
         return Err(CliError::Http { status, message });

@@ -23,7 +23,10 @@ use serde_json::Value;
 
 use crate::{
     agent::READY,
-    cli::views::{self, View},
+    cli::{
+        client,
+        views::{self, View},
+    },
     model::mounts::MASK_SOURCE,
     node_files::mount_table::MountTable,
 };
@@ -68,6 +71,8 @@ pub enum DemoError {
     Agent(String),
     #[error(transparent)]
     Cli(#[from] views::CliError),
+    #[error("asking the agent's metrics listener: {0}")]
+    Metrics(#[from] client::GetError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
@@ -420,12 +425,7 @@ fn indent(text: &str) -> String {
     text.lines().map(|l| format!("     {l}\n")).collect()
 }
 
-/// `/metrics` is text, not JSON: a plain GET.
+/// `/metrics` is text, not JSON: the body of a plain GET.
 fn fetch_text(address: SocketAddr, path: &str) -> Result<String, DemoError> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(address).map_err(io("connecting to the metrics listener"))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").map_err(io("asking for metrics"))?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).map_err(io("reading metrics"))?;
-    Ok(text.split_once("\r\n\r\n").map_or(String::new(), |(_, body)| body.to_owned()))
+    Ok(client::get(address, path, Duration::from_secs(5))?.body)
 }

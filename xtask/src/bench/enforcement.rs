@@ -13,7 +13,7 @@ use super::{
 };
 
 impl Bench {
-    /// The same cycles with the LSM hooks attached: in the VM (`agent/tests/vm_bench.rs`),
+    /// The same cycles with the LSM hooks attached: in the VM (`agent/tests/integration/vm_bench.rs`),
     /// since this host refuses LSM programs.
     pub(super) fn enforcement_overhead(&mut self) -> anyhow::Result<Option<Loaded>> {
         let lines = crate::vm::bench(Duration::from_secs(900))?;
@@ -21,13 +21,13 @@ impl Bench {
             bail!("the VM printed no benchmark line");
         }
         self.report.commands.push(
-            "qemu-system-x86_64 -smp 2 … -append 'lsm=lockdown,capability,bpf …'  # /tests/vm_bench --ignored --exact \
-             enforcement_overhead_per_mount_syscall (see 1b)"
+            "qemu-system-x86_64 -smp 2 … -append 'lsm=lockdown,capability,bpf …'  # /tests/integration --ignored --exact \
+             vm_bench::enforcement_overhead_per_mount_syscall (see 1b)"
                 .into(),
         );
         let _ = writeln!(
             self.report.details,
-            "### 1b. Mount syscall overhead with the LSM hooks\n\nIn the VM (`agent/tests/vm_bench.rs`): \
+            "### 1b. Mount syscall overhead with the LSM hooks\n\nIn the VM (`agent/tests/integration/vm_bench.rs`): \
              Debian's cloud kernel under qemu's software emulation (TCG, 2 vCPUs), booted with `bpf` in `lsm=`. \
              `mount(src, tgt, MS_BIND)` + `umount2(tgt, 0)` cycles in a private mount namespace, {REPS} \
              repetitions alternating no agent / the real agent in enforce mode (tracing and LSM programs \

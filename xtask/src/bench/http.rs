@@ -1,25 +1,23 @@
-//! A minimal HTTP/1.0 GET (fresh connection, timed) for the agent's listeners.
+//! The timed GET the benchmarks make: the agent's own HTTP client (`agent/src/cli/client.rs`,
+//! compiled in here by path, since xtask must not link the agent, whose build compiles eBPF).
 
 use std::{
-    io::{Read, Write},
-    net::{SocketAddr, TcpStream},
+    net::SocketAddr,
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail};
+use anyhow::bail;
+
+#[path = "../../../agent/src/cli/client.rs"]
+mod client;
 
 /// GET over a fresh connection; (time from connect to last byte, body). Fails unless 200.
 pub(super) fn get(addr: SocketAddr, path: &str) -> anyhow::Result<(Duration, String)> {
     let start = Instant::now();
-    let mut s = TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
+    let response = client::get(addr, path, Duration::from_secs(30))?;
     let took = start.elapsed();
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    if !head.lines().next().unwrap_or("").contains(" 200") {
-        bail!("GET {path}: {}", head.lines().next().unwrap_or("no answer"));
+    if response.status != 200 {
+        bail!("GET {path}: HTTP {}", response.status);
     }
-    Ok((took, body.to_owned()))
+    Ok((took, response.body))
 }

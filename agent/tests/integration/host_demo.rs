@@ -2,11 +2,9 @@
 //! host's table, no pins. On a kernel with BPF LSM (the VM) the second pod is refused in
 //! the kernel; elsewhere it is quarantined.
 
-mod support;
-
 use std::process::Command;
 
-use support::{bpf_in_lsm_list, have_root, kubelet::agent_binary};
+use crate::support::{bpf_in_lsm_list, have_root, kubelet::agent_binary};
 
 #[test]
 fn the_demo_plays_every_step_and_cleans_up() {

@@ -4,10 +4,8 @@
 //! the conflict counter rises after a conflicting publish. The debug API and the CLI are
 //! checked against the same running agent.
 
-mod support;
-
 use std::{
-    net::TcpStream,
+    net::SocketAddr,
     path::Path,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -15,8 +13,10 @@ use std::{
 
 use nix::errno::Errno;
 use serde_json::Value;
-use support::{
-    have_root, http_get,
+use volguard::cli::client::{self, GetError};
+
+use crate::support::{
+    HTTP_TIMEOUT, have_root, http_get,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
 };
 
@@ -42,7 +42,7 @@ fn encode(query: &str) -> String {
 /// A Prometheus server on loopback scraping `target` every second.
 struct Prometheus {
     child: Child,
-    address: String,
+    address: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
@@ -58,7 +58,7 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+        let address = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
@@ -92,8 +92,10 @@ impl Prometheus {
 
     /// `data` of a successful API answer, `None` while Prometheus is not up yet.
     fn api(&self, path: &str) -> Option<Value> {
-        TcpStream::connect(&self.address).ok()?;
-        let (status, body) = http_get(&self.address, path);
+        let (status, body) = match client::get(self.address, path, HTTP_TIMEOUT) {
+            Err(GetError::Connect { .. }) => return None,
+            answer => answer.map(|r| (r.status, r.body)).unwrap_or_else(|e| panic!("{path}: {e}")),
+        };
         let json: Value = serde_json::from_str(&body).ok()?;
         assert_eq!((status, json["status"].as_str()), (200, Some("success")), "{path}: {body}");
         Some(json["data"].clone())

@@ -2,59 +2,29 @@
 //! single-pod set comes from a PV's access modes, a conflicting publish becomes a Warning
 //! Event on the refused pod, and an API outage marks the facts stale and releases nothing.
 
-mod support;
-mod support_fake_api;
-
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use nix::errno::Errno;
-use serde_json::{Value, json};
-use support::{
+
+use crate::support::{
+    fake_api::{
+        CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, csi_driver, csi_node, eventually, pod, rwop_pv, rwop_pvc,
+    },
     have_root,
-    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
 };
-use support_fake_api::{CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, eventually};
 
 const NODE: &str = "node-1";
 
-fn pod(name: &str, uid: &str) -> Value {
-    json!({"metadata": {"name": name, "namespace": "shop", "uid": uid},
-           "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "i"}],
-                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})
-}
-
+/// This node's pods db-0 (uid pod-a) and db-1 (uid pod-b) sharing the ReadWriteOncePod
+/// PV `pv-data` of hostpath.csi.k8s.io, whose CSINode entry names this node.
 fn seed(fake: &FakeApi) {
-    fake.apply(PODS, pod("db-0", "pod-a"));
-    fake.apply(PODS, pod("db-1", "pod-b"));
-    fake.apply(
-        PVS,
-        json!({"metadata": {"name": "pv-data"},
-               "spec": {"accessModes": ["ReadWriteOncePod"], "claimRef": {"namespace": "shop", "name": "data"},
-                        "csi": {"driver": "hostpath.csi.k8s.io", "volumeHandle": "h-1"}}}),
-    );
-    fake.apply(
-        PVCS,
-        json!({"metadata": {"name": "data", "namespace": "shop"},
-               "spec": {"accessModes": ["ReadWriteOncePod"], "volumeName": "pv-data"}}),
-    );
-    fake.apply(CSI_DRIVERS, json!({"metadata": {"name": "hostpath.csi.k8s.io"}, "spec": {}}));
-    fake.apply(
-        CSI_NODES,
-        json!({"metadata": {"name": NODE}, "spec": {"drivers": [{"name": "hostpath.csi.k8s.io", "nodeID": NODE}]}}),
-    );
-}
-
-fn kubeconfig(dir: &Path, server: &str) -> PathBuf {
-    let path = dir.join("kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{server}\"}}\n\
-         users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: fake, user: u}}\ncurrent-context: c\n"
-    );
-    std::fs::write(&path, text).unwrap();
-    path
+    fake.apply(PODS, pod("db-0", "pod-a", NODE));
+    fake.apply(PODS, pod("db-1", "pod-b", NODE));
+    fake.apply(PVS, rwop_pv("pv-data", "hostpath.csi.k8s.io", "h-1"));
+    fake.apply(PVCS, rwop_pvc("pv-data"));
+    fake.apply(CSI_DRIVERS, csi_driver("hostpath.csi.k8s.io"));
+    fake.apply(CSI_NODES, csi_node(NODE, &[("hostpath.csi.k8s.io", NODE)]));
 }
 
 /// Pod B publishes: refused (enforce) or quarantined; either way pod B ends without the volume.
@@ -80,7 +50,7 @@ async fn api_facts_drive_enforcement_and_conflicts_become_events_and_an_outage_r
     seed(&fake);
     let tree = KubeletTree::new();
     let ns = MountNs::new();
-    let config = kubeconfig(tree.tmp.path(), &fake.url());
+    let config = fake.kubeconfig(tree.tmp.path());
     let (volume, a, b) =
         (tree.volume("pv-data"), tree.publish_dir("pod-a", "pv-data"), tree.publish_dir("pod-b", "pv-data"));
     let pins = pin_root("kubernetes");
@@ -146,13 +116,13 @@ async fn volguard_check_takes_its_facts_from_the_api() {
     let mut fake = FakeApi::start().await;
     seed(&fake);
     let dir = tempfile::tempdir().unwrap();
-    let config = kubeconfig(dir.path(), &fake.url());
+    let config = fake.kubeconfig(dir.path());
     let (root, mountinfo) = (dir.path().join("kubelet"), dir.path().join("mountinfo"));
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(&mountinfo, "").unwrap();
     // A generous wait while the server is up (CI machines are loaded), a short one once gone.
     let check = move |api_timeout: &str| {
-        let output = std::process::Command::new(support::kubelet::agent_binary())
+        let output = std::process::Command::new(agent_binary())
             .arg("check")
             .arg("--kubernetes")
             .args(["--node-name", NODE, "--api-timeout", api_timeout, "--deadline-ms", "500"])

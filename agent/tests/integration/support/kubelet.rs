@@ -1,6 +1,5 @@
 //! A fake kubelet tree, a persistent private mount namespace to publish in, and a real
 //! `volguard run` process, for the enforcement tests.
-#![allow(dead_code, reason = "each test binary uses a different subset")]
 
 use std::{
     ffi::CString,
@@ -216,11 +215,6 @@ pub fn pin_root(test: &str) -> PathBuf {
 }
 
 impl Agent {
-    /// Starts the agent and waits for its ready line.
-    pub fn start(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str) -> Self {
-        Self::start_with(kubelet_root, pin_root, single_pod, mode, &[])
-    }
-
     /// Starts the agent reading `ns`'s mount table (where the test's publishes live).
     pub fn start_in(ns: &MountNs, kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], extra: &[&str]) -> Self {
         let mountinfo = ns.mountinfo();
@@ -235,7 +229,7 @@ impl Agent {
         mode.unwrap_or_default().to_owned()
     }
 
-    /// As [`Agent::start`], with more `volguard run` arguments.
+    /// Starts `volguard run` in `mode` with more arguments, and waits for its ready line.
     pub fn start_with(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str, extra: &[&str]) -> Self {
         Self::start_with_env(kubelet_root, pin_root, single_pod, mode, extra, &[])
     }

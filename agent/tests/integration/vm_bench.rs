@@ -7,11 +7,12 @@
 //! walks the target and lets it go) and the owner publishing its ReadWriteOncePod volume
 //! (the full decision: a claim at each bind, a release at each unmount).
 
-mod support;
-
 use std::{path::Path, time::Instant};
 
-use support::kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall};
+use crate::support::{
+    bpf_in_lsm_list,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+};
 
 const CYCLES: usize = 1000;
 const REPS: usize = 5;
@@ -43,7 +44,7 @@ fn cycles(ns: &MountNs, source: &Path, target: &Path) -> (f64, u64) {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask bench)"]
 fn enforcement_overhead_per_mount_syscall() {
-    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let ns = MountNs::new();
     let pins = pin_root("bench");

@@ -1,7 +1,5 @@
 //! The Kubernetes source and the Events task against a fake API server speaking real HTTP
-//! (tests/support_fake_api). Every wait has a timeout, so a hang fails instead of blocking.
-
-mod support_fake_api;
+//! ([`crate::support::fake_api`]). Every wait has a timeout, so a hang fails instead of blocking.
 
 use std::{
     sync::{Arc, atomic::Ordering},
@@ -9,7 +7,6 @@ use std::{
 };
 
 use serde_json::{Value, json};
-use support_fake_api::{CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, eventually};
 use tokio::sync::{mpsc, watch};
 use volguard::{
     facts::k8s::source,
@@ -18,19 +15,15 @@ use volguard::{
     outputs::events::{self, EventCounters},
 };
 
+use crate::support::fake_api::{
+    self, CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, csi_driver, csi_node, eventually, pod, rwop_pvc,
+};
+
 const NODE: &str = "node-1";
 const WAIT: Duration = Duration::from_secs(30);
 
-fn pod(name: &str, uid: &str, node: &str) -> Value {
-    json!({"metadata": {"name": name, "namespace": "shop", "uid": uid},
-           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}],
-                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})
-}
-
 fn rwop_pv(name: &str) -> Value {
-    json!({"metadata": {"name": name},
-           "spec": {"accessModes": ["ReadWriteOncePod"], "claimRef": {"namespace": "shop", "name": "data"},
-                    "csi": {"driver": "d.example.com", "volumeHandle": format!("h-{name}")}}})
+    fake_api::rwop_pv(name, "d.example.com", &format!("h-{name}"))
 }
 
 /// A cluster with one pod here, one on another node, an RWOP PV and its claim, a driver and
@@ -39,18 +32,10 @@ fn seed(fake: &FakeApi) {
     fake.apply(PODS, pod("db-0", "uid-a", NODE));
     fake.apply(PODS, pod("elsewhere", "uid-z", "node-2"));
     fake.apply(PVS, rwop_pv("pv-1"));
-    fake.apply(
-        PVCS,
-        json!({"metadata": {"name": "data", "namespace": "shop"},
-        "spec": {"accessModes": ["ReadWriteOncePod"], "volumeName": "pv-1"}}),
-    );
-    fake.apply(CSI_DRIVERS, json!({"metadata": {"name": "d.example.com"}, "spec": {}}));
-    fake.apply(
-        CSI_NODES,
-        json!({"metadata": {"name": NODE},
-        "spec": {"drivers": [{"name": "d.example.com", "nodeID": "n1"}]}}),
-    );
-    fake.apply(CSI_NODES, json!({"metadata": {"name": "node-2"}, "spec": {"drivers": []}}));
+    fake.apply(PVCS, rwop_pvc("pv-1"));
+    fake.apply(CSI_DRIVERS, csi_driver("d.example.com"));
+    fake.apply(CSI_NODES, csi_node(NODE, &[("d.example.com", "n1")]));
+    fake.apply(CSI_NODES, csi_node("node-2", &[]));
 }
 
 fn start_source(fake: &FakeApi) -> watch::Receiver<Snapshot> {

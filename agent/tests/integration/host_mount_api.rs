@@ -2,8 +2,6 @@
 //! API (called through raw syscalls: this util-linux is too old to use it), entry/exit
 //! pairing, and lost-event counting when the ring buffer is full.
 
-mod support;
-
 use std::{ffi::CString, os::unix::ffi::OsStrExt, path::Path, time::Duration};
 
 use nix::{
@@ -11,13 +9,14 @@ use nix::{
     mount::{MsFlags, mount},
     unistd::gettid,
 };
-use support::{have_root, make_dirs, tracer, tracer_with};
 use volguard::{
     kernel::decode::{Call, Event, RawString},
     kernel::{counters::Counters, loader::LoadedObject},
     sys::mountns::run_in_private_mount_ns,
 };
 use volguard_common::{counters::Counter, mount_api::*};
+
+use crate::support::{have_root, make_dirs, tracer, tracer_with};
 
 fn cstr(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).unwrap()

@@ -4,8 +4,6 @@
 //! corrected by reconciliation. Mode-agnostic: quarantine on a host without BPF LSM,
 //! enforce in the VM, where the same tests run again.
 
-mod support;
-
 use std::{
     path::{Path, PathBuf},
     time::{Duration, Instant},
@@ -13,9 +11,10 @@ use std::{
 
 use nix::errno::Errno;
 use serde_json::Value;
-use support::{
+
+use crate::support::{
     have_root, http_get,
-    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
 };
 
 /// Pods db-0 (uid pod-a) and db-1 (uid pod-b) in namespace shop; PV `pv-data` bound to
@@ -111,12 +110,7 @@ impl Node {
 }
 
 fn pinned_owners(pins: &Path) -> Vec<(String, String)> {
-    let out = std::process::Command::new(support::kubelet::agent_binary())
-        .arg("owners")
-        .arg("--pin-root")
-        .arg(pins)
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(agent_binary()).arg("owners").arg("--pin-root").arg(pins).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once('\t').map(|(v, p)| (v.to_owned(), p.to_owned())))

@@ -5,8 +5,6 @@
 //! (which can hold credentials) never reach its logs, metrics or debug API. Bad start-up
 //! input fails with a clear message.
 
-mod support;
-
 use std::{
     ffi::OsStr,
     os::unix::ffi::OsStrExt,
@@ -15,7 +13,8 @@ use std::{
 };
 
 use nix::errno::Errno;
-use support::{
+
+use crate::support::{
     have_root, http_get,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
 };

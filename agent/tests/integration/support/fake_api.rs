@@ -6,8 +6,9 @@
 //!
 //! Watches replay the events after the requested resourceVersion, as the real server does,
 //! so a watch opened a little after the list misses nothing.
-
-#![allow(dead_code, reason = "each test binary uses a different part of the fake")]
+//!
+//! The builders at the end make the objects the tests apply: pods in namespace `shop`
+//! using PVC `shop/data`, a ReadWriteOncePod PV and claim, CSIDriver and CSINode.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -84,6 +85,9 @@ struct Inner {
     collections: BTreeMap<&'static str, Collection>,
     requests: Vec<Request>,
     events: Vec<Value>,
+    /// Set by [`FakeApi::stop`] until [`FakeApi::restart`]: lists and watches that still
+    /// arrive on an open connection are refused, so no new watch keeps the server up.
+    stopping: bool,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -150,6 +154,18 @@ impl FakeApi {
         format!("http://{}", self.addr)
     }
 
+    /// A kubeconfig in `dir` pointing at the fake (no credentials), for an agent process.
+    pub fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let path = dir.join("kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{}\"}}\n\
+             users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: fake, user: u}}\ncurrent-context: c\n",
+            self.url()
+        );
+        std::fs::write(&path, text).expect("write the kubeconfig");
+        path
+    }
+
     pub fn client(&self) -> kube::Client {
         let uri = self.url().parse().expect("fake API URL");
         let config = kube::Config::new(uri);
@@ -184,6 +200,7 @@ impl FakeApi {
     pub async fn stop(&mut self) {
         {
             let mut guard = lock(&self.inner);
+            guard.stopping = true;
             for c in guard.collections.values_mut() {
                 c.watchers.clear();
             }
@@ -199,6 +216,7 @@ impl FakeApi {
     /// Listens again on the same address.
     pub async fn restart(&mut self) {
         let listener = TcpListener::bind(self.addr).await.expect("bind the same port again");
+        lock(&self.inner).stopping = false;
         self.serve(listener);
     }
 
@@ -305,6 +323,11 @@ fn collection(inner: &Shared, resource: &'static str, params: HashMap<String, St
     let request = Request { resource: resource.to_owned(), params: params.clone() };
     let watch = request.is_watch();
     guard.requests.push(request);
+    if guard.stopping {
+        // A client re-watching the moment its watch ended would otherwise open a stream that
+        // holds the graceful shutdown (and the server, past its abort) up for good.
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(status(503, "ServiceUnavailable", "stopping"))).into_response();
+    }
     let current_rv = guard.resource_version;
     let c = guard.collections.get_mut(resource).expect("known resource");
     let selector = params.get("fieldSelector").cloned();
@@ -367,4 +390,35 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Pod `shop/<name>` on `node`, whose volume `data` is the PVC `shop/data`.
+pub fn pod(name: &str, uid: &str, node: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": "shop", "uid": uid},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}],
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})
+}
+
+/// A ReadWriteOncePod CSI PV bound to the PVC `shop/data`.
+pub fn rwop_pv(name: &str, driver: &str, handle: &str) -> Value {
+    json!({"metadata": {"name": name},
+           "spec": {"accessModes": ["ReadWriteOncePod"], "claimRef": {"namespace": "shop", "name": "data"},
+                    "csi": {"driver": driver, "volumeHandle": handle}}})
+}
+
+/// The ReadWriteOncePod PVC `shop/data`, bound to `volume`.
+pub fn rwop_pvc(volume: &str) -> Value {
+    json!({"metadata": {"name": "data", "namespace": "shop"},
+           "spec": {"accessModes": ["ReadWriteOncePod"], "volumeName": volume}})
+}
+
+/// A CSIDriver object with the API's defaults.
+pub fn csi_driver(name: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {}})
+}
+
+/// `node`'s CSINode, listing `(driver, node ID)` pairs.
+pub fn csi_node(node: &str, drivers: &[(&str, &str)]) -> Value {
+    let drivers: Vec<Value> = drivers.iter().map(|(name, id)| json!({"name": name, "nodeID": id})).collect();
+    json!({"metadata": {"name": node}, "spec": {"drivers": drivers}})
 }

@@ -1,8 +1,6 @@
 //! Host eBPF tests (root): the real tracepoint programs in the running kernel see real
 //! mount(2) calls, made in a private mount namespace so the host's mount table is untouched.
 
-mod support;
-
 use std::{
     os::unix::ffi::OsStrExt,
     path::{Path, PathBuf},
@@ -13,12 +11,13 @@ use nix::{
     mount::{MsFlags, mount},
     unistd::{getpid, gettid},
 };
-use support::{have_root, make_dirs, mount_onto, own_cgroup_id, tracer};
 use volguard::{
     kernel::decode::{Call, Event, RawString},
     sys::mountns::run_in_private_mount_ns,
 };
 use volguard_common::event::PATH_LEN;
+
+use crate::support::{have_root, make_dirs, mount_onto, own_cgroup_id, tracer};
 
 /// The mount(2) arguments of `event`, which must be a mount.
 fn mount_args(event: &Event) -> (&RawString, &RawString, &RawString, u64) {

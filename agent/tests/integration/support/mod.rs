@@ -1,11 +1,15 @@
-//! Helpers shared by the tests that load real eBPF programs.
-#![allow(dead_code, reason = "each test binary uses a different subset")]
+//! What the areas share: root checks, the agent's HTTP client, scratch directories, the
+//! LSM list, and a tracer recording real eBPF events; `kubelet` (a fake kubelet tree, a
+//! private mount namespace, a real `volguard run`) and `fake_api` (a fake Kubernetes API
+//! server).
 
+pub mod fake_api;
 pub mod kubelet;
 
 use std::{fs, os::unix::fs::MetadataExt, path::PathBuf, time::Duration};
 
 use volguard::{
+    cli::client,
     kernel::decode::{Call, Conflict, Event, Record},
     kernel::{
         loader::{self, LoadedObject},
@@ -27,17 +31,15 @@ pub fn have_root(test: &str) -> bool {
     false
 }
 
-/// A blocking HTTP/1.0 GET against the agent's listeners; (status, body).
+/// How long a test's GET may wait for the agent (the VM is slow).
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A GET against `address` (`ip:port`, as the agent logs its listeners) with the agent's
+/// own client; (status, body). Any failure fails the test.
 pub fn http_get(address: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(address).unwrap_or_else(|e| panic!("connect {address}: {e}"));
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).unwrap();
-    let response = String::from_utf8_lossy(&response);
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_owned())
+    let socket = address.parse().unwrap_or_else(|e| panic!("{address} is no ip:port: {e}"));
+    let response = client::get(socket, path, HTTP_TIMEOUT).unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    (response.status, response.body)
 }
 
 /// Creates `root/<name>` for each name and returns the paths.

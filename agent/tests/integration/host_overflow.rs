@@ -2,27 +2,21 @@
 //! syscalls around a real publish): the drops are counted and exported, and the state is
 //! right afterwards anyway, because the mount table is reconciled.
 
-mod support;
-
-use std::{
-    io::{Read, Write},
-    net::TcpStream,
-};
-
 use nix::{
     errno::Errno,
     mount::{MsFlags, mount},
 };
-use support::{
-    have_root,
+
+use volguard::cli::client;
+
+use crate::support::{
+    HTTP_TIMEOUT, have_root,
     kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
 };
 
+/// `name`'s value in the agent's exposition; `None` while it has none or does not answer.
 fn metric(address: &str, name: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(address).ok()?;
-    write!(stream, "GET /metrics HTTP/1.0\r\n\r\n").ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
+    let text = client::get(address.parse().ok()?, "/metrics", HTTP_TIMEOUT).ok()?.body;
     text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
 }
 

@@ -2,9 +2,7 @@
 //! real agent picks quarantine by itself, and a second pod's publish of a single-pod
 //! volume is detached and masked in the namespace where it was made.
 
-mod support;
-
-use support::{
+use crate::support::{
     have_root,
     kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end},
 };

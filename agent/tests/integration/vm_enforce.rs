@@ -2,13 +2,15 @@
 //! this host, so these run in the VM (`cargo xtask vm-test`): with `bpf` in `lsm=` the
 //! kernel refuses; without it, auto mode must fall back to quarantine and say why.
 
-mod support;
-
 use std::{fs, path::Path};
 
 use nix::errno::Errno;
-use support::kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end, uninstall};
 use volguard::kernel::{maps::EnforcementMaps, pins::Pins};
+
+use crate::support::{
+    bpf_in_lsm_list,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end, uninstall},
+};
 
 fn pinned_owners(pin_root: &Path) -> Vec<(String, String)> {
     EnforcementMaps::open_pinned(&Pins::new(pin_root)).unwrap().owners().unwrap()
@@ -21,7 +23,7 @@ fn owners(list: &[(&str, &str)]) -> Vec<(String, String)> {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_refuses_a_second_pod_on_every_route_and_settles_claims() {
-    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("enforce");
     let ns = MountNs::new();
@@ -78,7 +80,7 @@ fn enforce_refuses_a_second_pod_on_every_route_and_settles_claims() {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_refuses_moving_a_tree_from_inside_an_owned_volume_under_another_pod() {
-    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("source");
     let ns = MountNs::new();
@@ -119,7 +121,7 @@ fn enforce_refuses_moving_a_tree_from_inside_an_owned_volume_under_another_pod()
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
-    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("restart");
     let ns = MountNs::new();
@@ -154,7 +156,7 @@ fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
-    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("seed");
     let ns = MountNs::new();
@@ -171,7 +173,7 @@ fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
 #[test]
 #[ignore = "needs a kernel booted without bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why() {
-    assert!(!support::bpf_in_lsm_list(), "precondition: booted without bpf in lsm=");
+    assert!(!bpf_in_lsm_list(), "precondition: booted without bpf in lsm=");
     let tree = KubeletTree::new();
     let ns = MountNs::new();
     let agent = Agent::start_in(&ns, &tree.root(), &pin_root("nobpf"), &["pv-rwop"], &[]);
@@ -191,7 +193,7 @@ fn enforce_lets_no_second_publish_through_while_the_agent_is_sigkilled_mid_storm
 
     use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
-    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
     let tree = KubeletTree::new();
     let pins = pin_root("storm");
     let ns = MountNs::new();

@@ -1,8 +1,6 @@
 //! BPF LSM tests. This host's kernel refuses LSM programs, so these run inside a VM
 //! (`cargo xtask vm-test`) booted once with `bpf` in `lsm=` and once without it.
 
-mod support;
-
 use std::{fs, path::PathBuf};
 
 use nix::{
@@ -19,6 +17,8 @@ use volguard::{
 };
 use volguard_common::counters::Counter;
 
+use crate::support::{bpf_in_lsm_list, make_dirs};
+
 fn active_lsms() -> String {
     fs::read_to_string(LSM_LIST).expect("securityfs mounted").trim().to_owned()
 }
@@ -26,7 +26,7 @@ fn active_lsms() -> String {
 /// `source`, `other` and `target` directories in a fresh temporary directory.
 fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    let [source, other, target] = support::make_dirs(tmp.path(), ["source", "other", "target"]);
+    let [source, other, target] = make_dirs(tmp.path(), ["source", "other", "target"]);
     (tmp, source, other, target)
 }
 
@@ -44,7 +44,7 @@ fn bind_both(source: PathBuf, other: PathBuf, target: PathBuf) -> (nix::Result<(
 #[test]
 #[ignore = "needs a kernel booted with bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn lsm_active_refuses_only_the_probe_bind() {
-    assert!(support::bpf_in_lsm_list(), "precondition: booted with bpf in lsm=, active LSMs are {}", active_lsms());
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=, active LSMs are {}", active_lsms());
     {
         let mut ebpf = LoadedObject::load().unwrap();
         ebpf.attach(&[loader::lsm_probe_hook()]).expect("LSM program loads and attaches");
@@ -66,7 +66,7 @@ fn lsm_active_refuses_only_the_probe_bind() {
 #[test]
 #[ignore = "needs a kernel booted without bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn lsm_inactive_program_attaches_but_never_runs() {
-    assert!(!support::bpf_in_lsm_list(), "precondition: booted without bpf in lsm=, active LSMs are {}", active_lsms());
+    assert!(!bpf_in_lsm_list(), "precondition: booted without bpf in lsm=, active LSMs are {}", active_lsms());
     {
         let mut ebpf = LoadedObject::load().unwrap();
         ebpf.attach(&[loader::lsm_probe_hook()]).expect("the LSM program still loads and attaches without bpf in lsm=");

@@ -1,0 +1,37 @@
+//! volguard's integration tests: one binary (linking the agent once), one module per area,
+//! so a test's path names its area (`host_trace::bind_mount_is_traced_with_every_field`)
+//! and `cargo test -p volguard --test integration host_trace::` runs one area.
+//!
+//! - no root needed: `csi_driver` (CSI checks against stand-in drivers), `k8s_fake_api`
+//!   (the Kubernetes source against a fake API server), `fixtures_real_world` (published
+//!   real-node samples in `agent/tests/fixtures/`);
+//! - `host_*` (root; each says why it skips without): the real kernel and a real agent,
+//!   mounts only in private mount namespaces; `host_trace`, `host_mount_api`,
+//!   `host_node_model`, `host_demo`, `host_hostile` and `host_quarantine` run again in the VM;
+//! - `vm_*` (ignored here): BPF LSM, which this host's kernel refuses; `cargo xtask
+//!   vm-test` and `cargo xtask bench` run them in a VM, selected by module path.
+//!
+//! The areas share one process, so nothing here is process-wide: each test makes its own
+//! temporary directories, mount-namespace threads ([`support::kubelet::MountNs`],
+//! `run_in_private_mount_ns`), pin directory ([`support::kubelet::pin_root`]: a label no
+//! other test uses, and the pid), listeners on port 0 and loaded eBPF objects; no test sets
+//! an environment variable, the working directory, a signal handler or a global tracing
+//! subscriber (the agent processes the tests start do, in their own processes).
+
+mod support;
+
+mod csi_driver;
+mod fixtures_real_world;
+mod host_demo;
+mod host_hostile;
+mod host_kubernetes;
+mod host_mount_api;
+mod host_node_model;
+mod host_overflow;
+mod host_prometheus;
+mod host_quarantine;
+mod host_trace;
+mod k8s_fake_api;
+mod vm_bench;
+mod vm_enforce;
+mod vm_lsm;
