@@ -36,8 +36,8 @@ use crate::{
     },
     model::explain::{self, RateLimiter},
     model::node::NodeModel,
-    outputs::debug_state::Shared,
     outputs::kernel_metrics::KernelCounts,
+    outputs::served_state::ServedState,
     sys::signals::StopSignals,
 };
 
@@ -160,7 +160,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     };
     let decision = enforce::decide(opts.mode, probe.as_ref())?;
     info!("mode {}: {}", decision.mode, decision.reason);
-    let shared = Arc::new(Shared::new(opts.effective()));
+    let shared = Arc::new(ServedState::new(opts.effective()));
     shared.metrics.set_mode(&decision);
     serve_http(&opts, &shared).await?;
 

@@ -26,9 +26,9 @@ use crate::{
     model::mounts::{OwnerFix, PublishChange},
     model::node::NodeModel,
     model::volume_ops::{self, volume_op},
-    outputs::debug_state::{self, ConflictRecord, MountRecord, Shared},
     outputs::metrics::SinglePodCounts,
     outputs::render,
+    outputs::served_state::{self, ConflictRecord, MountRecord, ServedState},
     sys::signals::StopSignals,
 };
 
@@ -43,7 +43,7 @@ pub(super) struct Running<'a> {
     /// Without an API the would-be Events are logged, as rate-limited as real ones.
     pub(super) log_limiter: RateLimiter,
     /// Metrics and what the debug API shows.
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<ServedState>,
     /// The debug view is out of date (refreshed at most once a second).
     pub(super) view_dirty: bool,
     /// The mounts as the CSI checks see them (refreshed with the debug view).
@@ -252,10 +252,10 @@ impl Running<'_> {
         if let Some(tx) = &self.mounts_tx {
             tx.send_replace(self.model.mounts().clone());
         }
-        self.shared.set_snapshot(debug_state::Snapshot {
+        self.shared.set_view(served_state::DebugView {
             mode: Some(self.decision.mode),
             mode_reason: self.decision.reason.to_string(),
-            source: debug_state::SourceStatus {
+            source: served_state::SourceStatus {
                 origin: origin.into(),
                 stale: snapshot.stale.clone(),
                 synced_at: snapshot.synced_at,
@@ -275,10 +275,10 @@ impl Running<'_> {
         &self,
         views: Vec<crate::model::mounts::VolumeView>,
         findings: &[Finding],
-    ) -> Vec<debug_state::VolumeDetail> {
+    ) -> Vec<served_state::VolumeDetail> {
         let csi_findings = self.csi.iter().flat_map(|r| r.findings.iter().cloned());
         let all: Vec<Finding> = findings.iter().cloned().chain(csi_findings).collect();
-        let mut details = debug_state::volume_details(views, &all);
+        let mut details = served_state::volume_details(views, &all);
         if let Some(report) = &self.csi {
             for detail in &mut details {
                 let volume = report.volumes.iter().find(|v| v.name == detail.view.name);

@@ -19,14 +19,14 @@ use crate::{
     },
     model::explain::{self},
     model::node::NodeModel,
-    outputs::debug_state::Shared,
     outputs::http,
+    outputs::served_state::ServedState,
 };
 
 /// Where the facts about pods, PVs, PVCs and CSI objects come from.
 /// Binds both listeners (a taken port stops the start with the address named) and
 /// serves them for the life of the process.
-pub(super) async fn serve_http(opts: &RunOptions, shared: &Arc<Shared>) -> Result<(), AgentError> {
+pub(super) async fn serve_http(opts: &RunOptions, shared: &Arc<ServedState>) -> Result<(), AgentError> {
     for (what, address, router) in [
         ("metrics", opts.metrics_address, http::metrics_router(shared.clone())),
         ("debug API", opts.debug_address, http::debug_router(shared.clone())),

@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn fetch_talks_to_the_real_debug_router() {
-        let shared = std::sync::Arc::new(crate::outputs::debug_state::Shared::new(json!({"k": 1})));
+        let shared = std::sync::Arc::new(crate::outputs::served_state::ServedState::new(json!({"k": 1})));
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         listener.set_nonblocking(true).unwrap();

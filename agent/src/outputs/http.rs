@@ -12,7 +12,7 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use crate::outputs::debug_state::{API_VERSION, CONFLICTS_KEPT, MOUNTS_KEPT, Shared};
+use crate::outputs::served_state::{API_VERSION, CONFLICTS_KEPT, MOUNTS_KEPT, ServedState};
 
 /// The default `/metrics` address: every interface, so Prometheus can scrape the pod.
 pub const DEFAULT_METRICS_ADDRESS: &str = "0.0.0.0:9728";
@@ -23,9 +23,9 @@ const DEFAULT_LIMIT: usize = 50;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-type AppState = State<Arc<Shared>>;
+type AppState = State<Arc<ServedState>>;
 
-pub fn metrics_router(shared: Arc<Shared>) -> Router {
+pub fn metrics_router(shared: Arc<ServedState>) -> Router {
     // The health routes are here too: kubelet's probes reach the pod's address, not its
     // localhost, and they reveal nothing about the node.
     Router::new()
@@ -37,7 +37,7 @@ pub fn metrics_router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-pub fn debug_router(shared: Arc<Shared>) -> Router {
+pub fn debug_router(shared: Arc<ServedState>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -122,7 +122,7 @@ async fn readyz(State(shared): AppState) -> Response {
 }
 
 async fn status(State(shared): AppState) -> Response {
-    let snap = shared.snapshot();
+    let snap = shared.view();
     let single_pod = snap.volumes.iter().filter(|v| v.view.single_pod.is_some()).count();
     let owned = snap.volumes.iter().filter(|v| v.view.owner.is_some()).count();
     ok(json!({
@@ -147,11 +147,11 @@ fn csi_findings(csi: &Option<Value>) -> usize {
 }
 
 async fn volumes(State(shared): AppState) -> Response {
-    ok(json!({"volumes": shared.snapshot().volumes}))
+    ok(json!({"volumes": shared.view().volumes}))
 }
 
 async fn volume(State(shared): AppState, Path(name): Path<String>) -> Response {
-    match shared.snapshot().volumes.iter().find(|v| v.view.name == name) {
+    match shared.view().volumes.iter().find(|v| v.view.name == name) {
         Some(v) => ok(json!({"volume": v})),
         None => error(StatusCode::NOT_FOUND, &format!("no volume {name:?} is published or single-pod on this node")),
     }
@@ -172,7 +172,7 @@ async fn mounts(State(shared): AppState, Query(params): Query<HashMap<String, St
 }
 
 async fn csi(State(shared): AppState) -> Response {
-    ok(json!({"csi": shared.snapshot().csi}))
+    ok(json!({"csi": shared.view().csi}))
 }
 
 async fn config(State(shared): AppState) -> Response {
@@ -188,11 +188,11 @@ mod tests {
     use crate::{
         facts::Facts,
         model::explain::{Conflict, ConflictAction},
-        outputs::debug_state::{ConflictRecord, MountRecord, Snapshot, VolumeDetail},
+        outputs::served_state::{ConflictRecord, DebugView, MountRecord, VolumeDetail},
     };
 
-    fn shared() -> Arc<Shared> {
-        let shared = Arc::new(Shared::new(json!({"kubeletRoot": "/var/lib/kubelet"})));
+    fn shared() -> Arc<ServedState> {
+        let shared = Arc::new(ServedState::new(json!({"kubeletRoot": "/var/lib/kubelet"})));
         let volume = VolumeDetail::from(crate::model::mounts::VolumeView {
             name: "pv-1".into(),
             single_pod: Some(crate::facts::SinglePodReason::ReadWriteOncePod),
@@ -201,10 +201,10 @@ mod tests {
             owner: Some("pod-a".into()),
             published_to: vec!["pod-a".into()],
         });
-        shared.set_snapshot(Snapshot {
+        shared.set_view(DebugView {
             mode: Some(crate::enforce::Mode::Quarantine),
             volumes: vec![volume],
-            ..Snapshot::default()
+            ..DebugView::default()
         });
         for i in 0..3 {
             let c =

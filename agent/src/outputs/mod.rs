@@ -2,9 +2,9 @@
 //! it serves, Kubernetes Events for conflicts, and the one-line rendering of events and
 //! conflicts that `volguard trace` prints and the agent logs.
 
-pub mod debug_state;
 pub mod events;
 pub mod http;
 pub mod kernel_metrics;
 pub mod metrics;
 pub mod render;
+pub mod served_state;

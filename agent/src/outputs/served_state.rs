@@ -1,7 +1,8 @@
-//! What the local debug API shows: a snapshot the agent loop refreshes (at most once a
-//! second, and only when something changed), bounded logs of recent conflicts and mount
-//! operations, and readiness. Shared between the loop and the HTTP handlers; every lock
-//! is held only to copy or push.
+//! What the HTTP listeners serve ([`ServedState`]): the metrics, and for the local debug
+//! API a view ([`DebugView`]) the agent loop refreshes (at most once a second, and only
+//! when something changed), bounded logs of recent conflicts and mount operations, and
+//! readiness. Shared between the loop and the HTTP handlers; every lock is held only to
+//! copy or push.
 //!
 //! The JSON shape is versioned: every response carries `apiVersion: volguard.io/v1`;
 //! fields are only ever added within a version.
@@ -61,7 +62,7 @@ pub struct SourceStatus {
 
 /// The part of the state the loop refreshes.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct Snapshot {
+pub struct DebugView {
     /// None until the agent has chosen (before it is ready).
     pub mode: Option<Mode>,
     pub mode_reason: String,
@@ -116,17 +117,17 @@ pub struct MountRecord {
 }
 
 /// Everything the HTTP side reads.
-pub struct Shared {
+pub struct ServedState {
     pub metrics: Metrics,
     /// The effective configuration, for `/debug/config` (no secrets: there are none).
     pub config: serde_json::Value,
     ready: AtomicBool,
-    snapshot: RwLock<Arc<Snapshot>>,
+    snapshot: RwLock<Arc<DebugView>>,
     conflicts: Mutex<VecDeque<ConflictRecord>>,
     mounts: Mutex<VecDeque<MountRecord>>,
 }
 
-impl Shared {
+impl ServedState {
     pub fn new(config: serde_json::Value) -> Self {
         Self {
             metrics: Metrics::new(),
@@ -147,11 +148,11 @@ impl Shared {
         self.ready.load(Ordering::Acquire)
     }
 
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    pub fn view(&self) -> Arc<DebugView> {
         self.snapshot.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    pub fn set_snapshot(&self, snapshot: Snapshot) {
+    pub fn set_view(&self, snapshot: DebugView) {
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(snapshot);
     }
 
@@ -221,7 +222,7 @@ mod tests {
 
     #[test]
     fn recent_logs_are_bounded_and_newest_first() {
-        let shared = Shared::new(serde_json::json!({}));
+        let shared = ServedState::new(serde_json::json!({}));
         for i in 0..MOUNTS_KEPT + 10 {
             shared.record_mount(mount(&format!("/t/{i}")));
         }
@@ -232,7 +233,7 @@ mod tests {
 
     #[test]
     fn readiness_starts_false() {
-        let shared = Shared::new(serde_json::json!({}));
+        let shared = ServedState::new(serde_json::json!({}));
         assert!(!shared.is_ready());
         shared.set_ready();
         assert!(shared.is_ready());
