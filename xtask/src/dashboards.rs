@@ -246,14 +246,7 @@ fn which(program: &str) -> Option<PathBuf> {
 }
 
 fn dashboard_files() -> anyhow::Result<Vec<PathBuf>> {
-    let dir = workspace_root().join("dashboards");
-    let mut files: Vec<PathBuf> = fs::read_dir(&dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    Ok(files)
+    crate::deploy::json_files(&workspace_root().join("dashboards"))
 }
 
 /// The TypeScript whose type check is the schema check. The schema's string enums

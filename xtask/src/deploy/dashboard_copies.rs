@@ -59,7 +59,8 @@ pub(super) fn write(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn json_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// The `.json` files directly in `dir`, sorted.
+pub fn json_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))

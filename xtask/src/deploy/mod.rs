@@ -52,6 +52,7 @@ use serde_json::Value;
 use crate::proc::{output, workspace_root};
 
 pub use tools::{helm_binary, install_tools};
+pub use dashboard_copies::json_files;
 
 use dashboard_copies::dashboards_copied;
 use helm::{count_objects, helm_lint, helm_template};
