@@ -154,6 +154,7 @@ fn status(b: &Value) -> String {
         vec!["findings".into(), s(&b["findings"])],
         vec!["recent conflicts".into(), s(&b["recentConflicts"])],
         vec!["events lost".into(), s(&b["eventsLost"])],
+        vec!["mounts let through undecided (kernel errors)".into(), s(&b["enforceErrors"])],
     ];
     table(&["", ""], &rows).lines().skip(1).map(|l| l.to_owned() + "\n").collect()
 }
@@ -271,8 +272,9 @@ mod tests {
         assert!(out.contains("refused") && out.contains("shop/db-1") && out.contains("u-a"), "{out}");
         assert_eq!(View::Csi.render(&json!({"csi": null})), "no CSI report yet: the CSI checks have not run\n");
         let st = View::Status.render(&json!({"ready": true, "mode": "enforce", "modeReason": "auto",
-            "source": {"origin": "inventory", "stale": "bad line 3", "synced_at": null}}));
+            "source": {"origin": "inventory", "stale": "bad line 3", "synced_at": null}, "enforceErrors": 3}));
         assert!(st.contains("mode") && st.contains("enforce (auto)") && st.contains("STALE (bad line 3)"), "{st}");
+        assert!(st.lines().any(|l| l.contains("let through undecided") && l.trim_end().ends_with(" 3")), "{st}");
     }
 
     #[test]

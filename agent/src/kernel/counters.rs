@@ -41,7 +41,7 @@ impl ReadCounter for Counters {
 #[derive(Debug)]
 pub struct CounterWatch {
     counter: Counter,
-    /// What an increase means, for the warning.
+    /// What an increase means, for the warning ("<n> <meaning>").
     meaning: &'static str,
     reported: u64,
 }
@@ -55,7 +55,7 @@ impl CounterWatch {
     pub fn check(&mut self, counters: &dyn ReadCounter) -> u64 {
         let total = counters.read(self.counter);
         if total > self.reported {
-            tracing::warn!("{} {}: {}", total - self.reported, self.counter.name(), self.meaning);
+            tracing::warn!("{} {} ({})", total - self.reported, self.meaning, self.counter.name());
             self.reported = total;
         }
         total

@@ -99,7 +99,7 @@ impl EventSource {
             lost: CounterWatch::new(Counter::EventsLost, "events lost: the ring buffer was full"),
             enforce_errors: CounterWatch::new(
                 Counter::EnforceErrors,
-                "times the LSM programs could not decide (a map read or update failed) and let the mount through",
+                "mounts the LSM programs let through undecided: a map read or update failed",
             ),
             decode_errors: Arc::default(),
         })
