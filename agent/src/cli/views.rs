@@ -159,6 +159,17 @@ fn status(b: &Value) -> String {
     table(&["", ""], &rows).lines().skip(1).map(|l| l.to_owned() + "\n").collect()
 }
 
+const VOLUME_COLUMNS: [&str; 8] =
+    ["VOLUME", "SINGLE-POD", "PVC", "DRIVER", "OWNER", "PUBLISHED-TO", "CSI-MODE", "FINDINGS"];
+
+/// A table, or one line saying there is nothing to list (never a bare header).
+fn table_or(nothing: &str, header: &[&str], rows: &[Vec<String>]) -> String {
+    match rows.is_empty() {
+        true => format!("{nothing}\n"),
+        false => table(header, rows),
+    }
+}
+
 fn volumes(b: &Value) -> String {
     let rows: Vec<Vec<String>> = b["volumes"]
         .as_array()
@@ -177,7 +188,7 @@ fn volumes(b: &Value) -> String {
             ]
         })
         .collect();
-    table(&["VOLUME", "SINGLE-POD", "PVC", "DRIVER", "OWNER", "PUBLISHED-TO", "CSI-MODE", "FINDINGS"], &rows)
+    table_or("no volumes published on this node", &VOLUME_COLUMNS, &rows)
 }
 
 fn conflicts(b: &Value) -> String {
@@ -189,7 +200,7 @@ fn conflicts(b: &Value) -> String {
             vec![ago(&c["at"]), s(&c["action"]), s(&c["volume"]), claim(&c["claim"]), pod(&c["pod"]), pod(&c["owner"])]
         })
         .collect();
-    table(&["WHEN", "ACTION", "VOLUME", "PVC", "POD", "OWNER"], &rows)
+    table_or("no conflicts since the agent started", &["WHEN", "ACTION", "VOLUME", "PVC", "POD", "OWNER"], &rows)
 }
 
 fn mounts(b: &Value) -> String {
@@ -204,7 +215,7 @@ fn mounts(b: &Value) -> String {
             vec![ago(&m["at"]), s(&m["operation"]), s(&m["volume_plugin"]), result, ms, s(&m["comm"]), s(&m["target"])]
         })
         .collect();
-    table(&["WHEN", "OPERATION", "PLUGIN", "RESULT", "MS", "COMM", "TARGET"], &rows)
+    table_or("no volume operations seen yet", &["WHEN", "OPERATION", "PLUGIN", "RESULT", "MS", "COMM", "TARGET"], &rows)
 }
 
 fn csi(b: &Value) -> String {
@@ -224,9 +235,9 @@ fn csi(b: &Value) -> String {
         .flatten()
         .map(|f| vec![s(&f["severity"]), s(&f["check"]), s(&f["subject"]), s(&f["message"])])
         .collect();
-    table(&["DRIVER", "ENDPOINT", "VERSION", "NODE-ID", "READY"], &drivers)
+    table_or("no CSI drivers found on this node", &["DRIVER", "ENDPOINT", "VERSION", "NODE-ID", "READY"], &drivers)
         + "\n"
-        + &table(&["SEVERITY", "CHECK", "SUBJECT", "MESSAGE"], &findings)
+        + &table_or("no CSI findings", &["SEVERITY", "CHECK", "SUBJECT", "MESSAGE"], &findings)
 }
 
 #[cfg(test)]
@@ -271,6 +282,10 @@ mod tests {
         let out = View::Conflicts.render(&c);
         assert!(out.contains("refused") && out.contains("shop/db-1") && out.contains("u-a"), "{out}");
         assert_eq!(View::Csi.render(&json!({"csi": null})), "no CSI report yet: the CSI checks have not run\n");
+        assert_eq!(View::Volumes.render(&json!({"volumes": []})), "no volumes published on this node\n");
+        assert_eq!(View::Conflicts.render(&json!({"conflicts": []})), "no conflicts since the agent started\n");
+        let csi = View::Csi.render(&json!({"csi": {"drivers": [], "findings": []}}));
+        assert_eq!(csi, "no CSI drivers found on this node\n\nno CSI findings\n");
         let st = View::Status.render(&json!({"ready": true, "mode": "enforce", "modeReason": "auto",
             "source": {"origin": "inventory", "stale": "bad line 3", "synced_at": null}, "enforceErrors": 3}));
         assert!(st.contains("mode") && st.contains("enforce (auto)") && st.contains("STALE (bad line 3)"), "{st}");
