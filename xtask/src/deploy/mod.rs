@@ -51,8 +51,8 @@ use serde_json::Value;
 
 use crate::proc::{output, workspace_root};
 
-pub use tools::{helm_binary, install_tools};
 pub use dashboard_copies::json_files;
+pub use tools::{helm_binary, install_tools};
 
 use dashboard_copies::dashboards_copied;
 use helm::{count_objects, helm_lint, helm_template};
