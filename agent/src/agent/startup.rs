@@ -111,7 +111,7 @@ pub(super) fn start_in_kernel(
     object.start_kernel_log();
     let mut maps = EnforcementMaps::take(&mut object)?;
     maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
-    let mut store = OwnerStore::Kernel(maps);
+    let mut store = OwnerStore::Kernel(Box::new(maps));
     store.sync_single_pod_set(model)?;
     // Before the LSM programs attach, so no other pod can claim a volume already mounted.
     for fix in model.plan_owners(&store.owners()?) {

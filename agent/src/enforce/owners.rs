@@ -21,8 +21,9 @@ use crate::{
 };
 
 pub enum OwnerStore {
-    /// The kernel decides: owners, the single-pod set and owned trees' roots are in its maps.
-    Kernel(EnforcementMaps),
+    /// The kernel decides: owners, the single-pod set and owned trees' roots are in its maps
+    /// (boxed: four map handles, one per agent, next to a small table).
+    Kernel(Box<EnforcementMaps>),
     /// Userspace decides (quarantine, audit without BPF LSM).
     Userspace(Ownership),
 }
