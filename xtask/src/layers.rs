@@ -4,11 +4,7 @@
 //! from a peer or a higher one; and only the kernel boundary (`agent/src/kernel/`) may
 //! name aya, in the library, the binary and the tests alike.
 
-use std::{
-    collections::BTreeMap,
-    fs,
-    path::{Path, PathBuf},
-};
+use std::{collections::BTreeMap, fs, path::Path};
 
 use anyhow::{Context, bail};
 
@@ -20,7 +16,7 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     let lib = fs::read_to_string(root.join(LIB)).with_context(|| format!("reading {LIB}"))?;
     let ranks = layer_ranks(&lib)?;
     let mut violations = Vec::new();
-    for file in rust_files(&root.join("agent/src"))? {
+    for file in crate::proc::rust_files(&root.join("agent/src"))? {
         let relative = file.strip_prefix(root.join("agent/src")).unwrap_or(&file);
         let source = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
         let folder = relative.components().next().and_then(|c| c.as_os_str().to_str()).unwrap_or_default();
@@ -42,7 +38,7 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
                 .push(format!("agent/src/{}: names aya outside agent/src/{KERNEL_BOUNDARY}/", relative.display()));
         }
     }
-    for file in rust_files(&root.join("agent/tests"))? {
+    for file in crate::proc::rust_files(&root.join("agent/tests"))? {
         if names_aya(&fs::read_to_string(&file)?) {
             violations.push(format!("{}: names aya (tests go through volguard::kernel)", file.display()));
         }
@@ -127,23 +123,6 @@ fn names_aya(source: &str) -> bool {
                 && (after.starts_with("::") || after.starts_with(';') || after.starts_with(" as "))
         })
     })
-}
-
-fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_owned()];
-    while let Some(dir) = pending.pop() {
-        for entry in fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    Ok(files)
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::Context;
 use serde_json::Value;
 
 use super::{Outcome, Tools, yaml_documents};
@@ -114,9 +113,7 @@ fn show(t: &(String, String, String)) -> String {
 /// The kinds the agent's code uses through kube, and the verbs of each file they are in.
 fn used_by_code(root: &Path) -> anyhow::Result<Vec<(String, PathBuf, BTreeSet<&'static str>)>> {
     let mut found = Vec::new();
-    let mut files = Vec::new();
-    rust_files(&root.join("agent/src"), &mut files)?;
-    for file in files {
+    for file in crate::proc::rust_files(&root.join("agent/src"))? {
         let text = fs::read_to_string(&file)?;
         if !text.contains("kube::") && !text.contains("use kube") {
             continue;
@@ -149,19 +146,6 @@ fn used_by_code(root: &Path) -> anyhow::Result<Vec<(String, PathBuf, BTreeSet<&'
         }
     }
     Ok(found)
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            rust_files(&path, out)?;
-        } else if path.extension().is_some_and(|x| x == "rs") {
-            out.push(path);
-        }
-    }
-    out.sort();
-    Ok(())
 }
 
 pub(super) fn rbac(t: &Tools, root: &Path, work: &Path) -> Outcome {
