@@ -137,6 +137,16 @@ pub struct LoadedObject {
     pub(super) ebpf: Ebpf,
 }
 
+/// A loader whose event ring buffer has `bytes` (a power-of-two number of pages), or the
+/// object's size with `None`.
+fn loader_with_ring_size(bytes: Option<u32>) -> EbpfLoader<'static> {
+    let mut loader = EbpfLoader::new();
+    if let Some(bytes) = bytes {
+        loader.map_max_entries(EVENTS, bytes);
+    }
+    loader
+}
+
 impl LoadedObject {
     /// Loads the embedded object (maps created, no program loaded yet).
     pub fn load() -> Result<Self, LoadError> {
@@ -146,27 +156,20 @@ impl LoadedObject {
     /// As [`Self::load`], with an event ring buffer of `bytes` (a power-of-two number of
     /// pages); `None` keeps the object's size.
     pub fn load_with_ring_size(bytes: Option<u32>) -> Result<Self, LoadError> {
-        let mut loader = EbpfLoader::new();
-        if let Some(bytes) = bytes {
-            loader.map_max_entries(EVENTS, bytes);
-        }
-        Self::load_with(loader)
+        Self::load_with(loader_with_ring_size(bytes))
     }
 
     /// As [`Self::load_with_ring_size`], with the enforcement maps pinned under `pins`: an
     /// earlier agent's maps are reused as they are, or created and pinned.
     pub fn load_pinned(pins: &Pins, ring_bytes: Option<u32>) -> Result<Self, LoadError> {
-        let mut loader = EbpfLoader::new();
-        if let Some(bytes) = ring_bytes {
-            loader.map_max_entries(EVENTS, bytes);
-        }
+        let mut loader = loader_with_ring_size(ring_bytes);
         for name in PINNED_MAPS {
             loader.map_pin_path(name, pins.map_path(name));
         }
         Self::load_with(loader)
     }
 
-    fn load_with(mut loader: EbpfLoader) -> Result<Self, LoadError> {
+    fn load_with(mut loader: EbpfLoader<'_>) -> Result<Self, LoadError> {
         loader.load(OBJECT).map(|ebpf| Self { ebpf }).map_err(LoadError::Object)
     }
 

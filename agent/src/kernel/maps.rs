@@ -52,7 +52,7 @@ pub fn kernel_dev(st_dev: u64) -> u32 {
 }
 
 /// Inode and kernel device of the kubelet root, which the kernel uses to recognise it.
-pub fn kubelet_root_identity(root: &Path) -> Result<(u64, u32), KernelError> {
+fn kubelet_root_identity(root: &Path) -> Result<(u64, u32), KernelError> {
     let meta = std::fs::metadata(root)
         .map_err(|source| KernelError::KubeletRoot { path: root.display().to_string(), source })?;
     Ok((meta.ino(), kernel_dev(meta.dev())))
