@@ -84,6 +84,9 @@ struct ViewArgs {
     /// Print the debug API's JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Wider tables: pod UIDs beside their names, conflict messages.
+    #[arg(long, short = 'w', conflicts_with = "json")]
+    wide: bool,
 }
 
 #[derive(clap::Args)]
@@ -239,7 +242,7 @@ fn show(view: View, args: ViewArgs) -> anyhow::Result<()> {
     let body = views::fetch(args.debug_address, view.path())?;
     match args.json {
         true => println!("{}", serde_json::to_string_pretty(&body)?),
-        false => print!("{}", view.render(&body)),
+        false => print!("{}", view.render(&body, args.wide)),
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ use volguard_common::enforce::KernelLayout;
 mod own_calls;
 mod running;
 mod startup;
+mod table_namespace;
 mod unnamed;
 
 use running::Running;
@@ -168,9 +169,6 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let (initial, facts, _facts_tx) = (source.initial, source.facts, source.keep_alive);
     let mut model = NodeModel::new(&opts.kubelet_root, &opts.mountinfo, opts.single_pod_volumes.clone(), initial)
         .map_err(|source| AgentError::Io { context: "reading the mount table", source })?;
-    for (volume, pods) in model.shared_single_pod_volumes() {
-        warn!("CONFLICT found at start-up: single-pod volume {volume} is published into pods {}", pods.join(", "));
-    }
     model.log_summary();
 
     let pins = Pins::new(&opts.pin_root);
@@ -213,8 +211,10 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         mounts_tx: None,
         csi: None,
         unnamed: Default::default(),
+        table_namespace: table_namespace::TableNamespace::check(&opts.mountinfo),
     };
     agent.facts_metrics();
+    agent.report_violations_found_at_start();
     agent.refresh_view()?;
     shared.set_ready();
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);

@@ -23,10 +23,10 @@ use crate::{
     model::event_target::EventTarget,
     model::explain::{self, ConflictAction, RateLimiter, Verdict},
     model::mounts::Mounts,
-    model::mounts::{OwnerFix, PublishChange},
+    model::mounts::{OwnerFix, PublishChange, StaleMask},
     model::node::NodeModel,
     model::volume_ops::{self, volume_op},
-    outputs::metrics::SinglePodCounts,
+    outputs::metrics::{MaskRemoval, SinglePodCounts},
     outputs::render,
     outputs::served_state::{self, ConflictRecord, MountRecord, ServedState},
     sys::signals::StopSignals,
@@ -52,6 +52,8 @@ pub(super) struct Running<'a> {
     pub(super) csi: Option<CsiReport>,
     /// Conflicts whose pod the facts do not name yet, waiting to become Events.
     pub(super) unnamed: super::unnamed::Unnamed,
+    /// Whose mount namespace the mount table is, for the reconciliation's messages.
+    pub(super) table_namespace: super::table_namespace::TableNamespace,
 }
 
 impl Running<'_> {
@@ -127,6 +129,23 @@ impl Running<'_> {
         self.view_dirty = true;
     }
 
+    /// Single-pod volumes already published into several pods when the agent started (it
+    /// was not running, or a previous agent could not prevent it): a conflict record, a
+    /// count and an Event on each younger pod. Nothing is torn down: unmounting a running
+    /// pod's volume would break it, and which pod should keep it is not ours to decide.
+    pub(super) fn report_violations_found_at_start(&mut self) {
+        for (volume, pods) in self.model.shared_single_pod_volumes() {
+            let Some((oldest, younger)) = pods.split_first() else { continue };
+            for pod in younger {
+                warn!(
+                    "CONFLICT found at start-up: single-pod volume {volume} is published into pod {pod} and, \
+                     earlier, pod {oldest}; left as it is"
+                );
+                self.explain(ConflictAction::Observed, &volume, pod, oldest);
+            }
+        }
+    }
+
     /// A conflict the LSM programs saw (refused in enforce mode, allowed in audit).
     fn kernel_conflict(&mut self, c: &decode::Conflict) {
         warn!("{}", render::conflict(c));
@@ -199,11 +218,25 @@ impl Running<'_> {
             }
             return;
         };
+        if let PublishChange::Unpublished(t) = &change
+            && self.model.mounts().is_masked(&t.volume, &t.pod_uid)
+        {
+            // The driver's unpublish took the mask off with whatever it unmounted.
+            info!("quarantine mask on pod {}'s target of volume {} removed by its unpublish", t.pod_uid, t.volume);
+            self.shared.mask_cleared(&t.volume, &t.pod_uid);
+        }
         self.model.apply(&change);
         self.view_dirty = true;
-        match self.decision.in_kernel() {
-            true => self.owners.publish_changed(&event.caller, &change),
+        let transition = match self.decision.in_kernel() {
+            true => {
+                self.owners.publish_changed(&event.caller, &change);
+                false
+            }
             false => self.observe(event, &change),
+        };
+        // Ownership or a quarantine changed: every view must say so now, not in a second.
+        if transition && let Err(e) = self.refresh_view() {
+            warn!("refreshing the debug view: {e}");
         }
     }
 
@@ -214,8 +247,10 @@ impl Running<'_> {
         let plugin = volume_ops::volume_plugin(driver.as_deref());
         let seconds = op.duration_ns as f64 / 1e9;
         self.shared.metrics.storage_operation(plugin.clone(), op.operation, op.success, seconds);
+        let at = SystemTime::now();
         self.shared.record_mount(MountRecord {
-            at: SystemTime::now(),
+            at,
+            at_rfc3339: served_state::rfc3339(at),
             operation: op.operation.as_str(),
             syscall: event.call.name(),
             target: target.path.to_string_lossy().into_owned(),
@@ -233,17 +268,10 @@ impl Running<'_> {
         let owners = self.owners.owners()?;
         let findings: Vec<_> = self.model.findings().cloned().collect();
         let views = self.model.volumes(&owners);
-        let mut counts = SinglePodCounts::default();
-        for v in views.iter().filter(|v| v.single_pod.is_some()) {
-            match (v.published_to.len(), &v.owner) {
-                (n, _) if n > 1 => counts.shared += 1,
-                (1, Some(_)) => counts.owned += 1,
-                _ => counts.unowned += 1,
-            }
-        }
-        self.shared.metrics.set_single_pod(counts);
+        self.shared.metrics.set_single_pod(SinglePodCounts::of(&views));
         self.shared.metrics.set_node_findings(&findings);
         let snapshot = self.model.snapshot();
+        let now = SystemTime::now();
         let origin = match snapshot.origin {
             Origin::None => "none",
             Origin::Inventory { .. } => "inventory",
@@ -255,15 +283,12 @@ impl Running<'_> {
         self.shared.set_view(served_state::DebugView {
             mode: Some(self.decision.mode),
             mode_reason: self.decision.reason.to_string(),
-            source: served_state::SourceStatus {
-                origin: origin.into(),
-                stale: snapshot.stale.clone(),
-                synced_at: snapshot.synced_at,
-            },
+            source: served_state::SourceStatus::new(origin, snapshot.stale.clone(), snapshot.synced_at),
             volumes: self.volume_details(views, &findings),
             findings,
             csi: self.csi.as_ref().and_then(|r| serde_json::to_value(r).ok()),
-            updated_at: Some(SystemTime::now()),
+            updated_at: Some(now),
+            updated_at_rfc3339: Some(served_state::rfc3339(now)),
         });
         self.view_dirty = false;
         Ok(())
@@ -301,24 +326,27 @@ impl Running<'_> {
         }
     }
 
-    /// Userspace ownership for modes where the kernel does not decide.
-    fn observe(&mut self, event: &Event, change: &PublishChange) {
-        let OwnerStore::Userspace(ownership) = &mut self.owners else { return };
+    /// Userspace ownership for modes where the kernel does not decide. True when the
+    /// ownership or a quarantine changed.
+    fn observe(&mut self, event: &Event, change: &PublishChange) -> bool {
+        let OwnerStore::Userspace(ownership) = &mut self.owners else { return false };
         let (target, path) = match change {
             PublishChange::Unpublished(t) => {
-                if ownership.unpublished(t) {
-                    info!("volume {} released: pod {} unmounted its publish target", t.volume, t.pod_uid);
+                if !ownership.unpublished(t) {
+                    return false;
                 }
-                return;
+                info!("volume {} released: pod {} unmounted its publish target", t.volume, t.pod_uid);
+                self.tell_quarantined_pods(&t.volume, &t.pod_uid);
+                return true;
             }
             PublishChange::Published(t, p) => (t, p),
         };
         let mode = self.decision.mode;
         let owner = match ownership.published(target) {
-            Publish::Untracked | Publish::Owner => return,
+            Publish::Untracked | Publish::Owner => return false,
             Publish::Claimed => {
                 info!("volume {} claimed by pod {}", target.volume, target.pod_uid);
-                return;
+                return true;
             }
             Publish::Conflict { owner } => owner,
         };
@@ -330,6 +358,7 @@ impl Running<'_> {
                          detached {} mount(s) and masked the target read-only in {} ({} µs)",
                         target.volume, target.pod_uid, done.detached, done.namespace, done.micros
                     );
+                    self.model.quarantined(target, path);
                     ConflictAction::Quarantined
                 }
                 Err(e) => {
@@ -350,11 +379,27 @@ impl Running<'_> {
         };
         let (volume, pod) = (target.volume.clone(), target.pod_uid.clone());
         self.explain(action, &volume, &pod, &owner);
+        true
     }
 
-    /// Re-reads the mount table and makes the owners agree with it.
+    /// The owner released `volume`: each pod whose publish of it is quarantined learns that
+    /// the volume is free, and that it must be recreated to mount it (its target holds the
+    /// mask, and kubelet will not publish again into a running pod).
+    fn tell_quarantined_pods(&mut self, volume: &str, owner_uid: &str) {
+        let waiting: Vec<String> = self.model.mounts().masked_pods(volume).into_iter().map(str::to_owned).collect();
+        for pod_uid in waiting {
+            info!("volume {volume} is free; pod {pod_uid} keeps its quarantine mask until it is recreated");
+            let notice = self.model.conflict(ConflictAction::Released, volume, &pod_uid, owner_uid);
+            self.send_event(notice);
+        }
+    }
+
+    /// Re-reads the mount table and makes the owners agree with it; removes the masks of
+    /// pods that are gone.
     fn reconcile(&mut self) -> Result<(), AgentError> {
         let owners = self.owners.owners()?;
+        let masks_before: Vec<(String, String)> =
+            self.model.mounts().masks().map(|(v, p, _)| (v.to_owned(), p.to_owned())).collect();
         let pass = match self.model.reconcile(&owners) {
             Ok(pass) => pass,
             Err(e) => {
@@ -366,13 +411,48 @@ impl Running<'_> {
         if pass.drift > 0 {
             info!("reconciliation: {} publishes corrected from the mount table (events missed)", pass.drift);
         }
+        for (volume, pod_uid) in masks_before.iter().filter(|(v, p)| !self.model.mounts().is_masked(v, p)) {
+            self.shared.mask_cleared(volume, pod_uid);
+        }
         for fix in &pass.fixes {
-            self.owners.apply(fix)?;
+            if let (true, OwnerFix::Release { volume, pod_uid }) = (self.owners.apply(fix)?, fix) {
+                info!(
+                    "volume {volume} released: pod {pod_uid}'s publish target has been missing from {} at two \
+                     passes{}",
+                    self.opts.mountinfo.display(),
+                    self.table_namespace.why_missing()
+                );
+                self.tell_quarantined_pods(volume, pod_uid);
+            }
+        }
+        for stale in &pass.stale_masks {
+            self.remove_mask(stale);
         }
         self.model.scan_tree();
         self.view_dirty = true;
         debug!("reconciliation done: {} owner fixes", pass.fixes.len());
         Ok(())
+    }
+
+    /// Removes the mask of a pod that is gone, so kubelet can delete its directory.
+    fn remove_mask(&mut self, stale: &StaleMask) {
+        let StaleMask { volume, pod_uid, mount_point } = stale;
+        match quarantine::unmask(self.model.mountinfo(), mount_point) {
+            Ok(removed) => {
+                if removed {
+                    info!(
+                        "quarantine mask on {} removed: pod {pod_uid} is gone (volume {volume}); kubelet can now \
+                         delete the pod's directory",
+                        mount_point.display()
+                    );
+                    self.shared.metrics.mask_removed(MaskRemoval::PodGone);
+                }
+                self.model.unmasked(volume, pod_uid);
+                self.shared.mask_cleared(volume, pod_uid);
+            }
+            // Kept in the model: the next passes try again.
+            Err(e) => warn!("quarantine mask of gone pod {pod_uid} on {} not removed: {e}", mount_point.display()),
+        }
     }
 
     /// New facts from the source: update the single-pod set (kernel or userspace) and

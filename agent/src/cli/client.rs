@@ -65,7 +65,14 @@ mod tests {
         let server = std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().unwrap();
             let mut request = String::new();
-            std::io::BufReader::new(&stream).read_line(&mut request).unwrap();
+            let mut reader = std::io::BufReader::new(&stream);
+            reader.read_line(&mut request).unwrap();
+            // Read the whole request before answering and closing: unread bytes at close
+            // make the kernel reset the connection, and the client may see the reset first.
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 0) && header != "\r\n" {
+                header.clear();
+            }
             stream.write_all(answer.as_bytes()).unwrap();
             request
         });

@@ -56,11 +56,12 @@ impl View {
         }
     }
 
-    pub fn render(self, body: &Value) -> String {
+    /// The view as a table; `wide` adds pod UIDs (and, for conflicts, the messages).
+    pub fn render(self, body: &Value, wide: bool) -> String {
         match self {
             Self::Status => status(body),
-            Self::Volumes => volumes(body),
-            Self::Conflicts => conflicts(body),
+            Self::Volumes => volumes(body, wide),
+            Self::Conflicts => conflicts(body, wide),
             Self::Mounts => mounts(body),
             Self::Csi => csi(body),
         }
@@ -149,7 +150,14 @@ fn status(b: &Value) -> String {
         ],
         vec![
             "volumes".into(),
-            format!("{} ({} single-pod, {} owned)", s(&b["volumes"]), s(&b["singlePodVolumes"]), s(&b["ownedVolumes"])),
+            format!(
+                "{} ({} single-pod: {} owned, {} shared; {} quarantined publishes)",
+                s(&b["volumes"]),
+                s(&b["singlePodVolumes"]),
+                s(&b["ownedVolumes"]),
+                s(&b["sharedVolumes"]),
+                s(&b["quarantinedPublishes"])
+            ),
         ],
         vec!["findings".into(), s(&b["findings"])],
         vec!["recent conflicts".into(), s(&b["recentConflicts"])],
@@ -159,8 +167,11 @@ fn status(b: &Value) -> String {
     table(&["", ""], &rows).lines().skip(1).map(|l| l.to_owned() + "\n").collect()
 }
 
-const VOLUME_COLUMNS: [&str; 8] =
-    ["VOLUME", "SINGLE-POD", "PVC", "DRIVER", "OWNER", "PUBLISHED-TO", "CSI-MODE", "FINDINGS"];
+/// HOLDERS: the pods it is published into; QUARANTINED: pods whose publish was masked
+/// (never holders); KUBELET-SENDS: the CSI access mode kubelet puts in NodePublishVolume
+/// for it (derived from the PV and the driver's capabilities, not observed).
+const VOLUME_COLUMNS: [&str; 10] =
+    ["VOLUME", "SINGLE-POD", "STATE", "PVC", "DRIVER", "OWNER", "HOLDERS", "QUARANTINED", "KUBELET-SENDS", "FINDINGS"];
 
 /// A table, or one line saying there is nothing to list (never a bare header).
 fn table_or(nothing: &str, header: &[&str], rows: &[Vec<String>]) -> String {
@@ -170,19 +181,34 @@ fn table_or(nothing: &str, header: &[&str], rows: &[Vec<String>]) -> String {
     }
 }
 
-fn volumes(b: &Value) -> String {
+fn volumes(b: &Value, wide: bool) -> String {
     let rows: Vec<Vec<String>> = b["volumes"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|v| {
+            // Pods by namespace/name where the facts name them; wide adds the UID.
+            let name = |uid: &Value| -> String {
+                let uid = s(uid);
+                match (v["pod_names"][uid.as_str()].as_str(), wide) {
+                    (Some(name), false) => name.to_owned(),
+                    (Some(name), true) => format!("{name}({uid})"),
+                    (None, _) => uid,
+                }
+            };
+            let names = |list: &Value| -> String {
+                list.as_array().into_iter().flatten().map(name).collect::<Vec<_>>().join(",")
+            };
+            let owner = if v["owner"].is_null() { String::new() } else { name(&v["owner"]) };
             vec![
                 s(&v["name"]),
                 s(&v["single_pod"]),
+                s(&v["state"]),
                 claim(&v["claim"]),
                 s(&v["driver"]),
-                s(&v["owner"]),
-                s(&v["published_to"]),
+                owner,
+                names(&v["published_to"]),
+                names(&v["quarantined"]),
                 s(&v["expected_csi_access_mode"]),
                 v["findings"].as_array().map_or(0, Vec::len).to_string(),
             ]
@@ -191,16 +217,36 @@ fn volumes(b: &Value) -> String {
     table_or("no volumes published on this node", &VOLUME_COLUMNS, &rows)
 }
 
-fn conflicts(b: &Value) -> String {
+fn conflicts(b: &Value, wide: bool) -> String {
+    let pod = |v: &Value| match wide {
+        true => format!("{}({})", pod(v), s(&v["uid"])),
+        false => pod(v),
+    };
     let rows: Vec<Vec<String>> = b["conflicts"]
         .as_array()
         .into_iter()
         .flatten()
         .map(|c| {
-            vec![ago(&c["at"]), s(&c["action"]), s(&c["volume"]), claim(&c["claim"]), pod(&c["pod"]), pod(&c["owner"])]
+            let mut row = vec![
+                ago(&c["at"]),
+                s(&c["action"]),
+                s(&c["volume"]),
+                claim(&c["claim"]),
+                pod(&c["pod"]),
+                pod(&c["owner"]),
+                s(&c["mask"]),
+            ];
+            if wide {
+                row.push(s(&c["message"]));
+            }
+            row
         })
         .collect();
-    table_or("no conflicts since the agent started", &["WHEN", "ACTION", "VOLUME", "PVC", "POD", "OWNER"], &rows)
+    let mut header = vec!["WHEN", "ACTION", "VOLUME", "PVC", "POD", "OWNER", "MASK"];
+    if wide {
+        header.push("MESSAGE");
+    }
+    table_or("no conflicts since the agent started", &header, &rows)
 }
 
 fn mounts(b: &Value) -> String {
@@ -255,39 +301,40 @@ mod tests {
     #[test]
     fn views_render_the_api_shape() {
         let v = json!({"volumes": [{"name": "pv-1", "single_pod": "ReadWriteOncePod", "claim": "shop/data",
-            "driver": "d", "owner": "pod-a", "published_to": ["pod-a", "pod-b"],
+            "driver": "d", "owner": "pod-a", "published_to": ["pod-a"], "quarantined": ["pod-b"], "state": "owned",
+            "pod_names": {"pod-a": "shop/db-0"},
             "expected_csi_access_mode": "SINGLE_NODE_WRITER", "findings": []}]});
-        let out = View::Volumes.render(&v);
-        assert!(
-            out.starts_with(
-                "VOLUME  SINGLE-POD        PVC        DRIVER  OWNER  PUBLISHED-TO  CSI-MODE            FINDINGS\n"
-            ),
-            "{out}"
-        );
-        assert!(
-            out.contains("pv-1    ReadWriteOncePod  shop/data  d       pod-a  pod-a,pod-b   SINGLE_NODE_WRITER  0"),
-            "{out}"
-        );
+        let out = View::Volumes.render(&v, false);
+        let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(lines[0], VOLUME_COLUMNS, "{out}");
+        let row = ["pv-1", "ReadWriteOncePod", "owned", "shop/data", "d", "shop/db-0", "shop/db-0", "pod-b"];
+        assert_eq!(lines[1][..8], row, "pods by name where the facts name them: {out}");
+        let wide = View::Volumes.render(&v, true);
+        assert!(wide.contains("shop/db-0(pod-a)"), "{wide}");
 
         let m = json!({"mounts": [{"at": {"secs_since_epoch": 0, "nanos_since_epoch": 0}, "operation": "volume_mount",
             "volume_plugin": "kubernetes.io/csi:d", "success": false, "ret": -2, "duration_seconds": 0.0015,
             "comm": "mount", "target": "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv-1/mount"}]});
-        let out = View::Mounts.render(&m);
+        let out = View::Mounts.render(&m, false);
         assert!(out.starts_with("WHEN"), "{out}");
         assert!(out.contains("volume_mount  kubernetes.io/csi:d  ret -2  1.500  mount"), "{out}");
 
         let c = json!({"conflicts": [{"at": {"secs_since_epoch": 0, "nanos_since_epoch": 0}, "action": "refused",
             "volume": "pv-1", "claim": null, "pod": {"uid": "u-b", "namespace": "shop", "name": "db-1"},
             "owner": {"uid": "u-a", "namespace": null, "name": null}}]});
-        let out = View::Conflicts.render(&c);
+        let out = View::Conflicts.render(&c, false);
         assert!(out.contains("refused") && out.contains("shop/db-1") && out.contains("u-a"), "{out}");
-        assert_eq!(View::Csi.render(&json!({"csi": null})), "no CSI report yet: the CSI checks have not run\n");
-        assert_eq!(View::Volumes.render(&json!({"volumes": []})), "no volumes published on this node\n");
-        assert_eq!(View::Conflicts.render(&json!({"conflicts": []})), "no conflicts since the agent started\n");
-        let csi = View::Csi.render(&json!({"csi": {"drivers": [], "findings": []}}));
+        assert!(View::Conflicts.render(&c, true).contains("shop/db-1(u-b)"));
+        assert_eq!(View::Csi.render(&json!({"csi": null}), false), "no CSI report yet: the CSI checks have not run\n");
+        assert_eq!(View::Volumes.render(&json!({"volumes": []}), false), "no volumes published on this node\n");
+        assert_eq!(View::Conflicts.render(&json!({"conflicts": []}), false), "no conflicts since the agent started\n");
+        let csi = View::Csi.render(&json!({"csi": {"drivers": [], "findings": []}}), false);
         assert_eq!(csi, "no CSI drivers found on this node\n\nno CSI findings\n");
-        let st = View::Status.render(&json!({"ready": true, "mode": "enforce", "modeReason": "auto",
-            "source": {"origin": "inventory", "stale": "bad line 3", "synced_at": null}, "enforceErrors": 3}));
+        let st = View::Status.render(
+            &json!({"ready": true, "mode": "enforce", "modeReason": "auto",
+            "source": {"origin": "inventory", "stale": "bad line 3", "synced_at": null}, "enforceErrors": 3}),
+            false,
+        );
         assert!(st.contains("mode") && st.contains("enforce (auto)") && st.contains("STALE (bad line 3)"), "{st}");
         assert!(st.lines().any(|l| l.contains("let through undecided") && l.trim_end().ends_with(" 3")), "{st}");
     }

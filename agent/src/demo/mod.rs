@@ -390,7 +390,7 @@ async fn play(stage: &Stage, agent: &mut RunningAgent, show: &mut Show) -> Resul
             .as_array()
             .is_some_and(|f| f.iter().any(|f| f["check"] == "csi_rwop_not_enforced_by_driver"))
     })?;
-    print!("{}", indent(&View::Csi.render(&csi)));
+    print!("{}", indent(&View::Csi.render(&csi, false)));
     say("The driver does not advertise SINGLE_NODE_MULTI_WRITER, so kubelet sends ReadWriteOncePod volumes as\n\
          SINGLE_NODE_WRITER, which the driver cannot tell from ReadWriteOnce: below kubelet, only volguard\n\
          stops a second pod on this node.");
@@ -402,7 +402,7 @@ async fn play(stage: &Stage, agent: &mut RunningAgent, show: &mut Show) -> Resul
         ("volguard conflicts", View::Conflicts),
     ] {
         println!("   $ {command}");
-        print!("{}", indent(&view.render(&views::fetch(agent.debug, view.path())?)));
+        print!("{}", indent(&view.render(&views::fetch(agent.debug, view.path())?, false)));
     }
     println!("   $ curl -s http://{}/metrics   (a few lines)", agent.metrics);
     let metrics = fetch_text(agent.metrics, "/metrics")?;

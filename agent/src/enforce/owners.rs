@@ -36,7 +36,9 @@ impl OwnerStore {
         }
     }
 
-    pub fn apply(&mut self, fix: &OwnerFix) -> Result<(), KernelError> {
+    /// Applies a fix; true if it changed an owner. Seeds are logged here; a release is
+    /// the caller's to explain (it knows which mount table said so).
+    pub fn apply(&mut self, fix: &OwnerFix) -> Result<bool, KernelError> {
         let done = match (self, fix) {
             (Self::Kernel(maps), OwnerFix::Seed { volume, pod_uid }) => maps.seed_owner(volume, pod_uid)?,
             (Self::Kernel(maps), OwnerFix::Release { volume, pod_uid }) => maps.release_owner(volume, pod_uid)?,
@@ -46,17 +48,10 @@ impl OwnerStore {
             }
             (Self::Userspace(o), OwnerFix::Release { volume, pod_uid }) => o.release(volume, pod_uid),
         };
-        match (fix, done) {
-            (OwnerFix::Seed { volume, pod_uid }, true) => {
-                info!("volume {volume} is published for pod {pod_uid} (mount table): pod {pod_uid} owns it")
-            }
-            (OwnerFix::Release { volume, pod_uid }, true) => info!(
-                "volume {volume} released: pod {pod_uid}'s publish target is no longer in the mount table \
-                 (its unmount was not seen)"
-            ),
-            _ => {}
+        if let (OwnerFix::Seed { volume, pod_uid }, true) = (fix, done) {
+            info!("volume {volume} is published for pod {pod_uid} (mount table): pod {pod_uid} owns it")
         }
-        Ok(())
+        Ok(done)
     }
 
     /// Makes the store's single-pod set the model's. In the kernel, until the facts source

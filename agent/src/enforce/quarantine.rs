@@ -21,13 +21,17 @@ use nix::{
 
 use super::task_ns::task_in_namespace;
 use crate::kernel::decode::Caller;
-use crate::{model::mounts::MASK_SOURCE, node_files::mount_table::MountTable};
+use crate::{model::mounts::MASK_SOURCE, node_files::mount_table::MountTable, sys::mountns::namespace_of};
 
 /// Most mounts stacked on one target that we detach.
 const MAX_STACKED: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum QuarantineError {
+    #[error("opening the mount namespace {0}: {1}")]
+    Namespace(String, std::io::Error),
+    #[error("unmounting the mask on {target}: {source}")]
+    Unmask { target: String, source: Errno },
     #[error(
         "the mount namespace {mnt_ns} of pid {tgid} is gone and {target} is not mounted in ours: nothing to quarantine"
     )]
@@ -99,6 +103,35 @@ fn detach_and_mask(ns: &File, ns_name: &str, target: &Path) -> Result<usize, Qua
     mount(Some(MASK_SOURCE), target, Some("tmpfs"), flags, Some("size=4k,mode=0555"))
         .map_err(|source| QuarantineError::Mask { target: text(), source })?;
     Ok(detached)
+}
+
+/// Removes volguard's mask from `target` in the namespace of the mount table `mountinfo`,
+/// if the mask is what is mounted on top there (never anyone else's mount). True if it
+/// was removed, false if the target's top mount was not a mask (or nothing was mounted).
+pub fn unmask(mountinfo: &Path, target: &Path) -> Result<bool, QuarantineError> {
+    let ns_path = namespace_of(mountinfo);
+    let ns_name = ns_path.display().to_string();
+    let file = File::open(&ns_path).map_err(|e| QuarantineError::Namespace(ns_name.clone(), e))?;
+    let target = target.to_owned();
+    std::thread::Builder::new()
+        .name("vg-unmask".into())
+        .spawn(move || {
+            unshare(CloneFlags::CLONE_FS).map_err(|e| QuarantineError::Setns(ns_name.clone(), e))?;
+            setns(&file, CloneFlags::CLONE_NEWNS).map_err(|e| QuarantineError::Setns(ns_name.clone(), e))?;
+            // This thread's own view, now the namespace's.
+            let table = MountTable::read(Path::new("/proc/thread-self/mountinfo"))
+                .map_err(|e| QuarantineError::Namespace(ns_name, e))?;
+            let top = table.mounts.iter().rev().find(|m| m.mount_point == target);
+            if top.is_none_or(|m| m.source != MASK_SOURCE) {
+                return Ok(false);
+            }
+            umount2(&target, MntFlags::MNT_DETACH)
+                .map(|()| true)
+                .map_err(|source| QuarantineError::Unmask { target: target.display().to_string(), source })
+        })
+        .map_err(|_| QuarantineError::Thread)?
+        .join()
+        .map_err(|_| QuarantineError::Thread)?
 }
 
 /// An open mount-namespace file of the caller's namespace, and its path.

@@ -19,6 +19,12 @@ pub enum ConflictAction {
     Quarantined,
     /// Mounted and left alone (audit mode).
     Audited,
+    /// Found already published into two pods (at start-up, or after a time no agent
+    /// ran): nothing was done, a running pod's mount is never torn down.
+    Observed,
+    /// Not a conflict but its sequel: the owner released the volume while this pod's
+    /// publish stays quarantined.
+    Released,
 }
 
 impl ConflictAction {
@@ -28,6 +34,18 @@ impl ConflictAction {
             Self::Refused => "SinglePodVolumeRefused",
             Self::Quarantined => "SinglePodVolumeQuarantined",
             Self::Audited => "SinglePodVolumeInUse",
+            Self::Observed => "SinglePodVolumeShared",
+            Self::Released => "SinglePodVolumeReleased",
+        }
+    }
+
+    /// The `action` label of `volguard_conflicts_total`; `None` for what is not a conflict.
+    pub fn metric_label(self) -> Option<&'static str> {
+        match self {
+            Self::Refused => Some("blocked"),
+            Self::Quarantined => Some("quarantined"),
+            Self::Audited | Self::Observed => Some("observed"),
+            Self::Released => None,
         }
     }
 }
@@ -80,22 +98,37 @@ impl Conflict {
         }
     }
 
-    /// The Event's message: what happened, to which volume and PVC, and who holds it.
+    /// The Event's message: what happened, to which volume and PVC, who holds it, and
+    /// what becomes of this pod (which differs by mode).
     pub fn message(&self) -> String {
         let claim = match &self.claim {
             Some(c) => format!(" (PVC {c})"),
             None => String::new(),
         };
-        let what = match self.action {
-            ConflictAction::Refused => "refused in the kernel",
-            ConflictAction::Quarantined => "detached right after it was mounted",
-            ConflictAction::Audited => "allowed (audit mode)",
-        };
-        format!(
-            "volume \"{}\"{claim} is single-pod and already in use by pod {} on this node; this pod's mount was {what}. \
-             It can start once that pod releases the volume.",
-            self.volume, self.owner
-        )
+        let (volume, owner) = (&self.volume, &self.owner);
+        let in_use = format!("volume \"{volume}\"{claim} is single-pod and already in use by pod {owner} on this node");
+        match self.action {
+            ConflictAction::Refused => format!(
+                "{in_use}; this pod's mount was refused in the kernel. kubelet retries it: the pod starts, with the \
+                 volume, once that pod releases it."
+            ),
+            ConflictAction::Quarantined => format!(
+                "{in_use}; this pod's mount was detached right after it was mounted and its target covered with an \
+                 empty read-only placeholder. The pod runs without the volume and does not get it when that pod \
+                 releases it: delete this pod then, and its replacement mounts the volume."
+            ),
+            ConflictAction::Audited => {
+                format!("{in_use}; this pod's mount was allowed (audit mode): both pods now use the volume.")
+            }
+            ConflictAction::Observed => format!(
+                "{in_use}; this pod already had it mounted when volguard started (or while no agent ran). volguard \
+                 does not take a running pod's volume away: delete one of the two pods."
+            ),
+            ConflictAction::Released => format!(
+                "volume \"{volume}\"{claim} is free: pod {owner} released it. This pod still has volguard's empty \
+                 read-only placeholder instead of the volume: delete it, and its replacement mounts the volume."
+            ),
+        }
     }
 }
 
@@ -176,9 +209,25 @@ mod tests {
         assert_eq!(
             c.message(),
             "volume \"pv-1\" (PVC shop/data) is single-pod and already in use by pod shop/db-0 (uid uid-a) on this \
-             node; this pod's mount was refused in the kernel. It can start once that pod releases the volume."
+             node; this pod's mount was refused in the kernel. kubelet retries it: the pod starts, with the volume, \
+             once that pod releases it."
         );
         assert_eq!(c.action.reason(), "SinglePodVolumeRefused");
+    }
+
+    /// What the pod experiences differs by mode, and each message says it: only a refused
+    /// pod gets the volume by waiting; a quarantined one must be recreated.
+    #[test]
+    fn each_action_tells_the_pod_what_becomes_of_it() {
+        let message = |action| Conflict::resolve(&facts(), action, "pv-1", "uid-b", "uid-a").message();
+        assert!(message(ConflictAction::Quarantined).contains("does not get it when that pod releases it: delete"));
+        assert!(message(ConflictAction::Audited).contains("both pods now use the volume"));
+        assert!(message(ConflictAction::Observed).contains("does not take a running pod's volume away"));
+        let released = message(ConflictAction::Released);
+        assert!(released.starts_with("volume \"pv-1\" (PVC shop/data) is free: pod shop/db-0 (uid uid-a) released it"));
+        assert!(released.contains("delete it, and its replacement mounts the volume"));
+        assert_eq!(ConflictAction::Released.metric_label(), None, "a notice is not a conflict");
+        assert_eq!(ConflictAction::Observed.metric_label(), Some("observed"));
     }
 
     #[test]

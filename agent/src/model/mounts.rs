@@ -39,26 +39,38 @@ pub enum PublishChange {
     Unpublished(PublishTarget),
 }
 
-/// Published volumes: volume spec name → pod UID → publish.
+/// Volume spec name → pod UID → one mount.
+type ByVolume = BTreeMap<String, BTreeMap<String, Publish>>;
+
+/// Published volumes, and the publish targets volguard's quarantine masks cover.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Mounts {
-    volumes: BTreeMap<String, BTreeMap<String, Publish>>,
+    volumes: ByVolume,
+    /// Quarantined publishes: the target's top mount is the mask, and nothing of the
+    /// volume is left beneath it. Never a holder of the volume.
+    masks: ByVolume,
 }
 
 impl Mounts {
     /// Every publish target mounted under `kubelet_root`. A target mounted several times
-    /// (stacked mounts) counts once, with its oldest mount ID.
+    /// (stacked mounts) counts once, with its oldest mount ID; a target whose top mount
+    /// (the last one the table lists there) is the mask is quarantined, not published.
     pub fn from_table(table: &MountTable, kubelet_root: &Path) -> Self {
         let mut mounts = Self::default();
+        let mut on_top: BTreeMap<&Path, bool> = BTreeMap::new();
         for mount in &table.mounts {
-            // volguard's own quarantine mask is not a publish.
-            if mount.source == MASK_SOURCE {
-                continue;
-            }
+            on_top.insert(&mount.mount_point, mount.source == MASK_SOURCE);
+        }
+        for mount in &table.mounts {
             let Some(target) = publish_target(kubelet_root, &mount.mount_point) else { continue };
+            let masked = on_top.get(mount.mount_point.as_path()) == Some(&true);
+            if masked != (mount.source == MASK_SOURCE) {
+                continue; // the mask under a newer publish, or a publish under the mask
+            }
             let publish =
                 Publish { mount_point: mount.mount_point.clone(), mount_id: Some(mount.id), block: target.block };
-            let pods = mounts.volumes.entry(target.volume).or_default();
+            let by_volume = if masked { &mut mounts.masks } else { &mut mounts.volumes };
+            let pods = by_volume.entry(target.volume).or_default();
             match pods.get(&target.pod_uid) {
                 Some(known) if known.mount_id <= publish.mount_id => {}
                 _ => {
@@ -79,15 +91,38 @@ impl Mounts {
                     block: target.block,
                 });
             }
+            // Whatever was on top goes: the publish, or (after a quarantine) the mask.
             PublishChange::Unpublished(target) => {
-                if let Some(pods) = self.volumes.get_mut(&target.volume) {
-                    pods.remove(&target.pod_uid);
-                    if pods.is_empty() {
-                        self.volumes.remove(&target.volume);
-                    }
-                }
+                remove(&mut self.volumes, &target.volume, &target.pod_uid);
+                remove(&mut self.masks, &target.volume, &target.pod_uid);
             }
         }
+    }
+
+    /// The quarantine detached this pod's publish and masked the target.
+    pub fn quarantined(&mut self, target: &PublishTarget, mount_point: &Path) {
+        remove(&mut self.volumes, &target.volume, &target.pod_uid);
+        let mask = Publish { mount_point: mount_point.to_owned(), mount_id: None, block: target.block };
+        self.masks.entry(target.volume.clone()).or_default().insert(target.pod_uid.clone(), mask);
+    }
+
+    /// volguard removed its mask from this pod's target.
+    pub fn unmasked(&mut self, volume: &str, pod_uid: &str) {
+        remove(&mut self.masks, volume, pod_uid);
+    }
+
+    pub fn is_masked(&self, volume: &str, pod_uid: &str) -> bool {
+        self.masks.get(volume).is_some_and(|pods| pods.contains_key(pod_uid))
+    }
+
+    /// Every mask: `(volume, pod UID, mask)`.
+    pub fn masks(&self) -> impl Iterator<Item = (&str, &str, &Publish)> {
+        self.masks.iter().flat_map(|(v, pods)| pods.iter().map(move |(p, m)| (v.as_str(), p.as_str(), m)))
+    }
+
+    /// The pods whose publish of `volume` is quarantined.
+    pub fn masked_pods(&self, volume: &str) -> Vec<&str> {
+        self.masks.get(volume).into_iter().flatten().map(|(p, _)| p.as_str()).collect()
     }
 
     pub fn is_published(&self, volume: &str, pod_uid: &str) -> bool {
@@ -101,16 +136,31 @@ impl Mounts {
         pods
     }
 
+    /// The volumes published into a pod or quarantined in one.
     pub fn volumes(&self) -> impl Iterator<Item = &str> {
-        self.volumes.keys().map(String::as_str)
+        let names: BTreeSet<&str> = self.volumes.keys().chain(self.masks.keys()).map(String::as_str).collect();
+        names.into_iter()
     }
 
-    /// How many (volume, pod) publishes differ between two views: drift that events missed.
+    /// How many (volume, pod) publishes and masks differ between two views: drift that
+    /// events missed.
     pub fn differences(&self, other: &Self) -> usize {
-        let pairs = |m: &Self| -> BTreeSet<(String, String)> {
-            m.volumes.iter().flat_map(|(v, pods)| pods.keys().map(move |p| (v.clone(), p.clone()))).collect()
+        let pairs = |m: &Self| -> BTreeSet<(bool, String, String)> {
+            let of = |masked: bool, by: &ByVolume| -> Vec<(bool, String, String)> {
+                by.iter().flat_map(|(v, pods)| pods.keys().map(move |p| (masked, v.clone(), p.clone()))).collect()
+            };
+            of(false, &m.volumes).into_iter().chain(of(true, &m.masks)).collect()
         };
         pairs(self).symmetric_difference(&pairs(other)).count()
+    }
+}
+
+fn remove(by_volume: &mut ByVolume, volume: &str, pod_uid: &str) {
+    if let Some(pods) = by_volume.get_mut(volume) {
+        pods.remove(pod_uid);
+        if pods.is_empty() {
+            by_volume.remove(volume);
+        }
     }
 }
 
@@ -168,6 +218,59 @@ impl OwnerReconciler {
     }
 }
 
+/// Masks whose pod has left the facts: planned for removal, pass after pass.
+#[derive(Debug, Default)]
+pub struct MaskReconciler {
+    /// Masks whose pod was missing from the facts at the last pass.
+    missing: BTreeSet<(String, String)>,
+}
+
+/// A mask to remove: its pod is gone, and kubelet cannot delete the pod's directory while
+/// the mask covers the target (the driver's unpublish did not take it off).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaleMask {
+    pub volume: String,
+    pub pod_uid: String,
+    pub mount_point: PathBuf,
+}
+
+impl MaskReconciler {
+    /// The masks to remove at this pass: those whose pod has been missing from complete,
+    /// fresh facts (`pods`) at two consecutive passes, so a pod published before the
+    /// agent's watch caught up is not unmasked. `None` (no facts, or stale ones) removes
+    /// nothing and starts the count again.
+    pub fn plan(&mut self, mounts: &Mounts, pods: Option<&BTreeSet<&str>>) -> Vec<StaleMask> {
+        let Some(pods) = pods else {
+            self.missing.clear();
+            return Vec::new();
+        };
+        let mut stale = Vec::new();
+        let mut missing = BTreeSet::new();
+        for (volume, pod_uid, mask) in mounts.masks().filter(|(_, pod, _)| !pods.contains(pod)) {
+            let key = (volume.to_owned(), pod_uid.to_owned());
+            if self.missing.contains(&key) {
+                stale.push(StaleMask { volume: key.0, pod_uid: key.1, mount_point: mask.mount_point.clone() });
+            } else {
+                missing.insert(key);
+            }
+        }
+        self.missing = missing;
+        stale
+    }
+}
+
+/// Where a single-pod volume stands, as every view (status, metrics, volumes) counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SinglePodState {
+    /// Published into exactly one pod, which owns it.
+    Owned,
+    /// Published into more than one pod (a violation volguard could not prevent).
+    Shared,
+    /// Not published, or published with no owner recorded yet.
+    Unowned,
+}
+
 /// One volume as the debug API and the CLI show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VolumeView {
@@ -176,8 +279,24 @@ pub struct VolumeView {
     pub claim: Option<ClaimRef>,
     pub driver: Option<String>,
     pub owner: Option<String>,
-    /// Pod UIDs it is published into, oldest first.
+    /// Pod UIDs it is published into, oldest first: the holders.
     pub published_to: Vec<String>,
+    /// Pod UIDs whose publish volguard quarantined (their target holds the mask).
+    pub quarantined: Vec<String>,
+    /// For single-pod volumes: owned, shared or unowned.
+    pub state: Option<SinglePodState>,
+    /// `namespace/name` of each pod above that the facts name, by UID.
+    pub pod_names: BTreeMap<String, String>,
+}
+
+impl VolumeView {
+    fn single_pod_state(&self) -> SinglePodState {
+        match (self.published_to.len(), &self.owner) {
+            (n, _) if n > 1 => SinglePodState::Shared,
+            (1, Some(_)) => SinglePodState::Owned,
+            _ => SinglePodState::Unowned,
+        }
+    }
 }
 
 /// Every volume that is published or single-pod, with its owner and publishes.
@@ -192,13 +311,24 @@ pub fn volume_views(
     let index = facts.index();
     names
         .into_iter()
-        .map(|name| VolumeView {
-            name: name.to_owned(),
-            single_pod: single_pod.get(name).copied(),
-            claim: index.claim_of(name),
-            driver: index.persistent_volume(name).and_then(|pv| pv.csi.as_ref()).map(|c| c.driver.clone()),
-            owner: owners.get(name).cloned(),
-            published_to: mounts.pods_of(name).into_iter().map(|(p, _)| p.to_owned()).collect(),
+        .map(|name| {
+            let mut view = VolumeView {
+                name: name.to_owned(),
+                single_pod: single_pod.get(name).copied(),
+                claim: index.claim_of(name),
+                driver: index.persistent_volume(name).and_then(|pv| pv.csi.as_ref()).map(|c| c.driver.clone()),
+                owner: owners.get(name).cloned(),
+                published_to: mounts.pods_of(name).into_iter().map(|(p, _)| p.to_owned()).collect(),
+                quarantined: mounts.masked_pods(name).into_iter().map(str::to_owned).collect(),
+                state: None,
+                pod_names: BTreeMap::new(),
+            };
+            view.state = view.single_pod.map(|_| view.single_pod_state());
+            let uids = view.owner.iter().chain(&view.published_to).chain(&view.quarantined);
+            view.pod_names = uids
+                .filter_map(|uid| facts.pod(uid).map(|p| (uid.clone(), format!("{}/{}", p.namespace, p.name))))
+                .collect();
+            view
         })
         .collect()
 }
@@ -292,14 +422,46 @@ mod tests {
     }
 
     #[test]
-    fn a_quarantine_mask_is_not_a_publish() {
-        let text = format!(
-            "40 30 8:1 /x {} rw - ext4 /dev/sdb rw\n41 30 0:50 / {} ro - tmpfs {MASK_SOURCE} ro\n",
-            publish_path("pod-a", "pv-1"),
-            publish_path("pod-b", "pv-1")
-        );
+    fn a_target_whose_top_mount_is_the_mask_is_quarantined_not_published() {
+        let mask = |id: i32, path: &str| format!("{id} 30 0:50 / {path} ro - tmpfs {MASK_SOURCE} ro\n");
+        let bind = |id: i32, path: &str| format!("{id} 30 8:1 /x {path} rw - ext4 /dev/sdb rw\n");
+        let (a, b, c) = (publish_path("pod-a", "pv-1"), publish_path("pod-b", "pv-1"), publish_path("pod-c", "pv-1"));
+        // b: its bind, then the mask over it; c: a newer publish over an old mask.
+        let text = [bind(40, &a), bind(41, &b), mask(42, &b), mask(43, &c), bind(44, &c)].concat();
         let m = Mounts::from_table(&MountTable::parse(text.as_bytes()), Path::new(ROOT));
-        assert_eq!(m.pods_of("pv-1").len(), 1, "only pod-a's publish");
+        let holders: Vec<_> = m.pods_of("pv-1").into_iter().map(|(p, _)| p).collect();
+        assert_eq!(holders, ["pod-a", "pod-c"], "the mask is not a publish and hides b's bind");
+        assert_eq!(m.masked_pods("pv-1"), ["pod-b"]);
+        assert!(m.is_masked("pv-1", "pod-b") && !m.is_masked("pv-1", "pod-c"));
+    }
+
+    #[test]
+    fn a_quarantine_turns_a_publish_into_a_mask_and_an_unpublish_takes_either() {
+        let mut m = Mounts::default();
+        let path = PathBuf::from(publish_path("b", "v"));
+        m.apply(&PublishChange::Published(target("b", "v"), path.clone()));
+        m.quarantined(&target("b", "v"), &path);
+        assert_eq!((m.pods_of("v").len(), m.masked_pods("v")), (0, vec!["b"]));
+        assert_eq!(m.volumes().collect::<Vec<_>>(), ["v"], "still listed, as quarantined");
+        m.apply(&PublishChange::Unpublished(target("b", "v")));
+        assert_eq!((m.masks().count(), m.volumes().count()), (0, 0));
+        m.quarantined(&target("c", "v"), &path);
+        m.unmasked("v", "c");
+        assert_eq!(m.masks().count(), 0);
+    }
+
+    #[test]
+    fn a_mask_is_removed_only_after_its_pod_is_missing_from_complete_facts_twice() {
+        let mut m = Mounts::default();
+        m.quarantined(&target("b", "v"), Path::new("/t"));
+        let mut r = MaskReconciler::default();
+        let (with_b, without_b) = (BTreeSet::from(["a", "b"]), BTreeSet::from(["a"]));
+        assert_eq!(r.plan(&m, Some(&with_b)), []);
+        assert_eq!(r.plan(&m, Some(&without_b)), [], "missing once: perhaps a pod the watch has not caught up with");
+        assert_eq!(r.plan(&m, None), [], "stale facts decide nothing and reset the count");
+        assert_eq!(r.plan(&m, Some(&without_b)), []);
+        let stale = r.plan(&m, Some(&without_b));
+        assert_eq!(stale, [StaleMask { volume: "v".into(), pod_uid: "b".into(), mount_point: "/t".into() }]);
     }
 
     #[test]

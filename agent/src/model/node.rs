@@ -13,7 +13,10 @@ use crate::{
     facts::{Origin, SinglePodReason, Snapshot},
     model::checks::{self, Finding},
     model::explain::{Conflict, ConflictAction},
-    model::mounts::{Mounts, OwnerFix, OwnerReconciler, PublishChange, VolumeView, volume_views},
+    model::mounts::{
+        MaskReconciler, Mounts, OwnerFix, OwnerReconciler, PublishChange, StaleMask, VolumeView, volume_views,
+    },
+    node_files::kubelet::PublishTarget,
     node_files::mount_table::MountTable,
 };
 
@@ -25,6 +28,7 @@ pub struct NodeModel {
     single_pod: BTreeMap<String, SinglePodReason>,
     mounts: Mounts,
     reconciler: OwnerReconciler,
+    mask_reconciler: MaskReconciler,
     fact_findings: Vec<Finding>,
     tree_findings: Vec<Finding>,
 }
@@ -45,6 +49,8 @@ pub struct Reconciled {
     /// Publishes the events had missed (or invented), corrected from the mount table.
     pub drift: usize,
     pub fixes: Vec<OwnerFix>,
+    /// Masks whose pod is gone: to be removed so kubelet can delete the pod's directory.
+    pub stale_masks: Vec<StaleMask>,
 }
 
 impl NodeModel {
@@ -69,6 +75,7 @@ impl NodeModel {
             single_pod: BTreeMap::new(),
             mounts: Mounts::default(),
             reconciler: OwnerReconciler::default(),
+            mask_reconciler: MaskReconciler::default(),
             fact_findings: Vec::new(),
             tree_findings: Vec::new(),
         };
@@ -120,13 +127,30 @@ impl NodeModel {
         self.mounts.apply(change);
     }
 
+    /// The quarantine replaced this pod's publish with the mask.
+    pub fn quarantined(&mut self, target: &PublishTarget, mount_point: &Path) {
+        self.mounts.quarantined(target, mount_point);
+    }
+
+    /// volguard removed the mask from this pod's target.
+    pub fn unmasked(&mut self, volume: &str, pod_uid: &str) {
+        self.mounts.unmasked(volume, pod_uid);
+    }
+
+    /// The mount table this model reads: masks are removed in its mount namespace.
+    pub fn mountinfo(&self) -> &Path {
+        &self.mountinfo
+    }
+
     /// Re-reads the mount table (the truth), replacing what events built, and plans the
     /// owner fixes against `owners` (the kernel's or userspace's).
     pub fn reconcile(&mut self, owners: &BTreeMap<String, String>) -> std::io::Result<Reconciled> {
         let fresh = self.read_mounts()?;
         let drift = self.mounts.differences(&fresh);
         self.mounts = fresh;
-        Ok(Reconciled { drift, fixes: self.plan_owners(owners) })
+        let pods = complete_pods(&self.snapshot);
+        let stale_masks = self.mask_reconciler.plan(&self.mounts, pods.as_ref());
+        Ok(Reconciled { drift, fixes: self.plan_owners(owners), stale_masks })
     }
 
     /// Owner fixes against the current mounts, without re-reading the table.
@@ -193,6 +217,13 @@ impl NodeModel {
             warn!("finding {:?} ({:?}) {}: {}", finding.check, finding.severity, finding.subject, finding.message);
         }
     }
+}
+
+/// Every pod UID on the node, when the facts name them all: a fresh list from the API, or
+/// the inventory (which by contract lists the node's pods).
+fn complete_pods(snapshot: &Snapshot) -> Option<BTreeSet<&str>> {
+    let complete = snapshot.origin != Origin::None && snapshot.stale.is_none();
+    complete.then(|| snapshot.facts.pods.iter().map(|p| p.uid.as_str()).collect())
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use axum::{
 };
 use serde_json::{Value, json};
 
+use crate::outputs::metrics::SinglePodCounts;
 use crate::outputs::served_state::{API_VERSION, CONFLICTS_KEPT, MOUNTS_KEPT, ServedState};
 
 /// The default `/metrics` address: every interface, so Prometheus can scrape the pod.
@@ -124,7 +125,8 @@ async fn readyz(State(shared): AppState) -> Response {
 async fn status(State(shared): AppState) -> Response {
     let snap = shared.view();
     let single_pod = snap.volumes.iter().filter(|v| v.view.single_pod.is_some()).count();
-    let owned = snap.volumes.iter().filter(|v| v.view.owner.is_some()).count();
+    // The metrics' classification, so status and metrics never disagree.
+    let counts = SinglePodCounts::of(snap.volumes.iter().map(|v| &v.view));
     ok(json!({
         "ready": shared.is_ready(),
         "mode": snap.mode,
@@ -132,7 +134,9 @@ async fn status(State(shared): AppState) -> Response {
         "source": snap.source,
         "volumes": snap.volumes.len(),
         "singlePodVolumes": single_pod,
-        "ownedVolumes": owned,
+        "ownedVolumes": counts.owned,
+        "sharedVolumes": counts.shared,
+        "quarantinedPublishes": counts.quarantined_publishes,
         "findings": snap.findings.len() + csi_findings(&snap.csi),
         "recentConflicts": shared.recent_conflicts(CONFLICTS_KEPT).len(),
         "eventsLost": shared.metrics.events_lost(),
@@ -200,6 +204,9 @@ mod tests {
             driver: Some("d".into()),
             owner: Some("pod-a".into()),
             published_to: vec!["pod-a".into()],
+            quarantined: vec!["pod-b".into()],
+            state: Some(crate::model::mounts::SinglePodState::Owned),
+            pod_names: Default::default(),
         });
         shared.set_view(DebugView {
             mode: Some(crate::enforce::Mode::Quarantine),
@@ -213,6 +220,7 @@ mod tests {
         }
         shared.record_mount(MountRecord {
             at: std::time::SystemTime::now(),
+            at_rfc3339: String::new(),
             operation: "volume_mount",
             syscall: "mount",
             target: "/x".into(),
@@ -252,6 +260,8 @@ mod tests {
         assert_eq!(get(r(), "/readyz").await.0, StatusCode::OK);
         let (_, body) = get(r(), "/debug/status").await;
         assert_eq!((body["mode"].as_str(), body["singlePodVolumes"].as_u64()), (Some("quarantine"), Some(1)));
+        let counts = ["ownedVolumes", "sharedVolumes", "quarantinedPublishes"].map(|k| body[k].as_u64());
+        assert_eq!(counts, [Some(1), Some(0), Some(1)], "the metrics' classification");
         let (_, body) = get(r(), "/debug/volumes").await;
         assert_eq!(body["volumes"][0]["owner"], "pod-a");
         let (code, body) = get(r(), "/debug/volumes/pv-1").await;

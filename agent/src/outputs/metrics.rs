@@ -23,6 +23,7 @@ use crate::{
     facts::{ClaimRef, Origin},
     model::checks::Finding,
     model::explain::ConflictAction,
+    model::mounts::{SinglePodState, VolumeView},
     model::volume_ops::OperationName,
 };
 
@@ -112,6 +113,37 @@ pub struct SinglePodCounts {
     pub unowned: i64,
     /// Published into more than one pod (a conflict on the node).
     pub shared: i64,
+    /// Publishes (of any volume) whose target volguard's quarantine mask covers.
+    pub quarantined_publishes: i64,
+}
+
+impl SinglePodCounts {
+    /// Counts the volumes with the one classification every view uses.
+    pub fn of<'a>(views: impl IntoIterator<Item = &'a VolumeView>) -> Self {
+        let mut counts = Self::default();
+        for view in views {
+            counts.quarantined_publishes += view.quarantined.len() as i64;
+            match view.state {
+                Some(SinglePodState::Owned) => counts.owned += 1,
+                Some(SinglePodState::Shared) => counts.shared += 1,
+                Some(SinglePodState::Unowned) => counts.unowned += 1,
+                None => {}
+            }
+        }
+        counts
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+/// Why volguard removed one of its masks, for `volguard_quarantine_masks_removed_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaskRemoval {
+    /// The pod left the facts while its target still held the mask.
+    PodGone,
 }
 
 pub struct Metrics {
@@ -126,6 +158,8 @@ pub struct Metrics {
     csi_findings: Family<CsiFindingLabels, Gauge>,
     node_findings: Family<FindingLabels, Gauge>,
     events_lost: Counter,
+    quarantined_publishes: Gauge,
+    masks_removed: Family<ReasonLabels, Counter>,
     inventory_info: Family<SourceLabels, Gauge>,
     inventory_stale: Gauge,
     inventory_last_sync: Gauge<f64, AtomicU64>,
@@ -166,6 +200,18 @@ impl Metrics {
             "volguard_single_pod_volumes",
             "Single-pod volumes on this node by state",
             single_pod.clone(),
+        );
+        let quarantined_publishes = Gauge::default();
+        registry.register(
+            "volguard_quarantined_publishes",
+            "Publishes whose target volguard's quarantine mask covers now (never counted as holders)",
+            quarantined_publishes.clone(),
+        );
+        let masks_removed = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "volguard_quarantine_masks_removed",
+            "Quarantine masks volguard removed itself, by reason (pod_gone: the pod left the facts)",
+            masks_removed.clone(),
         );
         let mode = Family::<ModeLabels, Gauge>::default();
         registry.register("volguard_enforcement_mode", "1 for the active enforcement mode, with why", mode.clone());
@@ -224,6 +270,8 @@ impl Metrics {
             csi_findings,
             node_findings,
             events_lost,
+            quarantined_publishes,
+            masks_removed,
             inventory_info,
             inventory_stale,
             inventory_last_sync,
@@ -258,11 +306,7 @@ impl Metrics {
     /// Counts a conflict. Past [`MAX_CONFLICT_SERIES`] distinct series, new PVCs are
     /// counted under `_other`, so a cluster with many PVCs cannot blow up the series count.
     pub fn conflict(&self, claim: Option<&ClaimRef>, action: ConflictAction) {
-        let action = match action {
-            ConflictAction::Refused => "blocked",
-            ConflictAction::Quarantined => "quarantined",
-            ConflictAction::Audited => "observed",
-        };
+        let Some(action) = action.metric_label() else { return };
         let (namespace, pvc) = match claim {
             Some(c) => (c.namespace.clone(), c.name.clone()),
             None => (UNKNOWN.into(), UNKNOWN.into()),
@@ -297,6 +341,15 @@ impl Metrics {
         for (state, value) in [("owned", counts.owned), ("unowned", counts.unowned), ("shared", counts.shared)] {
             self.single_pod.get_or_create(&StateLabels { state: state.into() }).set(value);
         }
+        self.quarantined_publishes.set(counts.quarantined_publishes);
+    }
+
+    /// Counts a mask volguard removed.
+    pub fn mask_removed(&self, why: MaskRemoval) {
+        let reason = match why {
+            MaskRemoval::PodGone => "pod_gone",
+        };
+        self.masks_removed.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
 
     pub fn set_mode(&self, decision: &ModeDecision) {
@@ -381,6 +434,7 @@ pub fn reference() -> Vec<MetricDoc> {
     m.syscall("mount", true);
     m.conflict(None, ConflictAction::Refused);
     m.set_single_pod(SinglePodCounts::default());
+    m.mask_removed(MaskRemoval::PodGone);
     m.set_mode(&crate::enforce::decide(crate::enforce::ModeChoice::Quarantine, None).expect("quarantine always runs"));
     let finding = Finding {
         check: Check::VolDataUnreadable,
@@ -519,6 +573,8 @@ mod tests {
                 "volguard_conflicts_total",
                 "volguard_mount_syscalls_total",
                 "volguard_single_pod_volumes",
+                "volguard_quarantined_publishes",
+                "volguard_quarantine_masks_removed_total",
                 "volguard_enforcement_mode",
                 "volguard_csi_driver_info",
                 "volguard_csi_findings",
@@ -579,7 +635,7 @@ mod tests {
         m.set_source(&Origin::KubernetesApi, true, Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(5)));
         m.set_events_lost(3);
         m.set_events_lost(7);
-        m.set_single_pod(SinglePodCounts { owned: 2, unowned: 1, shared: 0 });
+        m.set_single_pod(SinglePodCounts { owned: 2, unowned: 1, shared: 0, quarantined_publishes: 3 });
         m.syscall("mount", true);
         let text = m.encode();
         assert!(text.contains("volguard_enforcement_mode{mode=\"enforce\",reason=\"lsm_active\"} 1"), "{text}");
@@ -589,6 +645,7 @@ mod tests {
         assert!(text.contains("volguard_inventory_stale 1"));
         assert!(text.contains("volguard_inventory_last_sync_timestamp_seconds 5.0"));
         assert!(text.contains("volguard_events_lost_total 7"));
+        assert!(text.contains("volguard_quarantined_publishes 3"), "{text}");
         assert!(text.contains("volguard_single_pod_volumes{state=\"owned\"} 2"));
         assert!(text.contains("volguard_mount_syscalls_total{syscall=\"mount\",result=\"success\"} 1"));
         assert!(text.contains(&format!("volguard_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"))));

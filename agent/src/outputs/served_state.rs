@@ -5,7 +5,9 @@
 //! copy or push.
 //!
 //! The JSON shape is versioned: every response carries `apiVersion: volguard.io/v1`;
-//! fields are only ever added within a version.
+//! fields are only ever added within a version. So each time is there twice: v1's first
+//! `{secs_since_epoch, nanos_since_epoch}` object, and the same instant as an RFC 3339
+//! string in a `*_rfc3339` field beside it (what the CLI and people should read).
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -51,6 +53,14 @@ impl From<VolumeView> for VolumeDetail {
     }
 }
 
+/// An instant as RFC 3339 in UTC, to the microsecond (`2026-11-24T08:00:00.123456Z`).
+pub fn rfc3339(at: SystemTime) -> String {
+    use k8s_openapi::jiff::{Timestamp, Unit, tz::TimeZone};
+    let Ok(t) = Timestamp::try_from(at) else { return String::new() };
+    let t = t.round(Unit::Microsecond).unwrap_or(t);
+    t.to_zoned(TimeZone::UTC).timestamp().to_string()
+}
+
 /// The facts source as `/debug/config` and `status` show it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SourceStatus {
@@ -58,6 +68,13 @@ pub struct SourceStatus {
     pub origin: String,
     pub stale: Option<String>,
     pub synced_at: Option<SystemTime>,
+    pub synced_at_rfc3339: Option<String>,
+}
+
+impl SourceStatus {
+    pub fn new(origin: &str, stale: Option<String>, synced_at: Option<SystemTime>) -> Self {
+        Self { origin: origin.into(), stale, synced_at, synced_at_rfc3339: synced_at.map(rfc3339) }
+    }
 }
 
 /// The part of the state the loop refreshes.
@@ -72,30 +89,48 @@ pub struct DebugView {
     /// The CSI report (driver facts and findings), once the CSI checks have run.
     pub csi: Option<serde_json::Value>,
     pub updated_at: Option<SystemTime>,
+    pub updated_at_rfc3339: Option<String>,
+}
+
+/// Where a quarantined publish's mask stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaskState {
+    /// The mask covers the pod's publish target.
+    Masked,
+    /// The mask is gone: unmounted with the pod's publish, or removed by volguard once the
+    /// pod was gone.
+    Cleared,
 }
 
 /// A recent conflict.
 #[derive(Clone, Debug, Serialize)]
 pub struct ConflictRecord {
     pub at: SystemTime,
+    pub at_rfc3339: String,
     pub action: ConflictAction,
     pub volume: String,
     pub claim: Option<ClaimRef>,
     pub pod: crate::model::explain::PodRef,
     pub owner: crate::model::explain::PodRef,
     pub message: String,
+    /// For a quarantine: whether the mask is still there.
+    pub mask: Option<MaskState>,
 }
 
 impl ConflictRecord {
     pub fn new(c: &Conflict) -> Self {
+        let at = SystemTime::now();
         Self {
-            at: SystemTime::now(),
+            at,
+            at_rfc3339: rfc3339(at),
             action: c.action,
             volume: c.volume.clone(),
             claim: c.claim.clone(),
             pod: c.pod.clone(),
             owner: c.owner.clone(),
             message: c.message(),
+            mask: (c.action == ConflictAction::Quarantined).then_some(MaskState::Masked),
         }
     }
 }
@@ -104,6 +139,7 @@ impl ConflictRecord {
 #[derive(Clone, Debug, Serialize)]
 pub struct MountRecord {
     pub at: SystemTime,
+    pub at_rfc3339: String,
     pub operation: &'static str,
     pub syscall: &'static str,
     pub target: String,
@@ -160,6 +196,16 @@ impl ServedState {
         push_bounded(&self.conflicts, record, CONFLICTS_KEPT);
     }
 
+    /// The mask of `pod_uid`'s publish of `volume` is gone: its quarantine records say so.
+    pub fn mask_cleared(&self, volume: &str, pod_uid: &str) {
+        let mut conflicts = self.conflicts.lock().unwrap_or_else(|e| e.into_inner());
+        for record in conflicts.iter_mut().filter(|c| c.volume == volume && c.pod.uid == pod_uid) {
+            if record.mask.is_some() {
+                record.mask = Some(MaskState::Cleared);
+            }
+        }
+    }
+
     pub fn record_mount(&self, record: MountRecord) {
         push_bounded(&self.mounts, record, MOUNTS_KEPT);
     }
@@ -205,9 +251,17 @@ pub fn volume_details(views: Vec<VolumeView>, findings: &[Finding]) -> Vec<Volum
 mod tests {
     use super::*;
 
+    #[test]
+    fn times_are_rfc3339_in_utc() {
+        let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(1_795_000_000_123_456_789);
+        assert_eq!(rfc3339(at), "2026-11-18T11:06:40.123457Z");
+        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    }
+
     fn mount(target: &str) -> MountRecord {
         MountRecord {
             at: SystemTime::UNIX_EPOCH,
+            at_rfc3339: rfc3339(SystemTime::UNIX_EPOCH),
             operation: "volume_mount",
             syscall: "mount",
             target: target.into(),

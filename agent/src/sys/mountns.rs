@@ -1,5 +1,11 @@
-//! Runs work inside a private mount namespace, so test and probe mounts never reach the
-//! host's mount table and disappear with the thread that made them.
+//! Mount namespaces: running work inside a private one (test and probe mounts never reach
+//! the host's mount table and disappear with the thread that made them), and naming the
+//! one a mount table belongs to.
+
+use std::{
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+};
 
 use nix::{
     mount::{MsFlags, mount},
@@ -38,4 +44,37 @@ where
         .map_err(MountNsError::Spawn)?
         .join()
         .map_err(|_| MountNsError::Panicked)?
+}
+
+/// Our own mount namespace's file.
+pub const OWN_NAMESPACE: &str = "/proc/self/ns/mnt";
+
+/// The namespace file of the namespace whose mount table `mountinfo` is:
+/// `/proc/<pid>/mountinfo` (or `/proc/<pid>/task/<tid>/mountinfo`) → `<dir>/ns/mnt`. A table
+/// anywhere else (a copy, a test fixture) is taken as our own namespace's.
+pub fn namespace_of(mountinfo: &Path) -> PathBuf {
+    match (mountinfo.starts_with("/proc"), mountinfo.file_name(), mountinfo.parent()) {
+        (true, Some(name), Some(dir)) if name == "mountinfo" => dir.join("ns/mnt"),
+        _ => PathBuf::from(OWN_NAMESPACE),
+    }
+}
+
+/// The inode that identifies a namespace file's namespace.
+pub fn namespace_inode(ns_file: &Path) -> std::io::Result<u64> {
+    std::fs::metadata(ns_file).map(|m| m.ino())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_procfs_table_names_its_namespace_and_a_copy_names_ours() {
+        assert_eq!(namespace_of(Path::new("/proc/1/mountinfo")), Path::new("/proc/1/ns/mnt"));
+        assert_eq!(namespace_of(Path::new("/proc/7/task/9/mountinfo")), Path::new("/proc/7/task/9/ns/mnt"));
+        assert_eq!(namespace_of(Path::new("/tmp/mountinfo")), Path::new(OWN_NAMESPACE));
+        assert_eq!(namespace_of(Path::new("/proc/1/mounts")), Path::new(OWN_NAMESPACE));
+        let ours = namespace_inode(Path::new(OWN_NAMESPACE)).unwrap();
+        assert_eq!(namespace_inode(&namespace_of(Path::new("/proc/self/mountinfo"))).unwrap(), ours);
+    }
 }

@@ -32,7 +32,10 @@ fn the_demo_plays_every_step_and_cleans_up() {
         stdout.lines().any(|l| l.contains("pv-data") && l.contains("SINGLE_NODE_WRITER")),
         "volguard volumes shows the access mode kubelet sends the driver:\n{stdout}"
     );
-    assert!(stdout.contains("pv-cache") && stdout.contains("web-0,web-1"), "the RWO volume shared:\n{stdout}");
+    assert!(
+        stdout.contains("pv-cache") && stdout.contains("shop/web-0,shop/web-1"),
+        "the RWO volume shared:\n{stdout}"
+    );
     assert!(stdout.contains("volguard_conflicts_total{namespace=\"shop\",persistentvolumeclaim=\"data\""), "{stdout}");
     assert!(stdout.contains("Cleaned up"), "{stdout}");
 

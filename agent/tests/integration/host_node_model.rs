@@ -215,7 +215,7 @@ fn an_unmount_no_event_named_is_corrected_by_reconciliation() {
     // event names pod A's directory, which is not a publish target.
     assert_eq!(node.ns.umount_detach(&pod_a_dir), Ok(()));
     agent.wait_for_line("the release", |l| {
-        l.contains("volume pv-data released: pod pod-a's publish target is no longer in the mount table")
+        l.contains("volume pv-data released: pod pod-a's publish target has been missing from")
     });
     eventually("the owner map to forget pod A", || {
         !pinned_owners(&node.pins).contains(&("pv-data".into(), "pod-a".into()))

@@ -25,6 +25,7 @@ mod fixtures_real_world;
 mod host_demo;
 mod host_hostile;
 mod host_kubernetes;
+mod host_mask_lifecycle;
 mod host_mount_api;
 mod host_node_model;
 mod host_overflow;

@@ -45,6 +45,7 @@ var (
 	nodeID           = flag.String("nodeid", "", "node ID (the node's name)")
 	stateDir         = flag.String("statedir", "/csi-data-dir", "where each volume's data directory lives")
 	multiWriter      = flag.Bool("single-node-multi-writer", false, "advertise SINGLE_NODE_MULTI_WRITER and refuse a second single-writer publish")
+	onlyRecorded     = flag.Bool("unpublish-only-recorded", false, "as csi-driver-host-path: a publish that finds a mount point at its target is not recorded, and NodeUnpublishVolume unmounts only recorded targets")
 	version          = "v0.1.0"
 )
 
@@ -130,7 +131,8 @@ func (d *driver) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolume
 
 // NodePublishVolume binds the staged volume onto the pod's target, with mount-utils'
 // two steps (bind, then bind,remount) when there are mount options. A target that is
-// already a mount point counts as published, as in csi-driver-host-path.
+// already a mount point counts as published, as in csi-driver-host-path (which, with
+// -unpublish-only-recorded, then does not record it: its unpublish will not unmount it).
 func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	id, target, staging := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath()
 	capability := req.GetVolumeCapability()
@@ -154,6 +156,10 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	if !notMnt && *onlyRecorded {
+		// csi-driver-host-path: "already published", and not recorded as published by us.
+		return &csi.NodePublishVolumeResponse{}, nil
+	}
 	if notMnt {
 		options := []string{"bind"}
 		if req.GetReadonly() {
@@ -172,6 +178,15 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 }
 
 func (d *driver) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	if *onlyRecorded {
+		d.mu.Lock()
+		recorded := d.published[req.GetVolumeId()][req.GetTargetPath()]
+		d.mu.Unlock()
+		if !recorded {
+			// csi-driver-host-path: nothing it published there, nothing to undo.
+			return &csi.NodeUnpublishVolumeResponse{}, nil
+		}
+	}
 	if err := mount.CleanupMountPoint(req.GetTargetPath(), d.mounter, true); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

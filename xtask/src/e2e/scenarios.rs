@@ -121,10 +121,13 @@ fn agent_logs(admin: &Kube) -> String {
 
 /// A statically provisioned volume of the CSI driver and a claim bound to it, with
 /// volguard's single-pod annotation when `single_pod`.
+/// A PV and its bound PVC. A single-pod one has mount options, so its driver publishes in
+/// mount-utils' two steps (bind, then bind,remount): the race quarantine must survive.
 fn volume(admin: &Kube, name: &str, access_mode: &str, single_pod: bool) -> anyhow::Result<()> {
     let annotations = if single_pod { ", annotations: {volguard.io/single-pod: \"true\"}" } else { "" };
+    let mount_options = if single_pod { "\n  mountOptions: [noexec]" } else { "" };
     admin.apply(&format!(
-        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: pv-{name}}}\nspec:\n  capacity: {{storage: 1Gi}}\n  \
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: pv-{name}}}\nspec:{mount_options}\n  capacity: {{storage: 1Gi}}\n  \
          accessModes: [{access_mode}]\n  persistentVolumeReclaimPolicy: Retain\n  storageClassName: \"\"\n  \
          csi: {{driver: {DRIVER}, volumeHandle: vol-{name}}}\n---\n\
          apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {NS}{annotations}}}\nspec:\n  \
@@ -452,13 +455,33 @@ fn hand_over(admin: &Kube) -> anyhow::Result<String> {
     let took = started.elapsed();
     let data = exec(admin, "single-c", &["cat", "/data/owner"])?;
     ensure!(data.trim() == A_DATA, "the new owner reads {data:?}, not A's data");
+    let quarantined = agent_mode()? == "quarantine";
     let b = match exec(admin, "single-b", &["ls", "-A", "/data"]) {
         Ok(listing) if listing.trim().is_empty() => "B still sees an empty mask".to_owned(),
         Ok(listing) => format!("B now sees {listing:?}"),
         Err(e) => format!("B cannot list /data ({e:#})"),
     };
+    if quarantined {
+        // B is told that the volume is free and that it must be recreated to get it.
+        let mut notice = None;
+        wait_for("the volume-free Event on single-b", Duration::from_secs(60), || {
+            notice = admin.events_for(NS, "single-b")?.into_iter().find(|e| e.reason == "SinglePodVolumeReleased");
+            Ok(notice.is_some())
+        })?;
+        let note = notice.map(|e| e.note).unwrap_or_default();
+        ensure!(note.contains("is free") && note.contains("delete it"), "the volume-free Event says {note:?}");
+    }
+    let b_uid = pod_uid(admin, "single-b")?;
     admin.run(&["delete", "pod", "-n", NS, "single-b", "--wait=true", "--timeout=90s"])?;
+    // No mask outlives its pod, whether the driver's unpublish took it off or (as
+    // csi-driver-host-path after a publish it did not record) volguard did once the pod
+    // left the API; then kubelet removes the pod's directory.
+    let b_dir = Path::new("/var/lib/kubelet/pods").join(&b_uid);
+    let gone = wait_for("B's mask and directory gone", Duration::from_secs(150), || {
+        Ok(!masks()?.iter().any(|m| m.contains(&b_uid)) && !b_dir.exists())
+    });
     let left: Vec<String> = masks()?;
+    gone.with_context(|| format!("after B's deletion: masks {left:?}, directory {}", b_dir.display()))?;
 
     // kubelet's own hand-over of the RWOP claim: the waiting pod starts once A is gone.
     let rwop_started = Instant::now();
@@ -467,10 +490,11 @@ fn hand_over(admin: &Kube) -> anyhow::Result<String> {
     let rwop_data = exec(admin, "rwop-b", &["cat", "/data/owner"])?;
     ensure!(rwop_data.trim() == A_DATA, "rwop-b reads {rwop_data:?} after the hand-over");
     Ok(format!(
-        "single-pod: owner deleted in {:.1} s, new pod Running with its data {:.1} s after the delete; {b}; masks \
-         left after B's deletion: {left:?}; RWOP: the waiting pod ran with the data {:.1} s after the owner's delete",
+        "single-pod: owner deleted in {:.1} s, new pod Running with its data {:.1} s after the delete; {b}{}; after \
+         B's deletion no mask is left and kubelet removed its directory; RWOP: the waiting pod ran with the data {:.1} s after the owner's delete",
         deleted.as_secs_f64(),
         took.as_secs_f64(),
+        if quarantined { ", told the volume is free" } else { "" },
         rwop_started.elapsed().as_secs_f64(),
     ))
 }

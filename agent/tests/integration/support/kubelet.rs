@@ -162,18 +162,58 @@ impl MountNs {
     /// This namespace's view of `target`: (filesystem type, mount source, read-only) of
     /// the top mount there, if it is a mount point.
     pub fn mount_at(&self, target: &Path) -> Option<(String, String, bool)> {
+        self.mounts_at(target).pop()
+    }
+
+    /// Every mount stacked on `target`, bottom first: (filesystem type, mount source,
+    /// read-only mount).
+    pub fn mounts_at(&self, target: &Path) -> Vec<(String, String, bool)> {
         let t = target.as_os_str().as_bytes().to_vec();
         self.run(move || {
             let info = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap();
-            info.lines().rev().find_map(|line| {
-                let (left, right) = line.split_once(" - ")?;
-                let fields: Vec<&str> = left.split(' ').collect();
-                (fields.get(4)?.as_bytes() == t).then(|| {
-                    let r: Vec<&str> = right.split(' ').collect();
-                    (r[0].to_owned(), r[1].to_owned(), fields[5].split(',').any(|o| o == "ro"))
+            info.lines()
+                .filter_map(|line| {
+                    let (left, right) = line.split_once(" - ")?;
+                    let fields: Vec<&str> = left.split(' ').collect();
+                    (fields.get(4)?.as_bytes() == t).then(|| {
+                        let r: Vec<&str> = right.split(' ').collect();
+                        (r[0].to_owned(), r[1].to_owned(), fields[5].split(',').any(|o| o == "ro"))
+                    })
                 })
-            })
+                .collect()
         })
+    }
+
+    /// The second step of a two-step publish (k8s.io/mount-utils with mount options):
+    /// `mount -o bind,remount,<options>` on the target, here with `noexec` and not `ro`.
+    pub fn bind_remount(&self, source: &Path, target: &Path) -> nix::Result<()> {
+        let (s, t) = (source.to_path_buf(), target.to_path_buf());
+        let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOEXEC;
+        self.run(move || mount(Some(&s), &t, None::<&str>, flags, None::<&str>))
+    }
+
+    /// Both steps back to back on this namespace's thread, `gap` apart.
+    pub fn two_step_publish(&self, source: &Path, target: &Path, gap: Duration) -> (nix::Result<()>, nix::Result<()>) {
+        let (s, t) = (source.to_path_buf(), target.to_path_buf());
+        let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOEXEC;
+        self.run(move || {
+            let bind = mount(Some(&s), &t, None::<&str>, MsFlags::MS_BIND, None::<&str>);
+            let started = Instant::now();
+            while started.elapsed() < gap {
+                std::hint::spin_loop();
+            }
+            (bind, mount(Some(&s), &t, None::<&str>, flags, None::<&str>))
+        })
+    }
+
+    /// A command run inside this namespace (as mount-utils runs mount(8)).
+    pub fn command(&self, program: &str, args: &[&str]) -> std::process::Output {
+        Command::new("nsenter")
+            .arg(format!("--mount=/proc/{}/task/{}/ns/mnt", std::process::id(), self.tid))
+            .arg(program)
+            .args(args)
+            .output()
+            .unwrap()
     }
 
     /// This namespace's mount table, as a path the agent can read.
