@@ -8,7 +8,7 @@ use tokio::sync::watch;
 use crate::{
     enforce::Mode,
     facts::inventory::{self, InventoryError},
-    facts::{Facts, Origin, Snapshot},
+    facts::{AccessMode, Facts, Origin, Snapshot},
     model::checks::{Check, Severity},
     model::mounts::Mounts,
     node_files::mount_table::{HOST_MOUNTINFO, MountTable},
@@ -16,8 +16,10 @@ use crate::{
 };
 
 use crate::csi::{
-    evaluate::VolumeKind,
+    evaluate::{RwopWeakenedBy, VolumeKind, VolumeReport},
+    kubelet::KubeletReport,
     report::{self, CheckOptions, CsiReport},
+    rules::CsiAccessMode,
 };
 
 #[derive(Clone, Debug, clap::Args)]
@@ -33,7 +35,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "kubernetes")]
     pub inventory: Option<PathBuf>,
     /// Take the facts from the Kubernetes API (in-cluster service account, or KUBECONFIG):
-    /// one complete list of this node's pods, PVs, PVCs, CSIDrivers and CSINode.
+    /// one complete list of this node's pods, PVs, PVCs, CSIDrivers and CSINode, and this
+    /// node's Node (for the kubelet's version).
     #[arg(long, requires = "node_name")]
     pub kubernetes: bool,
     /// This node's name, for --kubernetes.
@@ -77,12 +80,14 @@ pub enum CliError {
 
 /// Runs the checks and prints the report; `Ok(false)` when an error-severity finding exists.
 pub async fn run(args: CheckArgs) -> Result<bool, CliError> {
-    let facts = match (&args.inventory, &args.node_name) {
-        (Some(path), _) => Some(inventory::load(path)?),
+    // With the facts, why they may lack the kubelet's version.
+    let (facts, no_kubelet_version) = match (&args.inventory, &args.node_name) {
+        (Some(path), _) => (Some(inventory::load(path)?), "the inventory has no `node: {kubeletVersion: ...}`".into()),
         (None, Some(node_name)) if args.kubernetes => {
-            Some(api_facts(node_name, Duration::from_secs(args.api_timeout)).await?)
+            let (facts, why) = api_facts(node_name, Duration::from_secs(args.api_timeout)).await?;
+            (Some(facts), why)
         }
-        _ => None,
+        _ => (None, "no facts: --kubernetes reads it from this node's Node".into()),
     };
     let table = MountTable::read(&args.mountinfo)
         .map_err(|source| CliError::MountTable { path: args.mountinfo.display().to_string(), source })?;
@@ -98,6 +103,9 @@ pub async fn run(args: CheckArgs) -> Result<bool, CliError> {
         // Nothing is known about CSIDriver objects without a source of facts: saying each
         // driver lacks one would be a guess.
         report.findings.retain(|f| f.check != Check::CsiDriverObjectMissing);
+    }
+    if facts.as_ref().is_none_or(|f| f.node.is_none()) {
+        report.kubelet = KubeletReport::not_known(&no_kubelet_version);
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
@@ -118,10 +126,26 @@ fn running_agent_mode(address: SocketAddr) -> Option<Mode> {
 }
 
 /// One complete list of the facts from the Kubernetes API, through the agent's own
-/// watchers (the source stops when the receiver is dropped).
-async fn api_facts(node_name: &str, timeout: Duration) -> Result<Facts, CliError> {
+/// watchers (the source stops when the receiver is dropped), then one GET of this node's
+/// Node. The Node is only for the kubelet's version: without it the check goes on, and the
+/// second value says why the version is missing.
+async fn api_facts(node_name: &str, timeout: Duration) -> Result<(Facts, String), CliError> {
     let config = kube::Config::infer().await.map_err(|e| CliError::Api(e.to_string()))?;
     let client = kube::Client::try_from(config).map_err(|e| CliError::Api(e.to_string()))?;
+    let mut facts = listed_facts(client.clone(), node_name, timeout).await?;
+    let why = match tokio::time::timeout(timeout, crate::facts::k8s::node::get(client, node_name)).await {
+        Ok(Ok(Some(node))) => {
+            facts.node = Some(node);
+            String::new()
+        }
+        Ok(Ok(None)) => format!("the API has no Node {node_name}"),
+        Ok(Err(e)) => format!("reading Node {node_name}: {e}"),
+        Err(_) => format!("reading Node {node_name}: no answer within {} s", timeout.as_secs()),
+    };
+    Ok((facts, why))
+}
+
+async fn listed_facts(client: kube::Client, node_name: &str, timeout: Duration) -> Result<Facts, CliError> {
     let (tx, mut rx) = watch::channel(Snapshot::empty(Origin::KubernetesApi));
     let source = tokio::spawn(crate::facts::k8s::source::run(client, node_name.to_owned(), tx));
     let complete = async {
@@ -145,9 +169,63 @@ async fn api_facts(node_name: &str, timeout: Duration) -> Result<Facts, CliError
     result
 }
 
+fn is_rwop(v: &VolumeReport) -> bool {
+    v.access_modes.first() == Some(&AccessMode::ReadWriteOncePod)
+}
+
+fn kubelet_refuses(report: &CsiReport) -> &'static str {
+    match report.kubelet.rwop.refuses_second_pod() {
+        Some(true) => "kubelet refuses a second pod itself",
+        Some(false) => "kubelet does not refuse a second pod itself",
+        None => "whether kubelet refuses a second pod itself is unknown",
+    }
+}
+
+/// The ReadWriteOncePod volumes in use, counted by why the driver is not told
+/// SINGLE_NODE_SINGLE_WRITER; `None` when there are none.
+fn rwop_summary(report: &CsiReport) -> Option<String> {
+    let rwop: Vec<_> = report.volumes.iter().filter(|v| is_rwop(v)).collect();
+    if rwop.is_empty() {
+        return None;
+    }
+    let by = |cause| rwop.iter().filter(|v| v.rwop_weakened_by == Some(cause)).count();
+    Some(format!(
+        "ReadWriteOncePod volumes in use: {}; told SINGLE_NODE_WRITER because of the driver's capabilities: {}; told \
+         UNKNOWN because of the kubelet's version: {}; {}",
+        rwop.len(),
+        by(RwopWeakenedBy::DriverCapabilities),
+        by(RwopWeakenedBy::KubeletVersion),
+        kubelet_refuses(report),
+    ))
+}
+
+/// What one ReadWriteOncePod volume's driver is told and why, and what kubelet does.
+fn rwop_line(report: &CsiReport, v: &VolumeReport) -> String {
+    let told = match (v.csi_access_mode, v.rwop_weakened_by) {
+        (None, _) => "what the driver is told is unknown (its node capabilities are)".to_owned(),
+        (Some(_), Some(RwopWeakenedBy::DriverCapabilities)) => {
+            "the driver is told SINGLE_NODE_WRITER because of the driver's capabilities (no SINGLE_NODE_MULTI_WRITER)"
+                .to_owned()
+        }
+        (Some(_), Some(RwopWeakenedBy::KubeletVersion)) => {
+            format!("the driver is told UNKNOWN because of the kubelet's version ({})", report.kubelet.name())
+        }
+        (Some(mode), None) => format!("the driver is told {}", access_mode_name(mode)),
+    };
+    format!("{told}; {}", kubelet_refuses(report))
+}
+
+fn access_mode_name(mode: CsiAccessMode) -> String {
+    serde_json::to_string(&mode).unwrap_or_default().replace('"', "")
+}
+
 /// The human-readable report: drivers, volumes, then findings by severity (worst first).
 pub fn render(report: &CsiReport) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "{}", report.kubelet.summary);
+    if let Some(summary) = rwop_summary(report) {
+        let _ = writeln!(out, "{summary}");
+    }
     if report.drivers.is_empty() {
         out.push_str("no CSI drivers found on this node\n");
     }
@@ -189,8 +267,7 @@ pub fn render(report: &CsiReport) -> String {
             VolumeKind::Persistent => "persistent",
             VolumeKind::Inline => "inline",
         };
-        let access =
-            v.csi_access_mode.map_or("?".into(), |m| serde_json::to_string(&m).unwrap_or_default().replace('"', ""));
+        let access = v.csi_access_mode.map_or("?".into(), access_mode_name);
         let _ = writeln!(
             out,
             "volume {} ({kind}, driver {}, {} {} pod(s)): CSI access mode {access}; fsGroup: {}",
@@ -200,6 +277,9 @@ pub fn render(report: &CsiReport) -> String {
             v.pods.len(),
             v.fs_group_reason
         );
+        if is_rwop(v) {
+            let _ = writeln!(out, "  ReadWriteOncePod: {}", rwop_line(report, v));
+        }
     }
     for (severity, title) in [(Severity::Error, "errors"), (Severity::Warning, "warnings"), (Severity::Info, "info")] {
         let findings: Vec<_> = report.findings.iter().filter(|f| f.severity == severity).collect();
@@ -216,4 +296,76 @@ pub fn render(report: &CsiReport) -> String {
         out.push_str("no findings\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        csi::{client::NodeCapability, discovery::Source},
+        facts::{NodeInfo, fixtures},
+        node_files::mount_table::MountTable,
+    };
+
+    /// A ReadWriteOncePod volume and a ReadWriteOnce one on a driver without
+    /// SINGLE_NODE_MULTI_WRITER, published into pods, with kubelet `version`.
+    fn report(version: &str, caps: &[NodeCapability]) -> CsiReport {
+        let pv = |name, mode| fixtures::pv(name, &[mode]).on_driver("d.csi.io", Some("ext4"));
+        let facts = Facts {
+            persistent_volumes: vec![pv("pv-a", AccessMode::ReadWriteOncePod), pv("pv-b", AccessMode::ReadWriteOnce)],
+            node: Some(NodeInfo { kubelet_version: version.into() }),
+            ..Facts::default()
+        };
+        let table = "10 1 8:1 / /k/pods/p1/volumes/kubernetes.io~csi/pv-a/mount rw - ext4 x rw\n\
+                     11 1 8:1 / /k/pods/p2/volumes/kubernetes.io~csi/pv-b/mount rw - ext4 x rw\n";
+        let mounts = Mounts::from_table(&MountTable::parse(table.as_bytes()), std::path::Path::new("/k"));
+        let driver = report::DriverReport {
+            name: "d.csi.io".into(),
+            found_by: [Source::Explicit].into(),
+            plugin_name: Some("d.csi.io".into()),
+            node_capabilities: Some(caps.to_vec()),
+            ..report::DriverReport::default()
+        };
+        CsiReport::judge(vec![driver], &facts, &mounts, Some(Mode::Audit))
+    }
+
+    #[test]
+    fn the_text_report_says_what_the_kubelet_and_the_driver_do_with_rwop() {
+        let text = render(&report("v1.26.15", &[]));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("kubelet v1.26.15: ReadWriteOncePod feature gate alpha, off by default"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[1],
+            "ReadWriteOncePod volumes in use: 1; told SINGLE_NODE_WRITER because of the driver's capabilities: 1; told \
+             UNKNOWN because of the kubelet's version: 0; kubelet does not refuse a second pod itself"
+        );
+        let rwop: Vec<&str> = lines.iter().filter(|l| l.starts_with("  ReadWriteOncePod: ")).copied().collect();
+        assert_eq!(
+            rwop,
+            ["  ReadWriteOncePod: the driver is told SINGLE_NODE_WRITER because of the driver's capabilities (no \
+              SINGLE_NODE_MULTI_WRITER); kubelet does not refuse a second pod itself"],
+            "one line, for the ReadWriteOncePod volume only:\n{text}"
+        );
+        assert!(text.contains("[kubelet_rwop_not_enforced] volume pv-a: "), "{text}");
+
+        let old = render(&report("v1.21.14", &[NodeCapability::SingleNodeMultiWriter]));
+        assert!(
+            old.contains(
+                "  ReadWriteOncePod: the driver is told UNKNOWN because of the kubelet's version (v1.21.14); kubelet \
+                 does not refuse a second pod itself"
+            ),
+            "{old}"
+        );
+        let new = render(&report("v1.31.2", &[NodeCapability::SingleNodeMultiWriter]));
+        assert!(
+            new.contains(
+                "  ReadWriteOncePod: the driver is told SINGLE_NODE_SINGLE_WRITER; kubelet refuses a second pod itself"
+            ),
+            "{new}"
+        );
+        assert!(!new.contains("kubelet_rwop_not_enforced"), "{new}");
+    }
 }

@@ -16,6 +16,7 @@ use super::{
     client,
     discovery::{self, CSI_PLUGIN_TYPE, Source},
     evaluate::{self, VolumeReport},
+    kubelet::KubeletReport,
 };
 use crate::{enforce::Mode, facts::Facts, model::checks::Finding, model::mounts::Mounts};
 
@@ -42,6 +43,8 @@ impl CheckOptions {
 /// Everything the CSI checks found, for the debug API, the metrics and `volguard check`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CsiReport {
+    /// The node's kubelet: its version and what it means for ReadWriteOncePod.
+    pub kubelet: KubeletReport,
     pub drivers: Vec<DriverReport>,
     /// Per volume in use: the access mode kubelet sends and what happens to fsGroup.
     pub volumes: Vec<VolumeReport>,
@@ -78,7 +81,7 @@ impl CsiReport {
         }
         let volumes = evaluate::volumes(facts, mounts, &drivers);
         let findings = evaluate::evaluate(facts, &drivers, &volumes, mode);
-        Self { drivers, volumes, findings, checked_at: None }
+        Self { kubelet: KubeletReport::from_facts(facts), drivers, volumes, findings, checked_at: None }
     }
 }
 

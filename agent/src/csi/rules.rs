@@ -40,6 +40,16 @@ pub fn kubelet_access_mode(pv_access_modes: &[AccessMode], driver_has_single_nod
     }
 }
 
+/// The CSI access mode a kubelet before 1.22 sends: its `asCSIAccessModeV1` knows neither
+/// ReadWriteOncePod (UNKNOWN, as KEP-2485's version-skew section says) nor the driver
+/// capability SINGLE_NODE_MULTI_WRITER.
+pub fn pre_rwop_kubelet_access_mode(pv_access_modes: &[AccessMode]) -> CsiAccessMode {
+    match pv_access_modes.first().copied().unwrap_or(AccessMode::ReadWriteOnce) {
+        AccessMode::ReadWriteOncePod => CsiAccessMode::Unknown,
+        other => kubelet_access_mode(&[other], false),
+    }
+}
+
 /// `CSIDriver.spec.fsGroupPolicy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum FsGroupPolicy {
@@ -140,6 +150,20 @@ mod tests {
         for (modes, without, with) in rows {
             assert_eq!(kubelet_access_mode(modes, false), without, "{modes:?} without SINGLE_NODE_MULTI_WRITER");
             assert_eq!(kubelet_access_mode(modes, true), with, "{modes:?} with SINGLE_NODE_MULTI_WRITER");
+        }
+    }
+
+    #[test]
+    fn a_kubelet_before_rwop_sends_unknown_for_it() {
+        let rows: [(&[AccessMode], CsiAccessMode); 5] = [
+            (&[ReadWriteOnce], CsiAccessMode::SingleNodeWriter),
+            (&[ReadOnlyMany], CsiAccessMode::MultiNodeReaderOnly),
+            (&[ReadWriteMany], CsiAccessMode::MultiNodeMultiWriter),
+            (&[ReadWriteOncePod], CsiAccessMode::Unknown),
+            (&[], CsiAccessMode::SingleNodeWriter),
+        ];
+        for (modes, expected) in rows {
+            assert_eq!(pre_rwop_kubelet_access_mode(modes), expected, "{modes:?}");
         }
     }
 

@@ -221,6 +221,8 @@ csiNode:
     - name: hostpath.csi.k8s.io
       nodeID: demo-node
       allocatableCount: 100
+node:
+  kubeletVersion: v1.30.4
 ";
 
     fn error(text: &str) -> String {
@@ -241,6 +243,7 @@ csiNode:
         assert_eq!(facts.csi_node.as_ref().unwrap().drivers[0].allocatable_count, Some(100));
         assert_eq!(facts.single_pod_volumes().get("pv-data"), Some(&SinglePodReason::ReadWriteOncePod));
         assert!(facts.csi_drivers[0].attach_required, "the API default");
+        assert_eq!(facts.node.unwrap().kubelet_version, "v1.30.4");
     }
 
     #[test]
@@ -251,6 +254,7 @@ csiNode:
         assert_eq!(single.get("pvc-5d1e7c2a"), Some(&SinglePodReason::ReadWriteOncePod));
         assert_eq!(single.get("pvc-9a8b7c6d"), Some(&SinglePodReason::Annotated));
         assert_eq!(facts.csi_drivers[0].fs_group_policy, "File");
+        assert_eq!(facts.node.map(|n| n.kubelet_version).as_deref(), Some("v1.34.4"));
     }
 
     #[test]
@@ -289,6 +293,8 @@ csiNode:
 
         let e = error("pods: {}\n");
         assert!(e.contains("line 1") && e.contains("pods") && e.contains("expected a sequence"), "{e}");
+        let e = error(&GOOD.replace("kubeletVersion:", "kubletVersion:"));
+        assert!(e.contains("node.kubletVersion") && e.contains("unknown field"), "{e}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The facts about the node that come from outside the kernel: pods on this node, PVs,
-//! PVCs, CSIDrivers and this node's CSINode. The Kubernetes API ([`k8s`]) and the local
-//! inventory file ([`inventory`]) both produce a [`Facts`]; everything else reads it and
-//! never knows which source it came from.
+//! PVCs, CSIDrivers, this node's CSINode and (for `volguard check`) its kubelet's version.
+//! The Kubernetes API ([`k8s`]) and the local inventory file ([`inventory`]) both produce
+//! a [`Facts`]; everything else reads it and never knows which source it came from.
 //!
 //! The same types are the inventory file's format (camelCase YAML, unknown fields
 //! refused), so a typo in a hand-written file is an error naming the field.
@@ -40,6 +40,20 @@ pub struct Facts {
     pub csi_drivers: Vec<CsiDriver>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_node: Option<CsiNode>,
+    /// This node's Node object. `volguard check --kubernetes` reads it once; the agent's
+    /// watchers do not, so the agent's facts leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeInfo>,
+}
+
+/// What the checks read of the Node: `status.nodeInfo`. In the inventory:
+/// `node: {kubeletVersion: v1.30.4}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeInfo {
+    /// As the Node reports it (`v1.30.4`, `v1.34.4-gke.100`, ...); empty when it does not.
+    #[serde(default)]
+    pub kubelet_version: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

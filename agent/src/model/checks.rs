@@ -57,6 +57,9 @@ pub enum Check {
     /// A ReadWriteOncePod volume on a driver that is told SINGLE_NODE_WRITER (no node
     /// capability SINGLE_NODE_MULTI_WRITER) and so cannot refuse a second pod itself.
     CsiRwopNotEnforcedByDriver,
+    /// A ReadWriteOncePod volume on a node whose kubelet, by its version, does not refuse
+    /// a second pod itself (before 1.22, or 1.22-1.26 with the feature gate at its default).
+    KubeletRwopNotEnforced,
     /// A CSI inline volume whose driver does not allow the Ephemeral lifecycle mode.
     CsiEphemeralModeUnsupported,
     /// A persistent volume whose driver does not allow the Persistent lifecycle mode.

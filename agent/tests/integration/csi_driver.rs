@@ -515,6 +515,10 @@ async fn volguard_check_exits_non_zero_on_an_error_finding() {
     );
     assert!(stdout.contains(&format!("driver {DRIVER}: endpoint")), "{stdout}");
     assert!(stdout.contains("[csi_probe_not_ready] driver stand-in.csi.volguard.io: Probe says not ready"), "{stdout}");
+    assert!(
+        stdout.contains("kubelet version not known (the inventory has no `node: {kubeletVersion: ...}`)"),
+        "{stdout}"
+    );
 }
 
 /// The facts as inventory JSON (JSON is YAML; keeps serde_yaml out of the test's deps).

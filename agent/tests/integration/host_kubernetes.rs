@@ -8,7 +8,8 @@ use nix::errno::Errno;
 
 use crate::support::{
     fake_api::{
-        CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, csi_driver, csi_node, eventually, pod, rwop_pv, rwop_pvc,
+        CSI_DRIVERS, CSI_NODES, FakeApi, NODES, PODS, PVCS, PVS, csi_driver, csi_node, eventually, node, pod, rwop_pv,
+        rwop_pvc,
     },
     have_root,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
@@ -108,6 +109,31 @@ async fn api_facts_drive_enforcement_and_conflicts_become_events_and_an_outage_r
     });
 }
 
+/// `volguard check --kubernetes` for [`NODE`] against the fake behind `kubeconfig`, with
+/// an empty kubelet root and mount table under `dir` and no running agent to take a mode
+/// from: (exit code, stdout, stderr).
+fn volguard_check(kubeconfig: &Path, dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let (root, mountinfo) = (dir.join("kubelet"), dir.join("mountinfo"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(&mountinfo, "").unwrap();
+    let output = std::process::Command::new(agent_binary())
+        .arg("check")
+        .arg("--kubernetes")
+        .args(["--node-name", NODE, "--deadline-ms", "500"])
+        .arg("--kubelet-root")
+        .arg(&root)
+        .arg("--mountinfo")
+        .arg(&mountinfo)
+        // Nothing listens on the discard port: no running agent to take a mode from.
+        .args(["--debug-address", "127.0.0.1:9"])
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (output.status.code(), text(&output.stdout), text(&output.stderr))
+}
+
 /// `volguard check --kubernetes` (no root needed): its facts come from one complete list
 /// of the API, so a driver that this node's CSINode names but that has no socket here is
 /// found; with the API server gone it fails with a clear message instead of hanging.
@@ -117,30 +143,13 @@ async fn volguard_check_takes_its_facts_from_the_api() {
     seed(&fake);
     let dir = tempfile::tempdir().unwrap();
     let config = fake.kubeconfig(dir.path());
-    let (root, mountinfo) = (dir.path().join("kubelet"), dir.path().join("mountinfo"));
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(&mountinfo, "").unwrap();
     // A generous wait while the server is up (CI machines are loaded), a short one once gone.
-    let check = move |api_timeout: &str| {
-        let output = std::process::Command::new(agent_binary())
-            .arg("check")
-            .arg("--kubernetes")
-            .args(["--node-name", NODE, "--api-timeout", api_timeout, "--deadline-ms", "500"])
-            .arg("--kubelet-root")
-            .arg(&root)
-            .arg("--mountinfo")
-            .arg(&mountinfo)
-            // Nothing listens on the discard port: no running agent to take a mode from.
-            .args(["--debug-address", "127.0.0.1:9"])
-            .env("KUBECONFIG", &config)
-            .output()
-            .unwrap();
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (output.status.code(), text(&output.stdout), text(&output.stderr))
+    let check = move |api_timeout: &'static str| {
+        let (config, dir) = (config.clone(), dir.path().to_owned());
+        tokio::task::spawn_blocking(move || volguard_check(&config, &dir, &["--api-timeout", api_timeout]))
     };
-    let check_again = check.clone();
 
-    let (code, stdout, stderr) = tokio::task::spawn_blocking(move || check("20")).await.unwrap();
+    let (code, stdout, stderr) = check("20").await.unwrap();
     assert_eq!(code, Some(2), "an error finding: stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(
         stdout.contains("[csi_node_driver_without_socket] driver hostpath.csi.k8s.io"),
@@ -148,10 +157,53 @@ async fn volguard_check_takes_its_facts_from_the_api() {
     );
     assert!(stdout.contains("judged for mode none"), "{stdout}");
     assert!(!stdout.contains("csi_driver_object_missing"), "the API lists the CSIDriver: {stdout}");
+    assert!(stdout.contains("kubelet version not known (the API has no Node node-1)"), "{stdout}");
 
     fake.stop().await;
-    let (code, stdout, stderr) = tokio::task::spawn_blocking(move || check_again("3")).await.unwrap();
+    let (code, stdout, stderr) = check("3").await.unwrap();
     assert_eq!(code, Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stderr.contains("the Kubernetes API: no complete list within 3 s"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// The version-skew hole: the Node reports kubelet v1.26, whose ReadWriteOncePod feature
+/// gate is off by default, so kubelet does not refuse a second pod on the ReadWriteOncePod
+/// volume itself. `volguard check --kubernetes` reads the Node once and says so, in the
+/// JSON report and in text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volguard_check_flags_an_old_kubelet() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    fake.apply(NODES, node(NODE, "v1.26.15"));
+    let dir = tempfile::tempdir().unwrap();
+    let config = fake.kubeconfig(dir.path());
+    let check = move |args: &'static [&'static str]| {
+        let (config, dir) = (config.clone(), dir.path().to_owned());
+        tokio::task::spawn_blocking(move || volguard_check(&config, &dir, args))
+    };
+
+    let (code, stdout, stderr) = check(&["--api-timeout", "20", "--json"]).await.unwrap();
+    assert_eq!(code, Some(2), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("the JSON report");
+    assert_eq!(report["kubelet"]["version"], "v1.26.15", "{stdout}");
+    assert_eq!(report["kubelet"]["rwop"], "alpha_off_by_default", "{stdout}");
+    let findings = report["findings"].as_array().expect("findings");
+    let hole = findings.iter().find(|f| f["check"] == "kubelet_rwop_not_enforced").expect("the kubelet finding");
+    assert_eq!(hole["subject"], "volume pv-data");
+    assert_eq!(hole["severity"], "error", "no agent enforces and no driver answers: {hole}");
+    assert!(fake.requests().iter().any(|r| r.resource == "nodes/node-1"), "one GET of the Node");
+    assert!(!fake.requests().iter().any(|r| r.resource == NODES), "no list or watch of Nodes");
+
+    let (_, text, stderr) = check(&["--api-timeout", "20"]).await.unwrap();
+    assert!(
+        text.contains("kubelet v1.26.15: ReadWriteOncePod feature gate alpha, off by default (1.22-1.26)"),
+        "{text}\n{stderr}"
+    );
+    assert!(text.contains("ReadWriteOncePod volumes in use: 1;"), "{text}");
+    assert!(
+        text.contains(
+            "[kubelet_rwop_not_enforced] volume pv-data: ReadWriteOncePod, but kubelet v1.26.15 does not refuse"
+        ),
+        "{text}"
+    );
 }

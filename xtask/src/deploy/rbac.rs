@@ -46,6 +46,8 @@ pub const RBAC: &[Grant] = &[
         verbs: READ,
     },
     Grant { kind: "CSINode", module: "storage::v1", api_group: "storage.k8s.io", resource: "csinodes", verbs: READ },
+    // `volguard check --kubernetes` reads this node's Node once, for the kubelet's version.
+    Grant { kind: "Node", module: "core::v1", api_group: "", resource: "nodes", verbs: &["get"] },
     // Only create: the agent posts each Event once and never patches a series (events.rs).
     Grant { kind: "Event", module: "events::v1", api_group: "events.k8s.io", resource: "events", verbs: &["create"] },
 ];

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::{
     client::{Call, FailureKind, NodeCapability},
     driver_report::DriverReport,
+    kubelet::{KubeletReport, KubeletRwop},
     rules::{self, CsiAccessMode, FsGroupInput, FsGroupPolicy, Ownership},
 };
 use crate::{
@@ -33,9 +34,36 @@ pub struct VolumeReport {
     /// What kubelet sends in NodeStage/NodePublish; `None` while the driver's node
     /// capabilities are unknown.
     pub csi_access_mode: Option<CsiAccessMode>,
+    /// For a ReadWriteOncePod PV the driver is not told SINGLE_NODE_SINGLE_WRITER: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rwop_weakened_by: Option<RwopWeakenedBy>,
     /// Whether a pod's fsGroup changes ownership; `None` while capabilities are unknown.
     pub fs_group: Option<Ownership>,
     pub fs_group_reason: String,
+}
+
+/// Why a ReadWriteOncePod volume reaches its driver as something weaker than
+/// SINGLE_NODE_SINGLE_WRITER.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RwopWeakenedBy {
+    /// No node capability SINGLE_NODE_MULTI_WRITER: SINGLE_NODE_WRITER, as for RWO.
+    DriverCapabilities,
+    /// A kubelet before 1.22: UNKNOWN.
+    KubeletVersion,
+}
+
+impl RwopWeakenedBy {
+    fn of(access_modes: &[AccessMode], sent: Option<CsiAccessMode>) -> Option<Self> {
+        if access_modes.first() != Some(&AccessMode::ReadWriteOncePod) {
+            return None;
+        }
+        match sent? {
+            CsiAccessMode::SingleNodeWriter => Some(Self::DriverCapabilities),
+            CsiAccessMode::Unknown => Some(Self::KubeletVersion),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -59,6 +87,7 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
             }
         }
     }
+    let kubelet = KubeletRwop::of_facts(facts);
     let mut out = Vec::new();
     for name in pv_names {
         let Some(pv) = facts.persistent_volume(name) else { continue };
@@ -67,7 +96,7 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
         let pods = if published.is_empty() { pods_using_pv(facts, name) } else { published.clone() };
         let driver = drivers.iter().find(|d| d.answers_to(&csi.driver));
         let (csi_access_mode, fs_group, fs_group_reason) =
-            decide(driver, facts, &csi.driver, csi.fs_type.as_deref(), Some(&pv.access_modes), pv.block);
+            decide(driver, facts, kubelet, &csi.driver, csi.fs_type.as_deref(), Some(&pv.access_modes), pv.block);
         out.push(VolumeReport {
             name: name.to_owned(),
             kind: VolumeKind::Persistent,
@@ -76,6 +105,7 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
             published: !published.is_empty(),
             access_modes: pv.access_modes.clone(),
             csi_access_mode,
+            rwop_weakened_by: RwopWeakenedBy::of(&pv.access_modes, csi_access_mode),
             fs_group,
             fs_group_reason,
         });
@@ -85,7 +115,8 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
             let VolumeSource::Csi { driver: driver_name } = &volume.source else { continue };
             let driver = drivers.iter().find(|d| d.answers_to(driver_name));
             // The facts do not carry an inline volume's fsType: judged as unset.
-            let (csi_access_mode, fs_group, fs_group_reason) = decide(driver, facts, driver_name, None, None, false);
+            let (csi_access_mode, fs_group, fs_group_reason) =
+                decide(driver, facts, kubelet, driver_name, None, None, false);
             out.push(VolumeReport {
                 name: volume.name.clone(),
                 kind: VolumeKind::Inline,
@@ -94,6 +125,7 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
                 published: mounts.is_published(&volume.name, &pod.uid),
                 access_modes: Vec::new(),
                 csi_access_mode,
+                rwop_weakened_by: None,
                 fs_group,
                 fs_group_reason,
             });
@@ -120,6 +152,7 @@ fn pods_using_pv(facts: &Facts, pv: &str) -> Vec<String> {
 fn decide(
     driver: Option<&DriverReport>,
     facts: &Facts,
+    kubelet: KubeletRwop,
     driver_name: &str,
     fs_type: Option<&str>,
     pv_access_modes: Option<&[AccessMode]>,
@@ -129,7 +162,10 @@ fn decide(
         return (None, None, "driver's node capabilities unknown".into());
     };
     let multi_writer = caps.contains(&NodeCapability::SingleNodeMultiWriter);
-    let access = rules::kubelet_access_mode(pv_access_modes.unwrap_or(&[]), multi_writer);
+    let access = match kubelet {
+        KubeletRwop::Unaware => rules::pre_rwop_kubelet_access_mode(pv_access_modes.unwrap_or(&[])),
+        _ => rules::kubelet_access_mode(pv_access_modes.unwrap_or(&[]), multi_writer),
+    };
     let object = facts.csi_drivers.iter().find(|d| d.name == driver_name);
     let policy_text = object.map_or("ReadWriteOnceWithFSType", |d| d.fs_group_policy.as_str());
     let Some(policy) = FsGroupPolicy::parse(policy_text) else {
@@ -156,6 +192,50 @@ pub fn rwop_severity(mode: Option<Mode>) -> Severity {
         Some(Mode::Quarantine) => Severity::Warning,
         Some(Mode::Audit) | None => Severity::Error,
     }
+}
+
+/// What volguard does about a second pod in `mode`, for the RWOP findings.
+fn protection(mode: Option<Mode>) -> &'static str {
+    match mode {
+        Some(Mode::Enforce) => "volguard refuses a second pod's mount in the kernel",
+        Some(Mode::Quarantine) => "volguard undoes a second pod's mount after it happens",
+        Some(Mode::Audit) => "volguard only reports (audit mode)",
+        None => "no volguard agent enforces",
+    }
+}
+
+/// Severity and message when a ReadWriteOncePod volume's kubelet, by its version, does not
+/// refuse a second pod itself. A driver told SINGLE_NODE_SINGLE_WRITER should still refuse
+/// one (so at most a warning); otherwise only volguard is left below the scheduler, which
+/// does not see pods placed with `spec.nodeName`.
+fn kubelet_rwop_hole(kubelet: &KubeletReport, v: &VolumeReport, mode: Option<Mode>) -> Option<(Severity, String)> {
+    let why = match kubelet.rwop {
+        KubeletRwop::Unaware => "predates ReadWriteOncePod (1.22): it does not refuse a second pod on this node",
+        KubeletRwop::AlphaOffByDefault => {
+            "does not refuse a second pod on this node itself: its ReadWriteOncePod feature gate is alpha and off \
+             by default in 1.22-1.26 (unless turned on with --feature-gates)"
+        }
+        _ => return None,
+    };
+    let driver = match v.csi_access_mode {
+        Some(CsiAccessMode::SingleNodeSingleWriter) => {
+            format!("driver {} is told SINGLE_NODE_SINGLE_WRITER and should refuse a second publish", v.driver)
+        }
+        Some(CsiAccessMode::SingleNodeWriter) => format!(
+            "driver {} is told SINGLE_NODE_WRITER (no node capability SINGLE_NODE_MULTI_WRITER) and cannot refuse one \
+             either",
+            v.driver
+        ),
+        Some(CsiAccessMode::Unknown) => {
+            format!("driver {} is told access mode UNKNOWN, which it may reject or ignore", v.driver)
+        }
+        _ => format!("what driver {} is told is unknown (its node capabilities are)", v.driver),
+    };
+    let severity = match v.csi_access_mode {
+        Some(CsiAccessMode::SingleNodeSingleWriter) => rwop_severity(mode).min(Severity::Warning),
+        _ => rwop_severity(mode),
+    };
+    Some((severity, format!("ReadWriteOncePod, but kubelet {} {why}; {driver}; {}", kubelet.name(), protection(mode))))
 }
 
 /// Every CSI finding. `drivers` have had [`DriverReport::apply_facts`]; `volumes` come
@@ -303,6 +383,7 @@ pub fn evaluate(facts: &Facts, drivers: &[DriverReport], volumes: &[VolumeReport
         }
     }
 
+    let kubelet = KubeletReport::from_facts(facts);
     let mut persistent_flagged = BTreeSet::new();
     for v in volumes {
         let subject = format!("volume {}", v.name);
@@ -347,22 +428,22 @@ pub fn evaluate(facts: &Facts, drivers: &[DriverReport], volumes: &[VolumeReport
                 if v.access_modes.first() == Some(&AccessMode::ReadWriteOncePod)
                     && v.csi_access_mode == Some(CsiAccessMode::SingleNodeWriter)
                 {
-                    let protection = match mode {
-                        Some(Mode::Enforce) => "volguard refuses a second pod's mount in the kernel",
-                        Some(Mode::Quarantine) => "volguard undoes a second pod's mount after it happens",
-                        Some(Mode::Audit) => "volguard only reports (audit mode)",
-                        None => "no volguard agent enforces",
-                    };
                     push(
                         Check::CsiRwopNotEnforcedByDriver,
                         rwop_severity(mode),
                         &subject,
                         format!(
                             "ReadWriteOncePod on driver {} without node capability SINGLE_NODE_MULTI_WRITER: it is \
-                             told SINGLE_NODE_WRITER, same as RWO, and cannot refuse a second pod; {protection}",
-                            v.driver
+                             told SINGLE_NODE_WRITER, same as RWO, and cannot refuse a second pod; {}",
+                            v.driver,
+                            protection(mode)
                         ),
                     );
+                }
+                if v.access_modes.first() == Some(&AccessMode::ReadWriteOncePod)
+                    && let Some((severity, message)) = kubelet_rwop_hole(&kubelet, v, mode)
+                {
+                    push(Check::KubeletRwopNotEnforced, severity, &subject, message);
                 }
             }
         }

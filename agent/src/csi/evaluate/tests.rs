@@ -4,12 +4,13 @@ use super::*;
 use std::path::PathBuf;
 
 use crate::{
+    csi::kubelet::KubeletRwop,
     csi::{
         client::CallFailure,
         discovery::Source,
         report::{CsiReport, DriverReport},
     },
-    facts::{CsiDriver, CsiNode, CsiNodeDriver, PersistentVolume, Pod, PodVolume, fixtures},
+    facts::{CsiDriver, CsiNode, CsiNodeDriver, NodeInfo, PersistentVolume, Pod, PodVolume, fixtures},
     node_files::mount_table::MountTable,
 };
 
@@ -112,6 +113,83 @@ fn rwop_severity_follows_the_mode() {
     // RWO is not flagged: the driver is told what kubelet means.
     let rwo = Facts { persistent_volumes: vec![pv("v1", &[AccessMode::ReadWriteOnce], Some("xfs"))], ..base() };
     assert_eq!(checks(&judge(&rwo, &mounts, vec![driver(&[])], None)), []);
+}
+
+/// The kubelet's version against the driver's capabilities and the mode: the access mode
+/// sent, why it is weaker than SINGLE_NODE_SINGLE_WRITER, and the kubelet finding.
+#[test]
+fn an_old_kubelet_is_a_hole_of_its_own() {
+    use CsiAccessMode::*;
+    use RwopWeakenedBy::*;
+    use Severity::*;
+    let mounts = published(&[("pod-a", "v1")]);
+    let rows = [
+        // A kubelet before 1.22 ignores the capability and sends UNKNOWN.
+        ("v1.21.14", false, None, Unknown, Some(KubeletVersion), Some(Error)),
+        ("v1.21.14", true, None, Unknown, Some(KubeletVersion), Some(Error)),
+        ("v1.22.0", false, None, SingleNodeWriter, Some(DriverCapabilities), Some(Error)),
+        ("v1.26.15", false, Some(Mode::Quarantine), SingleNodeWriter, Some(DriverCapabilities), Some(Warning)),
+        // A driver told SINGLE_NODE_SINGLE_WRITER should refuse a second publish: at most a warning.
+        ("v1.26.15", true, None, SingleNodeSingleWriter, None, Some(Warning)),
+        ("v1.26.15", true, Some(Mode::Enforce), SingleNodeSingleWriter, None, Some(Info)),
+        ("v1.27.0", false, None, SingleNodeWriter, Some(DriverCapabilities), None),
+        ("v1.28.9", true, None, SingleNodeSingleWriter, None, None),
+        ("v1.29.0", false, None, SingleNodeWriter, Some(DriverCapabilities), None),
+        ("v1.31.0", true, None, SingleNodeSingleWriter, None, None),
+        ("v0.0.0-master+$Format", false, None, SingleNodeWriter, Some(DriverCapabilities), None),
+    ];
+    for (version, multi_writer, mode, sent, weakened_by, severity) in rows {
+        let facts = Facts {
+            persistent_volumes: vec![pv("v1", &[AccessMode::ReadWriteOncePod], None)],
+            node: Some(NodeInfo { kubelet_version: version.into() }),
+            ..base()
+        };
+        let caps: &[NodeCapability] = if multi_writer { &[NodeCapability::SingleNodeMultiWriter] } else { &[] };
+        let report = judge(&facts, &mounts, vec![driver(caps)], mode);
+        let row = format!("{version}, multi writer {multi_writer}, {mode:?}");
+        assert_eq!(report.volumes[0].csi_access_mode, Some(sent), "{row}");
+        assert_eq!(report.volumes[0].rwop_weakened_by, weakened_by, "{row}");
+        let kubelet: Vec<_> = report.findings.iter().filter(|f| f.check == Check::KubeletRwopNotEnforced).collect();
+        assert_eq!(kubelet.iter().map(|f| f.severity).collect::<Vec<_>>(), Vec::from_iter(severity), "{row}");
+    }
+
+    let facts = Facts {
+        persistent_volumes: vec![
+            pv("v1", &[AccessMode::ReadWriteOncePod], None),
+            pv("v2", &[AccessMode::ReadWriteOnce], Some("ext4")),
+        ],
+        node: Some(NodeInfo { kubelet_version: "v1.26.15".into() }),
+        ..base()
+    };
+    let report = judge(&facts, &published(&[("pod-a", "v1"), ("pod-b", "v2")]), vec![driver(&[])], None);
+    assert_eq!(report.kubelet.rwop, KubeletRwop::AlphaOffByDefault);
+    let kubelet: Vec<_> = report.findings.iter().filter(|f| f.check == Check::KubeletRwopNotEnforced).collect();
+    assert_eq!(kubelet.len(), 1, "only the ReadWriteOncePod volume: {kubelet:#?}");
+    assert_eq!(kubelet[0].subject, "volume v1");
+    assert_eq!(
+        kubelet[0].message,
+        "ReadWriteOncePod, but kubelet v1.26.15 does not refuse a second pod on this node itself: its \
+         ReadWriteOncePod feature gate is alpha and off by default in 1.22-1.26 (unless turned on with \
+         --feature-gates); driver d.csi.io is told SINGLE_NODE_WRITER (no node capability SINGLE_NODE_MULTI_WRITER) \
+         and cannot refuse one either; no volguard agent enforces"
+    );
+    assert_eq!(report.findings_by_driver().iter().filter(|(d, _)| *d == D).count(), report.findings.len());
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["kubelet"]["version"], "v1.26.15");
+    assert_eq!(json["kubelet"]["rwop"], "alpha_off_by_default");
+    assert_eq!(json["volumes"][0]["rwop_weakened_by"], "driver_capabilities");
+    assert!(json["volumes"][1].get("rwop_weakened_by").is_none(), "only for ReadWriteOncePod");
+    assert!(json["findings"].as_array().unwrap().iter().any(|f| f["check"] == "kubelet_rwop_not_enforced"));
+}
+
+/// The agent's own facts carry no Node: the kubelet is unknown, which is no finding.
+#[test]
+fn an_unknown_kubelet_is_said_but_not_flagged() {
+    let facts = Facts { persistent_volumes: vec![pv("v1", &[AccessMode::ReadWriteOncePod], None)], ..base() };
+    let report = judge(&facts, &published(&[("pod-a", "v1")]), vec![driver(&[])], None);
+    assert_eq!((report.kubelet.version.as_deref(), report.kubelet.rwop), (None, KubeletRwop::Unknown));
+    assert!(report.kubelet.summary.starts_with("kubelet version not known"), "{}", report.kubelet.summary);
+    assert!(!checks(&report).iter().any(|(c, _)| *c == Check::KubeletRwopNotEnforced), "{:#?}", report.findings);
 }
 
 #[test]

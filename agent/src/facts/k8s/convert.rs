@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::{
-    core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Volume},
+    core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod, Volume},
     storage::v1::{CSIDriver, CSINode},
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -166,6 +166,12 @@ pub fn csi_node(node: &CSINode) -> Option<facts::CsiNode> {
     Some(facts::CsiNode { drivers })
 }
 
+/// A Node without a status (not yet reported by its kubelet) has an empty kubelet version.
+pub fn node_info(node: &Node) -> facts::NodeInfo {
+    let info = node.status.as_ref().and_then(|s| s.node_info.as_ref());
+    facts::NodeInfo { kubelet_version: info.map(|i| i.kubelet_version.clone()).unwrap_or_default() }
+}
+
 /// The objects of each kind, as the stores hold them.
 #[derive(Debug, Default)]
 pub struct Objects<'a> {
@@ -199,6 +205,7 @@ pub fn facts(node_name: &str, objects: &Objects<'_>) -> facts::Facts {
         persistent_volume_claims,
         csi_drivers,
         csi_node,
+        node: None,
     }
 }
 
@@ -241,6 +248,15 @@ mod tests {
                 v("cfg", VolumeSource::Other),
             ]
         );
+    }
+
+    #[test]
+    fn a_node_gives_its_kubelet_version() {
+        let node: Node = from(json!({"metadata": {"name": "n1"},
+            "status": {"nodeInfo": {"kubeletVersion": "v1.26.15", "osImage": "Debian"}}}));
+        assert_eq!(node_info(&node).kubelet_version, "v1.26.15");
+        let unreported: Node = from(json!({"metadata": {"name": "n1"}}));
+        assert_eq!(node_info(&unreported).kubelet_version, "");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A fake Kubernetes API server for the k8s source tests: real HTTP on 127.0.0.1 (axum),
-//! list and watch for pods, PVs, PVCs, CSIDrivers and CSINodes, and a sink for created
-//! Events. The test drives it: apply/delete objects (watchers get ADDED/MODIFIED/DELETED),
+//! list and watch for pods, PVs, PVCs, CSIDrivers, CSINodes and Nodes, GET of one Node, and
+//! a sink for created Events. The test drives it: apply/delete objects (watchers get ADDED/MODIFIED/DELETED),
 //! send BOOKMARKs, expire watches (the next watch answers ERROR 410 Gone), fail lists,
 //! stop it (connections refused) and restart it on the same port.
 //!
@@ -8,7 +8,7 @@
 //! so a watch opened a little after the list misses nothing.
 //!
 //! The builders at the end make the objects the tests apply: pods in namespace `shop`
-//! using PVC `shop/data`, a ReadWriteOncePod PV and claim, CSIDriver and CSINode.
+//! using PVC `shop/data`, a ReadWriteOncePod PV and claim, CSIDriver, CSINode and Node.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -39,14 +39,16 @@ pub const PVS: &str = "persistentvolumes";
 pub const PVCS: &str = "persistentvolumeclaims";
 pub const CSI_DRIVERS: &str = "csidrivers";
 pub const CSI_NODES: &str = "csinodes";
+pub const NODES: &str = "nodes";
 
 /// (resource, URL path, apiVersion, kind)
-const RESOURCES: [(&str, &str, &str, &str); 5] = [
+const RESOURCES: [(&str, &str, &str, &str); 6] = [
     (PODS, "/api/v1/pods", "v1", "Pod"),
     (PVS, "/api/v1/persistentvolumes", "v1", "PersistentVolume"),
     (PVCS, "/api/v1/persistentvolumeclaims", "v1", "PersistentVolumeClaim"),
     (CSI_DRIVERS, "/apis/storage.k8s.io/v1/csidrivers", "storage.k8s.io/v1", "CSIDriver"),
     (CSI_NODES, "/apis/storage.k8s.io/v1/csinodes", "storage.k8s.io/v1", "CSINode"),
+    (NODES, "/api/v1/nodes", "v1", "Node"),
 ];
 
 /// One request the fake answered: the resource (or path) and its decoded query parameters.
@@ -178,6 +180,7 @@ impl FakeApi {
             router = router.route(path, collection_route(resource));
         }
         let router = router
+            .route("/api/v1/nodes/{name}", get(get_node))
             .route("/apis/events.k8s.io/v1/namespaces/{namespace}/events", post(create_event))
             .fallback(|uri: axum::http::Uri, State(inner): State<Shared>| async move {
                 lock(&inner).requests.push(Request { resource: uri.path().to_owned(), params: HashMap::new() });
@@ -363,6 +366,16 @@ fn collection(inner: &Shared, resource: &'static str, params: HashMap<String, St
     ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response()
 }
 
+async fn get_node(State(inner): State<Shared>, Path(name): Path<String>) -> Response {
+    let mut guard = lock(&inner);
+    guard.requests.push(Request { resource: format!("{NODES}/{name}"), params: HashMap::new() });
+    match guard.collections.get(NODES).and_then(|c| c.objects.get(&name)) {
+        Some(node) => Json(node.clone()).into_response(),
+        None => (StatusCode::NOT_FOUND, Json(status(404, "NotFound", &format!("nodes \"{name}\" not found"))))
+            .into_response(),
+    }
+}
+
 async fn create_event(
     State(inner): State<Shared>,
     Path(namespace): Path<String>,
@@ -421,4 +434,11 @@ pub fn csi_driver(name: &str) -> Value {
 pub fn csi_node(node: &str, drivers: &[(&str, &str)]) -> Value {
     let drivers: Vec<Value> = drivers.iter().map(|(name, id)| json!({"name": name, "nodeID": id})).collect();
     json!({"metadata": {"name": node}, "spec": {"drivers": drivers}})
+}
+
+/// Node `name`, whose kubelet reports `kubelet_version`.
+pub fn node(name: &str, kubelet_version: &str) -> Value {
+    json!({"metadata": {"name": name},
+           "status": {"nodeInfo": {"kubeletVersion": kubelet_version, "kubeProxyVersion": kubelet_version,
+                                   "operatingSystem": "linux", "architecture": "amd64"}}})
 }
