@@ -257,10 +257,19 @@ async fn trace() -> anyhow::Result<()> {
 
     let mut shown = 0u64;
     let mut lost_check = tokio::time::interval(Duration::from_secs(1));
+    // Which pod each caller is in, by its cgroup (kubelet and plain node processes: none).
+    let mut pods = volguard::node_files::caller_pod::CallerPods::default();
     loop {
         tokio::select! {
             batch = events.next_batch(|event| {
-                println!("{}", render::record(&event));
+                let caller = match &event {
+                    volguard::kernel::decode::Record::Syscall(e) => &e.caller,
+                    volguard::kernel::decode::Record::Conflict(c) => &c.caller,
+                };
+                match pods.pod_uid(caller.tgid, caller.cgroup_id) {
+                    Some(pod) => println!("{}  pod={pod}", render::record(&event)),
+                    None => println!("{}", render::record(&event)),
+                }
                 shown += 1;
             }) => { batch.context("reading the event ring buffer")?; }
             _ = lost_check.tick() => { events.check(); }

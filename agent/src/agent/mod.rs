@@ -212,6 +212,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         csi: None,
         unnamed: Default::default(),
         table_namespace: table_namespace::TableNamespace::check(&opts.mountinfo),
+        callers: Default::default(),
     };
     agent.facts_metrics();
     agent.report_violations_found_at_start();

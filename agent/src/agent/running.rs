@@ -17,15 +17,16 @@ use crate::{
     },
     enforce::{Mode, ModeDecision, owners::OwnerStore, ownership::Publish, quarantine},
     facts::{Origin, Snapshot},
-    kernel::decode::{self, Event, RawString, Record},
+    kernel::decode::{self, Caller, Event, RawString, Record},
     kernel::reader::EventSource,
     model::checks::Finding,
     model::event_target::EventTarget,
-    model::explain::{self, ConflictAction, RateLimiter, Verdict},
+    model::explain::{self, ConflictAction, MountedBy, RateLimiter, Verdict},
     model::mounts::Mounts,
     model::mounts::{OwnerFix, PublishChange, StaleMask},
     model::node::NodeModel,
     model::volume_ops::{self, volume_op},
+    node_files::caller_pod::CallerPods,
     outputs::metrics::{MaskRemoval, SinglePodCounts},
     outputs::render,
     outputs::served_state::{self, ConflictRecord, MountRecord, ServedState},
@@ -54,6 +55,8 @@ pub(super) struct Running<'a> {
     pub(super) unnamed: super::unnamed::Unnamed,
     /// Whose mount namespace the mount table is, for the reconciliation's messages.
     pub(super) table_namespace: super::table_namespace::TableNamespace,
+    /// Which pod a calling process belongs to, by its cgroup.
+    pub(super) callers: CallerPods,
 }
 
 impl Running<'_> {
@@ -151,13 +154,33 @@ impl Running<'_> {
         warn!("{}", render::conflict(c));
         let action = if c.blocked { ConflictAction::Refused } else { ConflictAction::Audited };
         let text = |s: &RawString| String::from_utf8_lossy(s.as_bytes()).into_owned();
-        self.explain(action, &text(&c.volume), &text(&c.attempted_by), &text(&c.owner));
+        let by = self.mounted_by(&c.caller);
+        self.explain_by(action, &text(&c.volume), &text(&c.attempted_by), &text(&c.owner), Some(by));
+    }
+
+    /// The calling process and its pod, as far as its cgroup says.
+    fn mounted_by(&mut self, caller: &Caller) -> MountedBy {
+        let pod = self.callers.pod_uid(caller.tgid, caller.cgroup_id);
+        let command = String::from_utf8_lossy(caller.comm.as_bytes()).into_owned();
+        MountedBy::resolve(&self.model.snapshot().facts, caller.tgid, &command, pod.as_deref())
     }
 
     /// Hands a conflict to the Kubernetes Event publisher, or without an API logs the
     /// Event that would have been recorded (rate-limited the same way).
     fn explain(&mut self, action: ConflictAction, volume: &str, pod_uid: &str, owner_uid: &str) {
-        let conflict = self.model.conflict(action, volume, pod_uid, owner_uid);
+        self.explain_by(action, volume, pod_uid, owner_uid, None);
+    }
+
+    /// As [`Self::explain`], naming who made the mount.
+    fn explain_by(
+        &mut self,
+        action: ConflictAction,
+        volume: &str,
+        pod_uid: &str,
+        owner_uid: &str,
+        by: Option<MountedBy>,
+    ) {
+        let conflict = self.model.conflict(action, volume, pod_uid, owner_uid).made_by(by);
         self.shared.metrics.conflict(conflict.claim.as_ref(), action);
         self.shared.record_conflict(ConflictRecord::new(&conflict));
         self.view_dirty = true;
@@ -241,7 +264,7 @@ impl Running<'_> {
     }
 
     /// A volume operation: into kubelet's histogram and the recent-mounts log.
-    fn measure(&self, event: &Event, target: &EventTarget) {
+    fn measure(&mut self, event: &Event, target: &EventTarget) {
         let Some(op) = volume_op(target, event.duration_ns) else { return };
         let driver = volume_ops::driver_of(self.model.kubelet_root(), &self.model.snapshot().facts, &op.target);
         let plugin = volume_ops::volume_plugin(driver.as_deref());
@@ -260,6 +283,7 @@ impl Running<'_> {
             duration_seconds: seconds,
             pid: event.caller.tgid,
             comm: String::from_utf8_lossy(event.caller.comm.as_bytes()).into_owned(),
+            pod: self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id),
         });
     }
 
@@ -378,7 +402,8 @@ impl Running<'_> {
             }
         };
         let (volume, pod) = (target.volume.clone(), target.pod_uid.clone());
-        self.explain(action, &volume, &pod, &owner);
+        let by = self.mounted_by(&event.caller);
+        self.explain_by(action, &volume, &pod, &owner, Some(by));
         true
     }
 
@@ -434,15 +459,16 @@ impl Running<'_> {
         Ok(())
     }
 
-    /// Removes the mask of a pod that is gone, so kubelet can delete its directory.
+    /// Removes the mask of a pod that is gone or being deleted, so kubelet can finish: its
+    /// unpublish, the pod's deletion, and the removal of its directory.
     fn remove_mask(&mut self, stale: &StaleMask) {
         let StaleMask { volume, pod_uid, mount_point } = stale;
         match quarantine::unmask(self.model.mountinfo(), mount_point) {
             Ok(removed) => {
                 if removed {
                     info!(
-                        "quarantine mask on {} removed: pod {pod_uid} is gone (volume {volume}); kubelet can now \
-                         delete the pod's directory",
+                        "quarantine mask on {} removed: pod {pod_uid} is gone or being deleted (volume {volume}); \
+                         kubelet can now finish its teardown",
                         mount_point.display()
                     );
                     self.shared.metrics.mask_removed(MaskRemoval::PodGone);

@@ -124,6 +124,18 @@ fn pod(v: &Value) -> String {
     }
 }
 
+/// `command[pid]`, and ` pod <namespace/name>` when the caller was in a pod.
+fn mounted_by(v: &Value) -> String {
+    if v.is_null() {
+        return String::new();
+    }
+    let process = format!("{}[{}]", s(&v["command"]), s(&v["pid"]));
+    match v["pod"].is_null() {
+        true => process,
+        false => format!("{process} {}", pod(&v["pod"])),
+    }
+}
+
 fn claim(v: &Value) -> String {
     s(v)
 }
@@ -235,6 +247,7 @@ fn conflicts(b: &Value, wide: bool) -> String {
                 pod(&c["pod"]),
                 pod(&c["owner"]),
                 s(&c["mask"]),
+                mounted_by(&c["by"]),
             ];
             if wide {
                 row.push(s(&c["message"]));
@@ -242,7 +255,7 @@ fn conflicts(b: &Value, wide: bool) -> String {
             row
         })
         .collect();
-    let mut header = vec!["WHEN", "ACTION", "VOLUME", "PVC", "POD", "OWNER", "MASK"];
+    let mut header = vec!["WHEN", "ACTION", "VOLUME", "PVC", "POD", "OWNER", "MASK", "MOUNTED-BY"];
     if wide {
         header.push("MESSAGE");
     }
@@ -258,10 +271,21 @@ fn mounts(b: &Value) -> String {
             let result =
                 if m["success"].as_bool() == Some(true) { "ok".to_owned() } else { format!("ret {}", s(&m["ret"])) };
             let ms = m["duration_seconds"].as_f64().map_or(String::new(), |d| format!("{:.3}", d * 1e3));
-            vec![ago(&m["at"]), s(&m["operation"]), s(&m["volume_plugin"]), result, ms, s(&m["comm"]), s(&m["target"])]
+            let by = format!("{}[{}]", s(&m["comm"]), s(&m["pid"]));
+            vec![
+                ago(&m["at"]),
+                s(&m["operation"]),
+                s(&m["volume_plugin"]),
+                result,
+                ms,
+                by,
+                s(&m["pod"]),
+                s(&m["target"]),
+            ]
         })
         .collect();
-    table_or("no volume operations seen yet", &["WHEN", "OPERATION", "PLUGIN", "RESULT", "MS", "COMM", "TARGET"], &rows)
+    let header = ["WHEN", "OPERATION", "PLUGIN", "RESULT", "MS", "BY", "POD-UID", "TARGET"];
+    table_or("no volume operations seen yet", &header, &rows)
 }
 
 fn csi(b: &Value) -> String {
@@ -314,17 +338,20 @@ mod tests {
 
         let m = json!({"mounts": [{"at": {"secs_since_epoch": 0, "nanos_since_epoch": 0}, "operation": "volume_mount",
             "volume_plugin": "kubernetes.io/csi:d", "success": false, "ret": -2, "duration_seconds": 0.0015,
-            "comm": "mount", "target": "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv-1/mount"}]});
+            "comm": "mount", "pid": 7, "pod": null,
+            "target": "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv-1/mount"}]});
         let out = View::Mounts.render(&m, false);
         assert!(out.starts_with("WHEN"), "{out}");
-        assert!(out.contains("volume_mount  kubernetes.io/csi:d  ret -2  1.500  mount"), "{out}");
+        assert!(out.contains("volume_mount  kubernetes.io/csi:d  ret -2  1.500  mount[7]  -"), "{out}");
 
         let c = json!({"conflicts": [{"at": {"secs_since_epoch": 0, "nanos_since_epoch": 0}, "action": "refused",
             "volume": "pv-1", "claim": null, "pod": {"uid": "u-b", "namespace": "shop", "name": "db-1"},
-            "owner": {"uid": "u-a", "namespace": null, "name": null}}]});
+            "owner": {"uid": "u-a", "namespace": null, "name": null},
+            "by": {"pid": 42, "command": "mount", "pod": {"uid": "u-d", "namespace": "kube-system", "name": "csi-0"}}}]});
         let out = View::Conflicts.render(&c, false);
         assert!(out.contains("refused") && out.contains("shop/db-1") && out.contains("u-a"), "{out}");
         assert!(View::Conflicts.render(&c, true).contains("shop/db-1(u-b)"));
+        assert!(out.contains("mount[42] kube-system/csi-0"), "who made the mount: {out}");
         assert_eq!(View::Csi.render(&json!({"csi": null}), false), "no CSI report yet: the CSI checks have not run\n");
         assert_eq!(View::Volumes.render(&json!({"volumes": []}), false), "no volumes published on this node\n");
         assert_eq!(View::Conflicts.render(&json!({"conflicts": []}), false), "no conflicts since the agent started\n");

@@ -74,6 +74,31 @@ impl std::fmt::Display for PodRef {
     }
 }
 
+/// Who made a mount: the calling process and, where its cgroup says, its pod (a CSI
+/// driver's, when the driver publishes; kubelet runs outside pods).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct MountedBy {
+    pub pid: u32,
+    pub command: String,
+    pub pod: Option<PodRef>,
+}
+
+impl MountedBy {
+    pub fn resolve(facts: &Facts, pid: u32, command: &str, pod_uid: Option<&str>) -> Self {
+        Self { pid, command: command.to_owned(), pod: pod_uid.map(|uid| PodRef::resolve(facts, uid)) }
+    }
+}
+
+impl std::fmt::Display for MountedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} ({})", self.pid, self.command)?;
+        match &self.pod {
+            Some(pod) => write!(f, " in pod {pod}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// One conflicting publish, with everything the Event names.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Conflict {
@@ -85,6 +110,8 @@ pub struct Conflict {
     pub pod: PodRef,
     /// The pod that holds the volume.
     pub owner: PodRef,
+    /// Who made the mount, when an event says (not for a conflict found in the table).
+    pub by: Option<MountedBy>,
 }
 
 impl Conflict {
@@ -95,12 +122,25 @@ impl Conflict {
             claim: facts.claim_of(volume),
             pod: PodRef::resolve(facts, pod_uid),
             owner: PodRef::resolve(facts, owner_uid),
+            by: None,
         }
+    }
+
+    /// The same conflict, naming who made the mount.
+    pub fn made_by(self, by: Option<MountedBy>) -> Self {
+        Self { by, ..self }
     }
 
     /// The Event's message: what happened, to which volume and PVC, who holds it, and
     /// what becomes of this pod (which differs by mode).
     pub fn message(&self) -> String {
+        match &self.by {
+            Some(by) => format!("{} The mount was made by {by}.", self.what_happened()),
+            None => self.what_happened(),
+        }
+    }
+
+    fn what_happened(&self) -> String {
         let claim = match &self.claim {
             Some(c) => format!(" (PVC {c})"),
             None => String::new(),
@@ -228,6 +268,16 @@ mod tests {
         assert!(released.contains("delete it, and its replacement mounts the volume"));
         assert_eq!(ConflictAction::Released.metric_label(), None, "a notice is not a conflict");
         assert_eq!(ConflictAction::Observed.metric_label(), Some("observed"));
+    }
+
+    #[test]
+    fn the_message_names_who_made_the_mount() {
+        let c = Conflict::resolve(&facts(), ConflictAction::Quarantined, "pv-1", "uid-b", "uid-a");
+        let by = MountedBy::resolve(&facts(), 4242, "mount", Some("uid-a"));
+        let text = c.made_by(Some(by)).message();
+        assert!(text.ends_with(" The mount was made by pid 4242 (mount) in pod shop/db-0 (uid uid-a)."), "{text}");
+        let no_pod = MountedBy::resolve(&facts(), 7, "kubelet", None);
+        assert_eq!(no_pod.to_string(), "pid 7 (kubelet)");
     }
 
     #[test]

@@ -218,15 +218,17 @@ impl OwnerReconciler {
     }
 }
 
-/// Masks whose pod has left the facts: planned for removal, pass after pass.
+/// Masks whose pod has left the facts or is being deleted: planned for removal, pass
+/// after pass.
 #[derive(Debug, Default)]
 pub struct MaskReconciler {
     /// Masks whose pod was missing from the facts at the last pass.
     missing: BTreeSet<(String, String)>,
 }
 
-/// A mask to remove: its pod is gone, and kubelet cannot delete the pod's directory while
-/// the mask covers the target (the driver's unpublish did not take it off).
+/// A mask to remove: its pod is gone or being deleted, and kubelet can neither delete the
+/// pod's directory nor finish deleting the pod while the mask covers the target (the
+/// driver's unpublish did not take it off).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StaleMask {
     pub volume: String,
@@ -235,9 +237,9 @@ pub struct StaleMask {
 }
 
 impl MaskReconciler {
-    /// The masks to remove at this pass: those whose pod has been missing from complete,
-    /// fresh facts (`pods`) at two consecutive passes, so a pod published before the
-    /// agent's watch caught up is not unmasked. `None` (no facts, or stale ones) removes
+    /// The masks to remove at this pass: those whose pod has been missing from `pods`
+    /// (the pods of complete, fresh facts that are not being deleted) at two consecutive
+    /// passes, so a pod published before the agent's watch caught up is not unmasked. `None` (no facts, or stale ones) removes
     /// nothing and starts the count again.
     pub fn plan(&mut self, mounts: &Mounts, pods: Option<&BTreeSet<&str>>) -> Vec<StaleMask> {
         let Some(pods) = pods else {

@@ -148,7 +148,7 @@ impl NodeModel {
         let fresh = self.read_mounts()?;
         let drift = self.mounts.differences(&fresh);
         self.mounts = fresh;
-        let pods = complete_pods(&self.snapshot);
+        let pods = staying_pods(&self.snapshot);
         let stale_masks = self.mask_reconciler.plan(&self.mounts, pods.as_ref());
         Ok(Reconciled { drift, fixes: self.plan_owners(owners), stale_masks })
     }
@@ -219,11 +219,13 @@ impl NodeModel {
     }
 }
 
-/// Every pod UID on the node, when the facts name them all: a fresh list from the API, or
-/// the inventory (which by contract lists the node's pods).
-fn complete_pods(snapshot: &Snapshot) -> Option<BTreeSet<&str>> {
+/// The UIDs of the node's pods that are not being deleted, when the facts name them all
+/// (a fresh list from the API, or the inventory, which by contract lists the node's pods).
+/// A deleted pod whose target still holds a mount is not removed from the API until that
+/// mount goes (kubelet finds its volume paths on disk), so a terminating pod counts as gone.
+fn staying_pods(snapshot: &Snapshot) -> Option<BTreeSet<&str>> {
     let complete = snapshot.origin != Origin::None && snapshot.stale.is_none();
-    complete.then(|| snapshot.facts.pods.iter().map(|p| p.uid.as_str()).collect())
+    complete.then(|| snapshot.facts.pods.iter().filter(|p| !p.terminating).map(|p| p.uid.as_str()).collect())
 }
 
 #[cfg(test)]

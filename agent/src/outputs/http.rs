@@ -221,6 +221,7 @@ mod tests {
         shared.record_mount(MountRecord {
             at: std::time::SystemTime::now(),
             at_rfc3339: String::new(),
+            pod: None,
             operation: "volume_mount",
             syscall: "mount",
             target: "/x".into(),

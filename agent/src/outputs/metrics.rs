@@ -142,7 +142,7 @@ struct ReasonLabels {
 /// Why volguard removed one of its masks, for `volguard_quarantine_masks_removed_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MaskRemoval {
-    /// The pod left the facts while its target still held the mask.
+    /// The pod left the facts, or is being deleted, while its target still held the mask.
     PodGone,
 }
 
@@ -210,7 +210,7 @@ impl Metrics {
         let masks_removed = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "volguard_quarantine_masks_removed",
-            "Quarantine masks volguard removed itself, by reason (pod_gone: the pod left the facts)",
+            "Quarantine masks volguard removed itself, by reason (pod_gone: the pod left the facts or is being deleted)",
             masks_removed.clone(),
         );
         let mode = Family::<ModeLabels, Gauge>::default();

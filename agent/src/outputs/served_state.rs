@@ -116,6 +116,8 @@ pub struct ConflictRecord {
     pub message: String,
     /// For a quarantine: whether the mask is still there.
     pub mask: Option<MaskState>,
+    /// Who made the mount (the calling process and its pod), when an event said.
+    pub by: Option<crate::model::explain::MountedBy>,
 }
 
 impl ConflictRecord {
@@ -131,6 +133,7 @@ impl ConflictRecord {
             owner: c.owner.clone(),
             message: c.message(),
             mask: (c.action == ConflictAction::Quarantined).then_some(MaskState::Masked),
+            by: c.by.clone(),
         }
     }
 }
@@ -150,6 +153,8 @@ pub struct MountRecord {
     pub duration_seconds: f64,
     pub pid: u32,
     pub comm: String,
+    /// The UID of the pod the calling process was in, where its cgroup says.
+    pub pod: Option<String>,
 }
 
 /// Everything the HTTP side reads.
@@ -271,6 +276,7 @@ mod tests {
             duration_seconds: 0.001,
             pid: 1,
             comm: "csi".into(),
+            pod: None,
         }
     }
 

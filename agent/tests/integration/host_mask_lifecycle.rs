@@ -115,9 +115,13 @@ fn a_two_step_publish_ends_with_the_mask_alone_whenever_the_quarantine_lands() {
 }
 
 /// Pods db-0 (uid pod-a) and db-1 (uid pod-b) in namespace shop, both using PVC shop/data
-/// bound to the ReadWriteOncePod PV pv-data; `with_b: false` lists pod-a only.
-fn inventory(with_b: bool) -> String {
-    let b = "  - {uid: pod-b, namespace: shop, name: db-1, volumes: [{name: data, persistentVolumeClaim: data}]}\n";
+/// bound to the ReadWriteOncePod PV pv-data; `b_deleted: true` marks db-1 as being deleted
+/// (kubelet cannot finish deleting it while its target holds a mount).
+fn inventory(b_deleted: bool) -> String {
+    let b = format!(
+        "  - {{uid: pod-b, namespace: shop, name: db-1, terminating: {b_deleted}, \
+         volumes: [{{name: data, persistentVolumeClaim: data}}]}}\n"
+    );
     format!(
         "\
 pods:
@@ -127,7 +131,7 @@ pods:
 persistentVolumeClaims:
   - {{namespace: shop, name: data, accessModes: [ReadWriteOncePod], volumeName: pv-data}}
 ",
-        if with_b { b } else { "" }
+        b
     )
 }
 
@@ -219,10 +223,10 @@ struct Node {
 }
 
 impl Node {
-    fn new(with_b: bool) -> Self {
+    fn new() -> Self {
         let tree = KubeletTree::new();
         let file = tree.tmp.path().join("inventory.yaml");
-        std::fs::write(&file, inventory(with_b)).unwrap();
+        std::fs::write(&file, inventory(false)).unwrap();
         let volume = tree.volume("pv-data");
         Self { tree, ns: MountNs::new(), inventory: file, volume }
     }
@@ -242,7 +246,7 @@ fn a_quarantined_publish_is_its_own_state_and_its_mask_goes_with_its_pod() {
     if !quarantine_runs_here("a_quarantined_publish_is_its_own_state_and_its_mask_goes_with_its_pod") {
         return;
     }
-    let node = Node::new(true);
+    let node = Node::new();
     // A mask left by an earlier agent, on the target of a pod no one lists any more.
     let orphan = node.target("pod-gone");
     node.ns
@@ -262,7 +266,7 @@ fn a_quarantined_publish_is_its_own_state_and_its_mask_goes_with_its_pod() {
     let agent = node.agent("mask-lifecycle");
     agent.wait_for_line("the namespace note", |l| l.contains("is mount namespace") && l.contains("the agent runs in"));
     wait_until("the orphan mask removed", || node.ns.mounts_at(&orphan).is_empty());
-    agent.wait_for_line("the orphan's removal", |l| l.contains("pod pod-gone is gone"));
+    agent.wait_for_line("the orphan's removal", |l| l.contains("pod pod-gone is gone or being deleted"));
 
     node.ns.bind(&node.volume, &node.target("pod-a")).unwrap();
     agent.wait_for_line("the claim", |l| l.contains("volume pv-data claimed by pod pod-a"));
@@ -279,11 +283,11 @@ fn a_quarantined_publish_is_its_own_state_and_its_mask_goes_with_its_pod() {
     assert_views(&agent, expect(0, 0, 1, &[], &["pod-b"]), "right after the release");
     assert_mask_alone(&node.ns, &node.target("pod-b"), "pod-b after the release");
 
-    // pod-b is deleted, and its driver's unpublish did nothing (as the upstream hostpath
-    // driver after a failed remount): the mask goes once pod-b has left the facts.
-    std::fs::write(&node.inventory, inventory(false)).unwrap();
+    // pod-b is being deleted, and its driver's unpublish did nothing (as the upstream
+    // hostpath driver after a failed remount): the mask goes, so kubelet can finish.
+    std::fs::write(&node.inventory, inventory(true)).unwrap();
     wait_until("pod-b's mask removed", || node.ns.mounts_at(&node.target("pod-b")).is_empty());
-    agent.wait_for_line("the removal", |l| l.contains("pod pod-b is gone"));
+    agent.wait_for_line("the removal", |l| l.contains("pod pod-b is gone or being deleted"));
     wait_until("every view agrees", || read_views(&agent) == expect(0, 0, 0, &[], &[]));
     assert_eq!(conflict_masks(&agent), [("quarantined".into(), "cleared".into())]);
     assert!(std::fs::remove_dir(node.target("pod-b")).is_ok(), "kubelet can remove the directory now");
@@ -297,7 +301,7 @@ fn two_pods_holding_a_volume_at_start_up_are_a_recorded_counted_explained_confli
     if !have_root("two_pods_holding_a_volume_at_start_up_are_a_recorded_counted_explained_conflict") {
         return;
     }
-    let node = Node::new(true);
+    let node = Node::new();
     node.ns.bind(&node.volume, &node.target("pod-a")).unwrap();
     node.ns.bind(&node.volume, &node.target("pod-b")).unwrap();
     let agent = node.agent("startup-violation");
@@ -311,4 +315,60 @@ fn two_pods_holding_a_volume_at_start_up_are_a_recorded_counted_explained_confli
         node.ns.umount(&node.target(pod)).unwrap();
     }
     agent.stop();
+}
+
+/// The cgroup v2 hierarchy, where the kernel's cgroup IDs live.
+fn unified_cgroup_root() -> Option<PathBuf> {
+    ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"].into_iter().map(PathBuf::from).find(|p| {
+        nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+    })
+}
+
+#[test]
+fn a_conflict_names_the_process_and_the_pod_that_made_the_mount() {
+    if !quarantine_runs_here("a_conflict_names_the_process_and_the_pod_that_made_the_mount") {
+        return;
+    }
+    let Some(root) = unified_cgroup_root() else {
+        eprintln!("no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup ID");
+        return;
+    };
+    // A CSI driver's pod, as kubelet's cgroupfs driver names its cgroup.
+    let driver_uid = format!("0c3c2d5e-{:04x}-4a6e-9f00-0000000000d1", std::process::id() & 0xffff);
+    let pod_cgroup = root.join(format!("volguard-test-{}/kubepods/besteffort/pod{driver_uid}", std::process::id()));
+    std::fs::create_dir_all(&pod_cgroup).unwrap();
+    let node = Node::new();
+    let agent = node.agent("mounted-by");
+    node.ns.bind(&node.volume, &node.target("pod-a")).unwrap();
+    agent.wait_for_line("the claim", |l| l.contains("volume pv-data claimed by pod pod-a"));
+    // mount(8) run from inside the driver's pod cgroup, and gone when the agent looks.
+    let (volume, target) = (node.volume.to_str().unwrap(), node.target("pod-b"));
+    let script =
+        format!("echo $$ > {}/cgroup.procs && exec mount --bind {volume} {}", pod_cgroup.display(), target.display());
+    let out = node.ns.command("sh", &["-c", &script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod pod-b"));
+    let event = agent.wait_for_line("the Event", |l| l.contains("SinglePodVolumeQuarantined"));
+    assert!(
+        event.contains("The mount was made by pid ") && event.contains(&format!("(mount) in pod uid {driver_uid}")),
+        "{event}"
+    );
+    let (_, body) = http_get(&agent.address("debug API"), "/debug/conflicts");
+    let by = &serde_json::from_str::<Value>(&body).unwrap()["conflicts"][0]["by"];
+    assert_eq!((by["command"].as_str(), by["pod"]["uid"].as_str()), (Some("mount"), Some(driver_uid.as_str())), "{by}");
+    let conflicts = Command::new(agent_binary())
+        .args(["conflicts", "--debug-address", &agent.address("debug API")])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&conflicts.stdout);
+    assert!(table.contains("MOUNTED-BY") && table.contains("mount[") && table.contains(&driver_uid), "{table}");
+    agent.stop();
+    for pod in ["pod-a", "pod-b"] {
+        let _ = node.ns.umount(&node.target(pod));
+    }
+    let _ = std::fs::remove_dir(&pod_cgroup);
+    let _ = std::fs::remove_dir(pod_cgroup.parent().unwrap());
+    let kubepods = pod_cgroup.parent().unwrap().parent().unwrap();
+    let _ = std::fs::remove_dir(kubepods);
+    let _ = std::fs::remove_dir(kubepods.parent().unwrap());
 }

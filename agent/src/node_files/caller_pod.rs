@@ -1,0 +1,127 @@
+//! Which pod made a mount: the calling process's cgroup, read back with [`super::cgroup`].
+//! A live process answers through `/proc/<pid>/cgroup`; mount(8), which drivers run and
+//! which has usually exited by the time the event is handled, through the cgroup ID the
+//! kernel recorded (the cgroup v2 directory's inode), looked up once under the unified
+//! hierarchy. Answers are cached by cgroup ID, and the cache is bounded.
+
+use std::{
+    collections::HashMap,
+    os::unix::{ffi::OsStrExt, fs::MetadataExt},
+    path::{Path, PathBuf},
+};
+
+use super::cgroup::{self, PodCgroup};
+
+/// Cgroup IDs remembered (pods and non-pods alike); past it the cache starts again.
+const CACHE_ENTRIES: usize = 4096;
+/// Directories a cgroup-ID lookup may visit (a node has a few per container).
+const WALK_LIMIT: usize = 20_000;
+/// Where the cgroup v2 hierarchy is: on its own, or beside v1 on a hybrid host.
+const UNIFIED_ROOTS: [&str; 2] = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"];
+
+#[derive(Debug)]
+pub struct CallerPods {
+    proc_root: PathBuf,
+    unified_root: Option<PathBuf>,
+    by_cgroup_id: HashMap<u64, Option<String>>,
+}
+
+impl Default for CallerPods {
+    fn default() -> Self {
+        Self::new(Path::new("/proc"), unified_root())
+    }
+}
+
+/// The cgroup v2 mount point, if there is one.
+fn unified_root() -> Option<PathBuf> {
+    let is_cgroup2 = |p: &Path| {
+        nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+    };
+    UNIFIED_ROOTS.iter().map(PathBuf::from).find(|p| is_cgroup2(p))
+}
+
+impl CallerPods {
+    pub fn new(proc_root: &Path, unified_root: Option<PathBuf>) -> Self {
+        Self { proc_root: proc_root.to_owned(), unified_root, by_cgroup_id: HashMap::new() }
+    }
+
+    /// The UID of the pod whose cgroup the caller (`tgid`, `cgroup_id` as the kernel saw
+    /// them) was in, if it was a pod's.
+    pub fn pod_uid(&mut self, tgid: u32, cgroup_id: u64) -> Option<String> {
+        if let Some(known) = self.by_cgroup_id.get(&cgroup_id).filter(|_| cgroup_id != 0) {
+            return known.clone();
+        }
+        let live = std::fs::read(self.proc_root.join(tgid.to_string()).join("cgroup")).ok();
+        let found = match live.as_deref().and_then(cgroup::parse_proc_file) {
+            Some(pod) => Some(pod),
+            None if cgroup_id != 0 => {
+                self.path_of(cgroup_id).and_then(|p| cgroup::parse_path(p.as_os_str().as_bytes()))
+            }
+            None => None,
+        };
+        let uid = found.map(|PodCgroup { pod_uid, .. }| pod_uid);
+        if cgroup_id != 0 {
+            if self.by_cgroup_id.len() >= CACHE_ENTRIES {
+                self.by_cgroup_id.clear();
+            }
+            self.by_cgroup_id.insert(cgroup_id, uid.clone());
+        }
+        uid
+    }
+
+    /// The cgroup v2 directory whose inode is `cgroup_id`, relative to the hierarchy.
+    fn path_of(&self, cgroup_id: u64) -> Option<PathBuf> {
+        let root = self.unified_root.as_ref()?;
+        let mut pending = vec![root.clone()];
+        let mut visited = 0;
+        while let Some(dir) = pending.pop() {
+            visited += 1;
+            if visited > WALK_LIMIT {
+                return None;
+            }
+            for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+                let Ok(meta) = entry.metadata() else { continue };
+                if !meta.is_dir() {
+                    continue;
+                }
+                if meta.ino() == cgroup_id {
+                    return entry.path().strip_prefix(root).ok().map(|p| Path::new("/").join(p));
+                }
+                pending.push(entry.path());
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POD: &str = "0c3c2d5e-1111-4a6e-9f00-0000000000a1";
+
+    /// A fake /proc with one live process and a fake unified hierarchy with one pod.
+    fn tree() -> (tempfile::TempDir, u64) {
+        let tmp = tempfile::tempdir().unwrap();
+        let proc_dir = tmp.path().join("proc/42");
+        std::fs::create_dir_all(&proc_dir).unwrap();
+        std::fs::write(proc_dir.join("cgroup"), format!("12:memory:/kubepods/besteffort/pod{POD}/abc\n0::/\n"))
+            .unwrap();
+        let container = tmp.path().join(format!("unified/kubepods/besteffort/pod{POD}/{}", "c".repeat(64)));
+        std::fs::create_dir_all(&container).unwrap();
+        let id = std::fs::metadata(&container).unwrap().ino();
+        (tmp, id)
+    }
+
+    #[test]
+    fn a_live_process_answers_from_proc_and_a_gone_one_from_its_cgroup_id() {
+        let (tmp, container_id) = tree();
+        let mut pods = CallerPods::new(&tmp.path().join("proc"), Some(tmp.path().join("unified")));
+        assert_eq!(pods.pod_uid(42, 0).as_deref(), Some(POD), "live: /proc/42/cgroup (v1 line on a hybrid host)");
+        assert_eq!(pods.pod_uid(4242, container_id).as_deref(), Some(POD), "gone: found by cgroup ID");
+        std::fs::remove_dir_all(tmp.path().join("unified/kubepods")).unwrap();
+        assert_eq!(pods.pod_uid(4242, container_id).as_deref(), Some(POD), "cached");
+        assert_eq!(pods.pod_uid(4243, 1), None, "an unknown cgroup is no pod");
+        assert_eq!(pods.pod_uid(4244, 0), None, "no ID and no process: unknown");
+    }
+}
