@@ -19,7 +19,7 @@ use nix::{
     sched::{CloneFlags, setns, unshare},
 };
 
-use super::task_ns::task_in_namespace;
+use super::task_ns::open_namespace;
 use crate::kernel::decode::Caller;
 use crate::{model::mounts::MASK_SOURCE, node_files::mount_table::MountTable, sys::mountns::namespace_of};
 
@@ -136,7 +136,6 @@ pub fn unmask(mountinfo: &Path, target: &Path) -> Result<bool, QuarantineError> 
 
 /// An open mount-namespace file of the caller's namespace, and its path.
 fn find_namespace(caller: &Caller) -> Option<(String, File)> {
-    let path = task_in_namespace(caller)?.join("ns/mnt");
-    let file = File::open(&path).ok()?;
-    Some((path.display().to_string(), file))
+    let (task, file) = open_namespace(caller)?;
+    Some((task.join("ns/mnt").display().to_string(), file))
 }

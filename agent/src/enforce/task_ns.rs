@@ -2,18 +2,31 @@
 //! the namespace's inode with each event; mount(8) has usually exited by the time we
 //! look, so any task still in that namespace will do.
 
-use std::{fs, os::unix::fs::MetadataExt, path::PathBuf};
+use std::{
+    fs::{self, File},
+    os::unix::fs::MetadataExt,
+    path::PathBuf,
+};
 
 use crate::kernel::decode::Caller;
 
 /// `/proc/<pid>/task/<tid>` of a live task in the caller's mount namespace: its `ns/mnt`
 /// enters the namespace, its `root` resolves paths in it.
 pub fn task_in_namespace(caller: &Caller) -> Option<PathBuf> {
+    open_namespace(caller).map(|(task, _)| task)
+}
+
+/// As [`task_in_namespace`], with the namespace file already open: once open it stays
+/// valid, whereas a task found alive (the mounting process itself, most often) can exit
+/// before its `ns/mnt` is opened. Such a task is skipped and the search goes on.
+pub fn open_namespace(caller: &Caller) -> Option<(PathBuf, File)> {
     let (tgid, tid, wanted) = (caller.tgid, caller.pid, u64::from(caller.mnt_ns));
-    let in_namespace =
-        |task: &PathBuf| fs::metadata(task.join("ns/mnt")).is_ok_and(|m| wanted == 0 || m.ino() == wanted);
-    let own = PathBuf::from(format!("/proc/{tgid}/task/{tid}"));
-    if in_namespace(&own) {
+    let open_if_in_namespace = |task: PathBuf| -> Option<(PathBuf, File)> {
+        let file = File::open(task.join("ns/mnt")).ok()?;
+        let inode = file.metadata().ok()?.ino();
+        (wanted == 0 || inode == wanted).then_some((task, file))
+    };
+    if let Some(own) = open_if_in_namespace(PathBuf::from(format!("/proc/{tgid}/task/{tid}"))) {
         return Some(own);
     }
     if wanted == 0 {
@@ -24,5 +37,5 @@ pub fn task_in_namespace(caller: &Caller) -> Option<PathBuf> {
         .flatten()
         .filter_map(|process| fs::read_dir(process.path().join("task")).ok())
         .flat_map(|tasks| tasks.flatten().map(|t| t.path()))
-        .find(in_namespace)
+        .find_map(open_if_in_namespace)
 }
