@@ -213,9 +213,10 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         unnamed: Default::default(),
         table_namespace: table_namespace::TableNamespace::check(&opts.mountinfo),
         callers: Default::default(),
+        observed: Default::default(),
     };
     agent.facts_metrics();
-    agent.report_violations_found_at_start();
+    agent.report_shared_volumes();
     agent.refresh_view()?;
     shared.set_ready();
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);

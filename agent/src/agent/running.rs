@@ -57,6 +57,8 @@ pub(super) struct Running<'a> {
     pub(super) table_namespace: super::table_namespace::TableNamespace,
     /// Which pod a calling process belongs to, by its cgroup.
     pub(super) callers: CallerPods,
+    /// `(volume, pod)` already reported as holding a single-pod volume another pod holds.
+    pub(super) observed: std::collections::BTreeSet<(String, String)>,
 }
 
 impl Running<'_> {
@@ -132,21 +134,30 @@ impl Running<'_> {
         self.view_dirty = true;
     }
 
-    /// Single-pod volumes already published into several pods when the agent started (it
-    /// was not running, or a previous agent could not prevent it): a conflict record, a
-    /// count and an Event on each younger pod. Nothing is torn down: unmounting a running
-    /// pod's volume would break it, and which pod should keep it is not ours to decide.
-    pub(super) fn report_violations_found_at_start(&mut self) {
-        for (volume, pods) in self.model.shared_single_pod_volumes() {
+    /// Single-pod volumes found published into several pods, without a publish the agent
+    /// saw: at start-up (it was not running, or a previous agent could not prevent it), and
+    /// when the facts first make them single-pod (the API's first list comes after the
+    /// start). A conflict record, a count and an Event on each younger pod, once. Nothing is
+    /// torn down: unmounting a running pod's volume would break it, and which pod should
+    /// keep it is not ours to decide.
+    pub(super) fn report_shared_volumes(&mut self) {
+        let shared = self.model.shared_single_pod_volumes();
+        let mut still_shared = std::collections::BTreeSet::new();
+        for (volume, pods) in shared {
             let Some((oldest, younger)) = pods.split_first() else { continue };
             for pod in younger {
-                warn!(
-                    "CONFLICT found at start-up: single-pod volume {volume} is published into pod {pod} and, \
-                     earlier, pod {oldest}; left as it is"
-                );
-                self.explain(ConflictAction::Observed, &volume, pod, oldest);
+                let key = (volume.clone(), pod.clone());
+                if !self.observed.contains(&key) {
+                    warn!(
+                        "CONFLICT found: single-pod volume {volume} is published into pod {pod} and, earlier, pod \
+                         {oldest}; left as it is"
+                    );
+                    self.explain(ConflictAction::Observed, &volume, pod, oldest);
+                }
+                still_shared.insert(key);
             }
         }
+        self.observed = still_shared;
     }
 
     /// A conflict the LSM programs saw (refused in enforce mode, allowed in audit).
@@ -180,6 +191,10 @@ impl Running<'_> {
         owner_uid: &str,
         by: Option<MountedBy>,
     ) {
+        if matches!(action, ConflictAction::Audited | ConflictAction::Observed) {
+            // Both pods hold it now: not to be reported again as found shared.
+            self.observed.insert((volume.to_owned(), pod_uid.to_owned()));
+        }
         let conflict = self.model.conflict(action, volume, pod_uid, owner_uid).made_by(by);
         self.shared.metrics.conflict(conflict.claim.as_ref(), action);
         self.shared.record_conflict(ConflictRecord::new(&conflict));
@@ -488,6 +503,7 @@ impl Running<'_> {
         self.facts_metrics();
         self.view_dirty = true;
         if change.single_pod {
+            self.report_shared_volumes();
             self.owners.sync_single_pod_set(&self.model)?;
             let owners = self.owners.owners()?;
             for fix in self.model.plan_owners(&owners) {

@@ -297,6 +297,28 @@ fn a_quarantined_publish_is_its_own_state_and_its_mask_goes_with_its_pod() {
 }
 
 #[test]
+fn two_pods_holding_a_volume_that_becomes_single_pod_are_reported_once() {
+    if !have_root("two_pods_holding_a_volume_that_becomes_single_pod_are_reported_once") {
+        return;
+    }
+    let node = Node::new();
+    let read_write_once = inventory(false).replace("ReadWriteOncePod", "ReadWriteOnce");
+    std::fs::write(&node.inventory, &read_write_once).unwrap();
+    node.ns.bind(&node.volume, &node.target("pod-a")).unwrap();
+    node.ns.bind(&node.volume, &node.target("pod-b")).unwrap();
+    let agent = node.agent("becomes-single-pod");
+    // As when the API's first list arrives after the start: the facts make it single-pod.
+    std::fs::write(&node.inventory, inventory(false)).unwrap();
+    agent.wait_for_line("the Event", |l| l.contains("SinglePodVolumeShared") && l.contains("shop/db-1"));
+    std::thread::sleep(Duration::from_millis(1500)); // another inventory poll and reconciliations
+    assert_eq!(conflict_masks(&agent), [("observed".into(), "-".into())], "reported once");
+    for pod in ["pod-a", "pod-b"] {
+        node.ns.umount(&node.target(pod)).unwrap();
+    }
+    agent.stop();
+}
+
+#[test]
 fn two_pods_holding_a_volume_at_start_up_are_a_recorded_counted_explained_conflict() {
     if !have_root("two_pods_holding_a_volume_at_start_up_are_a_recorded_counted_explained_conflict") {
         return;
