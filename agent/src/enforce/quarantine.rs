@@ -76,21 +76,33 @@ pub fn quarantine(caller: &Caller, target: PathBuf) -> Result<Quarantined, Quara
             });
         }
     };
-    let ns_name = namespace.clone();
-    let detached = std::thread::Builder::new()
-        .name("vg-quarantine".into())
-        .spawn(move || detach_and_mask(&file, &ns_name, &target))
-        .map_err(|_| QuarantineError::Thread)?
-        .join()
-        .map_err(|_| QuarantineError::Thread)??;
+    let detached = in_namespace("vg-quarantine", file, namespace.clone(), move || detach_and_mask(&target))?;
     Ok(Quarantined { detached, namespace, micros: started.elapsed().as_micros() })
 }
 
-fn detach_and_mask(ns: &File, ns_name: &str, target: &Path) -> Result<usize, QuarantineError> {
+/// Runs `work` on a new thread named `thread` inside the mount namespace `ns` (its file
+/// and, for errors, its name), and returns what it returned.
+fn in_namespace<T: Send + 'static>(
+    thread: &str,
+    ns: File,
+    ns_name: String,
+    work: impl FnOnce() -> Result<T, QuarantineError> + Send + 'static,
+) -> Result<T, QuarantineError> {
+    std::thread::Builder::new()
+        .name(thread.into())
+        .spawn(move || {
+            // setns(CLONE_NEWNS) needs a thread that shares no fs state with the others.
+            unshare(CloneFlags::CLONE_FS).map_err(|e| QuarantineError::Setns(ns_name.clone(), e))?;
+            setns(&ns, CloneFlags::CLONE_NEWNS).map_err(|e| QuarantineError::Setns(ns_name, e))?;
+            work()
+        })
+        .map_err(|_| QuarantineError::Thread)?
+        .join()
+        .map_err(|_| QuarantineError::Thread)?
+}
+
+fn detach_and_mask(target: &Path) -> Result<usize, QuarantineError> {
     let text = || target.display().to_string();
-    // setns(CLONE_NEWNS) needs a thread that shares no fs state with the others.
-    unshare(CloneFlags::CLONE_FS).map_err(|e| QuarantineError::Setns(ns_name.to_owned(), e))?;
-    setns(ns, CloneFlags::CLONE_NEWNS).map_err(|e| QuarantineError::Setns(ns_name.to_owned(), e))?;
     let mut detached = 0;
     while detached < MAX_STACKED {
         match umount2(target, MntFlags::MNT_DETACH) {
@@ -113,25 +125,18 @@ pub fn unmask(mountinfo: &Path, target: &Path) -> Result<bool, QuarantineError> 
     let ns_name = ns_path.display().to_string();
     let file = File::open(&ns_path).map_err(|e| QuarantineError::Namespace(ns_name.clone(), e))?;
     let target = target.to_owned();
-    std::thread::Builder::new()
-        .name("vg-unmask".into())
-        .spawn(move || {
-            unshare(CloneFlags::CLONE_FS).map_err(|e| QuarantineError::Setns(ns_name.clone(), e))?;
-            setns(&file, CloneFlags::CLONE_NEWNS).map_err(|e| QuarantineError::Setns(ns_name.clone(), e))?;
-            // This thread's own view, now the namespace's.
-            let table = MountTable::read(Path::new("/proc/thread-self/mountinfo"))
-                .map_err(|e| QuarantineError::Namespace(ns_name, e))?;
-            let top = table.mounts.iter().rev().find(|m| m.mount_point == target);
-            if top.is_none_or(|m| m.source != MASK_SOURCE) {
-                return Ok(false);
-            }
-            umount2(&target, MntFlags::MNT_DETACH)
-                .map(|()| true)
-                .map_err(|source| QuarantineError::Unmask { target: target.display().to_string(), source })
-        })
-        .map_err(|_| QuarantineError::Thread)?
-        .join()
-        .map_err(|_| QuarantineError::Thread)?
+    in_namespace("vg-unmask", file, ns_name.clone(), move || {
+        // This thread's own view, now the namespace's.
+        let table = MountTable::read(Path::new("/proc/thread-self/mountinfo"))
+            .map_err(|e| QuarantineError::Namespace(ns_name, e))?;
+        let top = table.mounts.iter().rev().find(|m| m.mount_point == target);
+        if top.is_none_or(|m| m.source != MASK_SOURCE) {
+            return Ok(false);
+        }
+        umount2(&target, MntFlags::MNT_DETACH)
+            .map(|()| true)
+            .map_err(|source| QuarantineError::Unmask { target: target.display().to_string(), source })
+    })
 }
 
 /// An open mount-namespace file of the caller's namespace, and its path.

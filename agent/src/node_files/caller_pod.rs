@@ -33,7 +33,7 @@ impl Default for CallerPods {
 }
 
 /// The cgroup v2 mount point, if there is one.
-fn unified_root() -> Option<PathBuf> {
+pub fn unified_root() -> Option<PathBuf> {
     let is_cgroup2 = |p: &Path| {
         nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
     };
@@ -51,13 +51,14 @@ impl CallerPods {
         if let Some(known) = self.by_cgroup_id.get(&cgroup_id).filter(|_| cgroup_id != 0) {
             return known.clone();
         }
-        let live = std::fs::read(self.proc_root.join(tgid.to_string()).join("cgroup")).ok();
-        let found = match live.as_deref().and_then(cgroup::parse_proc_file) {
-            Some(pod) => Some(pod),
-            None if cgroup_id != 0 => {
+        // A live process's own cgroup file is the answer (pod or not); only a process that
+        // has gone needs the walk from its cgroup ID.
+        let found = match std::fs::read(self.proc_root.join(tgid.to_string()).join("cgroup")) {
+            Ok(live) => cgroup::parse_proc_file(&live),
+            Err(_) if cgroup_id != 0 => {
                 self.path_of(cgroup_id).and_then(|p| cgroup::parse_path(p.as_os_str().as_bytes()))
             }
-            None => None,
+            Err(_) => None,
         };
         let uid = found.map(|PodCgroup { pod_uid, .. }| pod_uid);
         if cgroup_id != 0 {

@@ -339,19 +339,12 @@ fn two_pods_holding_a_volume_at_start_up_are_a_recorded_counted_explained_confli
     agent.stop();
 }
 
-/// The cgroup v2 hierarchy, where the kernel's cgroup IDs live.
-fn unified_cgroup_root() -> Option<PathBuf> {
-    ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"].into_iter().map(PathBuf::from).find(|p| {
-        nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
-    })
-}
-
 #[test]
 fn a_conflict_names_the_process_and_the_pod_that_made_the_mount() {
     if !quarantine_runs_here("a_conflict_names_the_process_and_the_pod_that_made_the_mount") {
         return;
     }
-    let Some(root) = unified_cgroup_root() else {
+    let Some(root) = volguard::node_files::caller_pod::unified_root() else {
         eprintln!("no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup ID");
         return;
     };

@@ -64,6 +64,9 @@ impl KubeletTree {
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// mount-utils' second step for a bind with the option `noexec`.
+const BIND_REMOUNT_NOEXEC: MsFlags = MsFlags::MS_BIND.union(MsFlags::MS_REMOUNT).union(MsFlags::MS_NOEXEC);
+
 /// A thread living in its own private mount namespace; mounts made through it stay until
 /// it is dropped (a namespace's teardown is not an unmount, so tests unmount explicitly).
 pub struct MountNs {
@@ -188,21 +191,19 @@ impl MountNs {
     /// `mount -o bind,remount,<options>` on the target, here with `noexec` and not `ro`.
     pub fn bind_remount(&self, source: &Path, target: &Path) -> nix::Result<()> {
         let (s, t) = (source.to_path_buf(), target.to_path_buf());
-        let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOEXEC;
-        self.run(move || mount(Some(&s), &t, None::<&str>, flags, None::<&str>))
+        self.run(move || mount(Some(&s), &t, None::<&str>, BIND_REMOUNT_NOEXEC, None::<&str>))
     }
 
     /// Both steps back to back on this namespace's thread, `gap` apart.
     pub fn two_step_publish(&self, source: &Path, target: &Path, gap: Duration) -> (nix::Result<()>, nix::Result<()>) {
         let (s, t) = (source.to_path_buf(), target.to_path_buf());
-        let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOEXEC;
         self.run(move || {
             let bind = mount(Some(&s), &t, None::<&str>, MsFlags::MS_BIND, None::<&str>);
             let started = Instant::now();
             while started.elapsed() < gap {
                 std::hint::spin_loop();
             }
-            (bind, mount(Some(&s), &t, None::<&str>, flags, None::<&str>))
+            (bind, mount(Some(&s), &t, None::<&str>, BIND_REMOUNT_NOEXEC, None::<&str>))
         })
     }
 
