@@ -168,8 +168,21 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
+/// The event loop runs on the main thread (the runtime's `block_on`); the HTTP listeners,
+/// the facts source and the CSI checks run on two workers, and CPU-heavy passes on the
+/// blocking pool, so none of them waits for another. Two workers whatever the node's
+/// size: the agent's work follows its node's volumes, not its cores.
+fn main() -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(8)
+        .thread_name("volguard-worker")
+        .enable_all()
+        .build()?
+        .block_on(run_command())
+}
+
+async fn run_command() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // Colour only for a person at a terminal: `kubectl logs` and log collectors get plain text.

@@ -18,6 +18,7 @@ mod running;
 mod startup;
 mod table_namespace;
 mod unnamed;
+mod view;
 
 use running::Running;
 use startup::{serve_http, start_facts_source, start_in_kernel, start_userspace};
@@ -199,6 +200,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
     let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
+    let (mounts_tx, csi_mounts) = tokio::sync::watch::channel(model.mounts().clone());
+    let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
     let mut agent = Running {
         opts: &opts,
         decision: &decision,
@@ -207,8 +210,9 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         explain: source.events,
         log_limiter,
         shared: shared.clone(),
-        view_dirty: true,
-        mounts_tx: None,
+        view_dirty: false,
+        view: view::ViewBuilder::start(view_sinks.clone()),
+        csi_mounts,
         csi: None,
         unnamed: Default::default(),
         table_namespace: table_namespace::TableNamespace::check(&opts.mountinfo),
@@ -217,7 +221,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     };
     agent.facts_metrics();
     agent.report_shared_volumes();
-    agent.refresh_view()?;
+    // Built here, before readiness: the first request after `ready` sees the volumes.
+    view::build(agent.view_inputs()?, &view_sinks);
     shared.set_ready();
     eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
 

@@ -19,15 +19,14 @@ use crate::{
     facts::{Origin, Snapshot},
     kernel::decode::{self, Caller, Event, RawString, Record},
     kernel::reader::EventSource,
-    model::checks::Finding,
     model::event_target::EventTarget,
     model::explain::{self, ConflictAction, MountedBy, RateLimiter, Verdict},
     model::mounts::Mounts,
     model::mounts::{OwnerFix, PublishChange, StaleMask},
-    model::node::NodeModel,
+    model::node::{NodeModel, NodeRead},
     model::volume_ops::{self, volume_op},
     node_files::caller_pod::CallerPods,
-    outputs::metrics::{MaskRemoval, SinglePodCounts},
+    outputs::metrics::MaskRemoval,
     outputs::render,
     outputs::served_state::{self, ConflictRecord, MountRecord, ServedState},
     sys::signals::StopSignals,
@@ -47,10 +46,12 @@ pub(super) struct Running<'a> {
     pub(super) shared: Arc<ServedState>,
     /// The debug view is out of date (refreshed at most once a second).
     pub(super) view_dirty: bool,
-    /// The mounts as the CSI checks see them (refreshed with the debug view).
-    pub(super) mounts_tx: Option<watch::Sender<Mounts>>,
+    /// Builds the debug view (and the mounts the CSI checks see) off the loop.
+    pub(super) view: super::view::ViewBuilder,
+    /// The mounts as the CSI checks see them (sent by the view builder).
+    pub(super) csi_mounts: watch::Receiver<Mounts>,
     /// The last CSI report, for the debug view.
-    pub(super) csi: Option<CsiReport>,
+    pub(super) csi: Option<Arc<CsiReport>>,
     /// Conflicts whose pod the facts do not name yet, waiting to become Events.
     pub(super) unnamed: super::unnamed::Unnamed,
     /// Whose mount namespace the mount table is, for the reconciliation's messages.
@@ -74,6 +75,8 @@ impl Running<'_> {
         let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         let mut own_calls = super::own_calls::OwnCalls::announce();
         let mut csi = self.start_csi_monitor(&facts);
+        let (read_tx, mut node_reads) = mpsc::channel(1);
+        let mut reads = NodeReads { tx: read_tx, in_flight: false, retries: 0 };
         loop {
             tokio::select! {
                 batch = events.next_batch(|record| match record {
@@ -94,10 +97,21 @@ impl Running<'_> {
                         self.refresh_view()?;
                     }
                 }
-                _ = reconcile.tick() => self.reconcile()?,
+                _ = reconcile.tick() => reads.start(&self.model),
+                Some(read) = node_reads.recv() => {
+                    reads.in_flight = false;
+                    if self.model.is_outdated(&read) && reads.retries < OUTDATED_READ_RETRIES {
+                        // Events changed the publishes while the table was read: read again.
+                        reads.retries += 1;
+                        reads.start(&self.model);
+                    } else {
+                        reads.retries = 0;
+                        self.reconcile(read)?;
+                    }
+                }
                 Ok(()) = csi.changed() => {
                     let report = csi.borrow_and_update().clone();
-                    self.csi_report(&report);
+                    self.csi_report(report);
                 }
                 Ok(()) = facts.changed() => {
                     let snapshot = facts.borrow_and_update().clone();
@@ -112,25 +126,23 @@ impl Running<'_> {
 
     /// Starts the CSI checks (every driver on the node, re-asked on a timer and when
     /// sockets come and go, re-judged when the facts or the mounts change).
-    fn start_csi_monitor(&mut self, facts: &watch::Receiver<Snapshot>) -> watch::Receiver<CsiReport> {
+    fn start_csi_monitor(&mut self, facts: &watch::Receiver<Snapshot>) -> watch::Receiver<Arc<CsiReport>> {
         let mut check = CheckOptions::new(self.model.kubelet_root());
         check.extra_sockets = self.opts.csi_sockets.clone();
-        let (mounts_tx, mounts_rx) = watch::channel(self.model.mounts().clone());
-        let (csi_tx, csi_rx) = watch::channel(CsiReport::default());
+        let (csi_tx, csi_rx) = watch::channel(Arc::new(CsiReport::default()));
         let options = MonitorOptions::new(check, Some(self.decision.mode));
-        tokio::spawn(crate::csi::monitor::run(options, facts.clone(), mounts_rx, csi_tx));
-        self.mounts_tx = Some(mounts_tx);
+        tokio::spawn(crate::csi::monitor::run(options, facts.clone(), self.csi_mounts.clone(), csi_tx));
         csi_rx
     }
 
     /// A new CSI report: into the metrics and the debug view.
-    fn csi_report(&mut self, report: &CsiReport) {
+    fn csi_report(&mut self, report: Arc<CsiReport>) {
         let drivers = report.drivers.iter().map(|d| (d.name.as_str(), d.vendor_version.as_deref().unwrap_or("")));
         self.shared.metrics.set_csi(drivers, report.findings_by_driver());
         for f in report.findings.iter().filter(|f| f.severity == crate::model::checks::Severity::Error) {
             warn!("CSI finding {:?}: {}: {}", f.check, f.subject, f.message);
         }
-        self.csi = Some(report.clone());
+        self.csi = Some(report);
         self.view_dirty = true;
     }
 
@@ -302,57 +314,28 @@ impl Running<'_> {
         });
     }
 
-    /// Rebuilds what the debug API shows and the gauges derived from it.
+    /// Has what the debug API shows, and the gauges derived from it, rebuilt off the loop
+    /// (see [`super::view`]).
     pub(super) fn refresh_view(&mut self) -> Result<(), AgentError> {
-        let owners = self.owners.owners()?;
-        let findings: Vec<_> = self.model.findings().cloned().collect();
-        let views = self.model.volumes(&owners);
-        self.shared.metrics.set_single_pod(SinglePodCounts::of(&views));
-        self.shared.metrics.set_node_findings(&findings);
-        let snapshot = self.model.snapshot();
-        let now = SystemTime::now();
-        let origin = match snapshot.origin {
-            Origin::None => "none",
-            Origin::Inventory { .. } => "inventory",
-            Origin::KubernetesApi => "kubernetes_api",
-        };
-        if let Some(tx) = &self.mounts_tx {
-            tx.send_replace(self.model.mounts().clone());
-        }
-        self.shared.set_view(served_state::DebugView {
-            mode: Some(self.decision.mode),
-            mode_reason: self.decision.reason.to_string(),
-            source: served_state::SourceStatus::new(origin, snapshot.stale.clone(), snapshot.synced_at),
-            volumes: self.volume_details(views, &findings),
-            findings,
-            csi: self.csi.as_ref().and_then(|r| serde_json::to_value(r).ok()),
-            updated_at: Some(now),
-            updated_at_rfc3339: Some(served_state::rfc3339(now)),
-        });
+        let inputs = self.view_inputs()?;
+        self.view.request(inputs);
         self.view_dirty = false;
         Ok(())
     }
 
-    /// The volumes with their findings (the model's and the CSI checks') and the access
-    /// mode kubelet sends their driver.
-    fn volume_details(
-        &self,
-        views: Vec<crate::model::mounts::VolumeView>,
-        findings: &[Finding],
-    ) -> Vec<served_state::VolumeDetail> {
-        let csi_findings = self.csi.iter().flat_map(|r| r.findings.iter().cloned());
-        let all: Vec<Finding> = findings.iter().cloned().chain(csi_findings).collect();
-        let mut details = served_state::volume_details(views, &all);
-        if let Some(report) = &self.csi {
-            for detail in &mut details {
-                let volume = report.volumes.iter().find(|v| v.name == detail.view.name);
-                detail.expected_csi_access_mode = volume
-                    .and_then(|v| v.csi_access_mode)
-                    .and_then(|m| serde_json::to_value(m).ok())
-                    .and_then(|v| v.as_str().map(str::to_owned));
-            }
-        }
-        details
+    /// A copy of what the view is built from: the owners, the mounts and the findings
+    /// (proportional to the node's publishes); facts, single-pod set and CSI report shared.
+    pub(super) fn view_inputs(&self) -> Result<super::view::ViewInputs, AgentError> {
+        Ok(super::view::ViewInputs {
+            mode: self.decision.mode,
+            mode_reason: self.decision.reason.to_string(),
+            snapshot: self.model.snapshot().clone(),
+            single_pod: self.model.single_pod().clone(),
+            mounts: self.model.mounts().clone(),
+            owners: self.owners.owners()?,
+            findings: self.model.findings().cloned().collect(),
+            csi: self.csi.clone(),
+        })
     }
 
     /// The metrics that follow the facts source.
@@ -434,14 +417,16 @@ impl Running<'_> {
         }
     }
 
-    /// Re-reads the mount table and makes the owners agree with it; removes the masks of
-    /// pods that are gone.
-    fn reconcile(&mut self) -> Result<(), AgentError> {
+    /// Makes the model and the owners agree with a fresh read of the mount table; removes
+    /// the masks of pods that are gone.
+    fn reconcile(&mut self, read: NodeRead) -> Result<(), AgentError> {
         let owners = self.owners.owners()?;
         let masks_before: Vec<(String, String)> =
             self.model.mounts().masks().map(|(v, p, _)| (v.to_owned(), p.to_owned())).collect();
-        let pass = match self.model.reconcile(&owners) {
-            Ok(pass) => pass,
+        self.model.set_tree_findings(read.tree_findings);
+        self.view_dirty = true;
+        let pass = match read.mounts {
+            Ok(fresh) => self.model.reconcile_with(fresh, &owners),
             Err(e) => {
                 // Keep the state built so far; the next pass tries again.
                 warn!("reconciliation skipped: reading {}: {e}", self.opts.mountinfo.display());
@@ -468,8 +453,6 @@ impl Running<'_> {
         for stale in &pass.stale_masks {
             self.remove_mask(stale);
         }
-        self.model.scan_tree();
-        self.view_dirty = true;
         debug!("reconciliation done: {} owner fixes", pass.fixes.len());
         Ok(())
     }
@@ -517,5 +500,30 @@ impl Running<'_> {
         }
         self.explain_unnamed();
         Ok(())
+    }
+}
+
+/// A table read finished while the publishes changed is read again this many times in a
+/// row before it is used anyway (the owners' two-pass rule covers what it missed).
+const OUTDATED_READ_RETRIES: u32 = 3;
+
+/// The reconciliation's reads, one at a time on the blocking pool; the results come back
+/// to the loop through `tx`'s channel.
+struct NodeReads {
+    tx: mpsc::Sender<NodeRead>,
+    in_flight: bool,
+    retries: u32,
+}
+
+impl NodeReads {
+    fn start(&mut self, model: &NodeModel) {
+        if self.in_flight {
+            return; // the slow read still running counts for this tick too
+        }
+        self.in_flight = true;
+        let (read, tx) = (model.node_reader(), self.tx.clone());
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.blocking_send(read());
+        });
     }
 }

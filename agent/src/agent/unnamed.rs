@@ -92,6 +92,7 @@ mod tests {
         let now = Instant::now();
         assert!(unnamed.hold(&facts, ConflictAction::Quarantined, "pv-1", "uid-new", "uid-a").is_none());
         assert!(unnamed.ready(&facts, now).is_empty(), "the pod is not in the facts yet");
+        facts = facts.clone(); // new facts, as a source publishes them (a `Facts` in use does not change)
         facts.pods.push(Pod {
             uid: "uid-new".into(),
             namespace: "shop".into(),

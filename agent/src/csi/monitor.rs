@@ -11,7 +11,7 @@
 //! receivers are the metrics and the debug API:
 //!
 //! ```ignore
-//! let (csi_tx, csi_rx) = watch::channel(CsiReport::default());
+//! let (csi_tx, csi_rx) = watch::channel(Arc::new(CsiReport::default()));
 //! let (mounts_tx, mounts_rx) = watch::channel(model.mounts().clone());
 //! let opts = MonitorOptions::new(CheckOptions::new(&kubelet_root), Some(decision.mode));
 //! tokio::spawn(csi::monitor::run(opts, facts_rx.clone(), mounts_rx, csi_tx));
@@ -51,7 +51,7 @@ pub async fn run(
     opts: MonitorOptions,
     mut facts: watch::Receiver<Snapshot>,
     mut mounts: watch::Receiver<Mounts>,
-    tx: watch::Sender<CsiReport>,
+    tx: watch::Sender<Arc<CsiReport>>,
 ) {
     let sockets = |o: &CheckOptions| -> BTreeSet<PathBuf> { discovery::socket_set(&o.kubelet_root, &o.extra_sockets) };
     let mut recheck = tokio::time::interval(opts.recheck_interval);
@@ -62,7 +62,7 @@ pub async fn run(
     let mut known = BTreeSet::new();
     let mut drivers: Vec<DriverReport> = Vec::new();
     let mut asked_at = None;
-    let mut ask = true;
+    let (mut ask, mut judge) = (true, true);
     loop {
         if ask {
             known = sockets(&opts.check);
@@ -70,23 +70,38 @@ pub async fn run(
             asked_at = Some(std::time::SystemTime::now());
             ask = false;
         }
-        let facts_now: Arc<_> = facts.borrow_and_update().facts.clone();
-        let mut judged = CsiReport::judge(drivers.clone(), &facts_now, &mounts.borrow_and_update(), opts.mode);
-        judged.checked_at = asked_at;
-        // Receivers wake only for a different report (a quiet socket poll sends nothing).
-        tx.send_if_modified(|current| {
-            let changed = *current != judged;
-            if changed {
-                *current = judged;
-            }
-            changed
-        });
+        if judge {
+            let facts_now: Arc<_> = facts.borrow_and_update().facts.clone();
+            let mounts_now = mounts.borrow_and_update().clone();
+            let (drivers_now, mode) = (drivers.clone(), opts.mode);
+            // Judging every volume of a busy node is CPU work: on a blocking thread, so no
+            // task of the runtime (the agent's event loop above all) waits for it.
+            let judged = tokio::task::spawn_blocking(move || {
+                let started = std::time::Instant::now();
+                let report = CsiReport::judge(drivers_now, &facts_now, &mounts_now, mode);
+                tracing::debug!(volumes = report.volumes.len(), elapsed = ?started.elapsed(), "CSI checks judged");
+                report
+            });
+            let Ok(mut judged) = judged.await else { return };
+            judged.checked_at = asked_at;
+            // Receivers wake only for a different report.
+            tx.send_if_modified(|current| {
+                let changed = **current != judged;
+                if changed {
+                    *current = Arc::new(judged);
+                }
+                changed
+            });
+            judge = false;
+        }
+        // Only news is judged: a quiet socket poll costs a directory listing, nothing more.
         tokio::select! {
             _ = recheck.tick() => ask = true,
             _ = poll.tick() => ask = sockets(&opts.check) != known,
-            changed = facts.changed(), if facts_open => facts_open = changed.is_ok(),
-            changed = mounts.changed(), if mounts_open => mounts_open = changed.is_ok(),
+            changed = facts.changed(), if facts_open => { facts_open = changed.is_ok(); judge = facts_open; }
+            changed = mounts.changed(), if mounts_open => { mounts_open = changed.is_ok(); judge = mounts_open; }
             () = tx.closed() => return,
         }
+        judge |= ask;
     }
 }

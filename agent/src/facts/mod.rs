@@ -8,17 +8,20 @@
 
 #[cfg(test)]
 pub mod fixtures;
+mod index;
 pub mod inventory;
 pub mod k8s;
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     fmt,
     sync::Arc,
     time::SystemTime,
 };
 
 use serde::{Deserialize, Serialize};
+
+pub use index::Lookup;
 
 /// The PVC annotation that makes a volume single-pod even when its access mode is
 /// ReadWriteOnce (for clusters that cannot use ReadWriteOncePod yet). Value: `"true"`.
@@ -44,6 +47,15 @@ pub struct Facts {
     /// watchers do not, so the agent's facts leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeInfo>,
+    /// The look-ups by name (see [`index`]), built on first use. A `Facts` is not changed
+    /// after its first look-up: it is shared as the facts in force.
+    #[serde(skip)]
+    pub lookup: Lookup,
+}
+
+/// `ephemeral.VolumeClaimName`: a generic ephemeral volume's PVC is `<pod name>-<volume name>`.
+pub fn ephemeral_claim_name(pod_name: &str, volume_name: &str) -> String {
+    format!("{pod_name}-{volume_name}")
 }
 
 /// What the checks read of the Node: `status.nodeInfo`. In the inventory:
@@ -315,64 +327,42 @@ pub enum SinglePodReason {
     CommandLine,
 }
 
-/// [`Facts`] indexed by name (see [`Facts::index`]); answers as the `Facts` methods of
-/// the same names do (the first of duplicates wins, as a scan's first match would).
-pub struct FactsIndex<'a> {
-    persistent_volumes: HashMap<&'a str, &'a PersistentVolume>,
-    claims_by_volume: HashMap<&'a str, &'a PersistentVolumeClaim>,
-}
-
-impl<'a> FactsIndex<'a> {
-    pub fn persistent_volume(&self, name: &str) -> Option<&'a PersistentVolume> {
-        self.persistent_volumes.get(name).copied()
-    }
-
-    pub fn claim_of(&self, pv_name: &str) -> Option<ClaimRef> {
-        bound_claim(self.persistent_volume(pv_name), || self.claims_by_volume.get(pv_name).copied())
-    }
-}
-
-/// A PV's claim: its claimRef, else the PVC that names the PV as its volume.
-fn bound_claim<'a>(
-    pv: Option<&PersistentVolume>,
-    naming_it: impl FnOnce() -> Option<&'a PersistentVolumeClaim>,
-) -> Option<ClaimRef> {
-    pv.and_then(|pv| pv.claim_ref.clone()).or_else(|| naming_it().map(PersistentVolumeClaim::claim_ref))
-}
-
 impl Facts {
+    fn index(&self) -> &index::Index {
+        self.lookup.of(self)
+    }
+
     pub fn pod(&self, uid: &str) -> Option<&Pod> {
-        self.pods.iter().find(|p| p.uid == uid)
+        self.index().pod(uid).map(|i| &self.pods[i])
     }
 
     pub fn persistent_volume(&self, name: &str) -> Option<&PersistentVolume> {
-        self.persistent_volumes.iter().find(|pv| pv.name == name)
+        self.index().persistent_volume(name).map(|i| &self.persistent_volumes[i])
     }
 
     pub fn claim(&self, claim: &ClaimRef) -> Option<&PersistentVolumeClaim> {
-        self.persistent_volume_claims.iter().find(|c| c.namespace == claim.namespace && c.name == claim.name)
+        self.index().claim(claim).map(|i| &self.persistent_volume_claims[i])
     }
 
     /// The PVC a PV is bound to: its claimRef, or a PVC naming it as its volume.
     pub fn claim_of(&self, pv_name: &str) -> Option<ClaimRef> {
-        bound_claim(self.persistent_volume(pv_name), || {
-            self.persistent_volume_claims.iter().find(|c| c.volume_name.as_deref() == Some(pv_name))
-        })
+        let pv = self.persistent_volume(pv_name);
+        pv.and_then(|pv| pv.claim_ref.clone())
+            .or_else(|| self.index().claim_naming(pv_name).map(|i| self.persistent_volume_claims[i].claim_ref()))
     }
 
-    /// Look-ups by name for code that asks about every volume at once: built in one pass,
-    /// then constant time per question instead of a scan of every PV and PVC.
-    pub fn index(&self) -> FactsIndex<'_> {
-        let mut index = FactsIndex { persistent_volumes: HashMap::new(), claims_by_volume: HashMap::new() };
-        for pv in &self.persistent_volumes {
-            index.persistent_volumes.entry(pv.name.as_str()).or_insert(pv);
-        }
-        for pvc in &self.persistent_volume_claims {
-            if let Some(volume) = pvc.volume_name.as_deref() {
-                index.claims_by_volume.entry(volume).or_insert(pvc);
-            }
-        }
-        index
+    /// The PV a claim is bound to: the one it names, or one whose claimRef names it.
+    pub fn volume_of<'a>(&'a self, claim: &'a PersistentVolumeClaim) -> Option<&'a str> {
+        claim
+            .volume_name
+            .as_deref()
+            .or_else(|| self.index().pv_bound_to(&claim.claim_ref()).map(|i| self.persistent_volumes[i].name.as_str()))
+    }
+
+    /// The pods using a claim, by `persistentVolumeClaim` or as a generic ephemeral
+    /// volume's `<pod>-<volume>` claim.
+    pub fn pods_using(&self, claim: &ClaimRef) -> impl Iterator<Item = &Pod> {
+        self.index().pods_using(claim).iter().map(|&i| &self.pods[i])
     }
 
     /// The single-pod volumes (by PV name) and why each is one.
@@ -387,12 +377,8 @@ impl Facts {
             if pvc.annotations.get(SINGLE_POD_ANNOTATION).map(String::as_str) != Some("true") {
                 continue;
             }
-            let bound = pvc.volume_name.clone().or_else(|| {
-                let me = pvc.claim_ref();
-                self.persistent_volumes.iter().find(|pv| pv.claim_ref.as_ref() == Some(&me)).map(|pv| pv.name.clone())
-            });
-            if let Some(pv) = bound {
-                out.entry(pv).or_insert(SinglePodReason::Annotated);
+            if let Some(pv) = self.volume_of(pvc) {
+                out.entry(pv.to_owned()).or_insert(SinglePodReason::Annotated);
             }
         }
         out
@@ -502,10 +488,66 @@ mod tests {
         assert_eq!(facts.claim_of("a").unwrap().to_string(), "ns/c1");
         assert_eq!(facts.claim_of("b").unwrap().to_string(), "ns/c2");
         assert_eq!(facts.claim_of("zzz"), None);
-        let index = facts.index();
-        for name in ["a", "b", "zzz"] {
-            assert_eq!(index.claim_of(name), facts.claim_of(name), "{name}: the index answers as the scan does");
-            assert_eq!(index.persistent_volume(name), facts.persistent_volume(name), "{name}");
-        }
+    }
+
+    fn pod_using(uid: &str, name: &str, volumes: Vec<PodVolume>) -> Pod {
+        Pod { uid: uid.into(), namespace: "ns".into(), name: name.into(), terminating: false, volumes }
+    }
+
+    fn volume(name: &str, source: VolumeSource) -> PodVolume {
+        PodVolume { name: name.into(), source }
+    }
+
+    #[test]
+    fn pods_using_a_claim_include_generic_ephemeral_volumes() {
+        let claim = |name: &str| VolumeSource::PersistentVolumeClaim(name.into());
+        let facts = Facts {
+            pods: vec![
+                pod_using("u1", "web", vec![volume("data", claim("shared")), volume("again", claim("shared"))]),
+                pod_using(
+                    "u2",
+                    "db",
+                    vec![volume("scratch", VolumeSource::Ephemeral), volume("cfg", VolumeSource::Other)],
+                ),
+                pod_using("u3", "job", vec![volume("data", claim("shared"))]),
+            ],
+            ..Facts::default()
+        };
+        let users = |name: &str| -> Vec<&str> {
+            facts.pods_using(&ClaimRef { namespace: "ns".into(), name: name.into() }).map(|p| p.uid.as_str()).collect()
+        };
+        assert_eq!(users("shared"), ["u1", "u3"], "each pod once, in the facts' order");
+        assert_eq!(users("db-scratch"), ["u2"], "<pod>-<volume> for an ephemeral volume");
+        assert!(users("cfg").is_empty() && users("db-cfg").is_empty());
+        assert_eq!(facts.pod("u3").map(|p| p.name.as_str()), Some("job"));
+        assert_eq!(facts.pod("nope"), None);
+    }
+
+    #[test]
+    fn the_first_of_duplicates_wins_and_a_clone_indexes_its_own_data() {
+        let facts = Facts {
+            persistent_volumes: vec![
+                pv("a", &[AccessMode::ReadWriteOnce], None),
+                pv("a", &[AccessMode::ReadWriteOncePod], None),
+            ],
+            ..Facts::default()
+        };
+        assert_eq!(facts.persistent_volume("a").unwrap().access_modes, [AccessMode::ReadWriteOnce]);
+        let mut changed = facts.clone();
+        changed.persistent_volumes.remove(0);
+        changed.persistent_volumes.push(pv("b", &[], None));
+        assert_eq!(changed.persistent_volume("a").unwrap().access_modes, [AccessMode::ReadWriteOncePod]);
+        assert!(changed.persistent_volume("b").is_some());
+        assert_eq!(facts, facts.clone(), "the index is not part of the data");
+    }
+
+    #[test]
+    fn an_annotated_claim_without_volume_name_finds_its_pv_by_claim_ref() {
+        let facts = Facts {
+            persistent_volumes: vec![pv("pv-1", &[AccessMode::ReadWriteOnce], Some(("ns", "c")))],
+            persistent_volume_claims: vec![pvc("ns", "c", None, Some("true"))],
+            ..Facts::default()
+        };
+        assert_eq!(facts.volume_of(&facts.persistent_volume_claims[0]), Some("pv-1"));
     }
 }

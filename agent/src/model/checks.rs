@@ -9,7 +9,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    facts::{ClaimRef, Facts, VolumeSource},
+    facts::{ClaimRef, Facts, VolumeSource, ephemeral_claim_name},
     node_files::vol_data::{self, VolData},
 };
 
@@ -75,11 +75,6 @@ pub struct Finding {
     /// What it is about: `namespace/pod`, a volume, or a file.
     pub subject: String,
     pub message: String,
-}
-
-/// `ephemeral.VolumeClaimName`: `<pod name>-<volume name>`.
-pub fn ephemeral_claim_name(pod_name: &str, volume_name: &str) -> String {
-    format!("{pod_name}-{volume_name}")
 }
 
 /// Every generic ephemeral volume's PVC must exist and be controlled by its pod

@@ -309,16 +309,14 @@ pub fn volume_views(
     owners: &BTreeMap<String, String>,
 ) -> Vec<VolumeView> {
     let names: BTreeSet<&str> = mounts.volumes().chain(single_pod.keys().map(String::as_str)).collect();
-    // Every volume asks about its PV and PVC: index once (10,000 volumes by scans took seconds).
-    let index = facts.index();
     names
         .into_iter()
         .map(|name| {
             let mut view = VolumeView {
                 name: name.to_owned(),
                 single_pod: single_pod.get(name).copied(),
-                claim: index.claim_of(name),
-                driver: index.persistent_volume(name).and_then(|pv| pv.csi.as_ref()).map(|c| c.driver.clone()),
+                claim: facts.claim_of(name),
+                driver: facts.persistent_volume(name).and_then(|pv| pv.csi.as_ref()).map(|c| c.driver.clone()),
                 owner: owners.get(name).cloned(),
                 published_to: mounts.pods_of(name).into_iter().map(|(p, _)| p.to_owned()).collect(),
                 quarantined: mounts.masked_pods(name).into_iter().map(str::to_owned).collect(),

@@ -5,6 +5,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 use tracing::{info, warn};
@@ -25,12 +26,25 @@ pub struct NodeModel {
     mountinfo: PathBuf,
     command_line: BTreeSet<String>,
     snapshot: Snapshot,
-    single_pod: BTreeMap<String, SinglePodReason>,
+    /// Shared with the view builder: replaced, never changed in place.
+    single_pod: Arc<BTreeMap<String, SinglePodReason>>,
     mounts: Mounts,
     reconciler: OwnerReconciler,
     mask_reconciler: MaskReconciler,
     fact_findings: Vec<Finding>,
     tree_findings: Vec<Finding>,
+    /// Counts the changes to the publishes since start: a mount table read while this
+    /// moved is older than the model and must not replace it.
+    publish_epoch: u64,
+}
+
+/// What a reconciliation reads from the node, off the event loop: the publishes in the
+/// mount table and the kubelet tree's findings, with the model's epoch when it started.
+#[derive(Debug)]
+pub struct NodeRead {
+    pub epoch: u64,
+    pub mounts: std::io::Result<Mounts>,
+    pub tree_findings: Vec<Finding>,
 }
 
 /// What a new snapshot changed.
@@ -72,12 +86,13 @@ impl NodeModel {
             mountinfo: mountinfo.to_owned(),
             command_line: command_line.into_iter().collect(),
             snapshot: Snapshot::empty(Origin::None),
-            single_pod: BTreeMap::new(),
+            single_pod: Arc::default(),
             mounts: Mounts::default(),
             reconciler: OwnerReconciler::default(),
             mask_reconciler: MaskReconciler::default(),
             fact_findings: Vec::new(),
             tree_findings: Vec::new(),
+            publish_epoch: 0,
         };
         model.set_facts(snapshot);
         model.mounts = model.read_mounts()?;
@@ -86,11 +101,24 @@ impl NodeModel {
     }
 
     fn read_mounts(&self) -> std::io::Result<Mounts> {
-        let table = MountTable::read(&self.mountinfo)?;
-        for (line, reason) in &table.skipped {
-            warn!("{} line {line} skipped: {reason}", self.mountinfo.display());
+        read_mounts(&self.mountinfo, &self.kubelet_root)
+    }
+
+    /// The reads of a reconciliation, as a job for another thread: the mount table
+    /// (thousands of lines on a busy node) and every pod's `vol_data.json`.
+    pub fn node_reader(&self) -> impl FnOnce() -> NodeRead + Send + 'static {
+        let (mountinfo, kubelet_root, epoch) = (self.mountinfo.clone(), self.kubelet_root.clone(), self.publish_epoch);
+        move || NodeRead {
+            epoch,
+            mounts: read_mounts(&mountinfo, &kubelet_root),
+            tree_findings: checks::inline_handles(&checks::scan_pod_volumes(&kubelet_root)),
         }
-        Ok(Mounts::from_table(&table, &self.kubelet_root))
+    }
+
+    /// Whether the publishes changed since `read` started: then its table is older
+    /// than what the events told the model.
+    pub fn is_outdated(&self, read: &NodeRead) -> bool {
+        read.epoch != self.publish_epoch
     }
 
     /// Takes a new snapshot from the source and says what changed.
@@ -101,22 +129,28 @@ impl NodeModel {
         }
         let findings = checks::ephemeral_claims(&snapshot.facts);
         let change = FactsChange {
-            single_pod: single_pod != self.single_pod,
-            noteworthy: single_pod != self.single_pod
+            single_pod: single_pod != *self.single_pod,
+            noteworthy: single_pod != *self.single_pod
                 || findings != self.fact_findings
                 || snapshot.stale.is_some() != self.snapshot.stale.is_some()
                 || snapshot.origin != self.snapshot.origin,
         };
         self.fact_findings = findings;
         self.snapshot = snapshot;
-        self.single_pod = single_pod;
+        if change.single_pod {
+            self.single_pod = Arc::new(single_pod);
+        }
         change
     }
 
     /// Re-reads `vol_data.json` files for the inline-handle check. A finding is logged
     /// when it appears, not again at every pass while it lasts.
     pub fn scan_tree(&mut self) {
-        let findings = checks::inline_handles(&checks::scan_pod_volumes(&self.kubelet_root));
+        self.set_tree_findings(checks::inline_handles(&checks::scan_pod_volumes(&self.kubelet_root)));
+    }
+
+    /// The tree's findings as a scan found them; new ones are logged.
+    pub fn set_tree_findings(&mut self, findings: Vec<Finding>) {
         for f in findings.iter().filter(|f| !self.tree_findings.contains(f)) {
             warn!("finding {:?} ({:?}) {}: {}", f.check, f.severity, f.subject, f.message);
         }
@@ -124,16 +158,19 @@ impl NodeModel {
     }
 
     pub fn apply(&mut self, change: &PublishChange) {
+        self.publish_epoch += 1;
         self.mounts.apply(change);
     }
 
     /// The quarantine replaced this pod's publish with the mask.
     pub fn quarantined(&mut self, target: &PublishTarget, mount_point: &Path) {
+        self.publish_epoch += 1;
         self.mounts.quarantined(target, mount_point);
     }
 
     /// volguard removed the mask from this pod's target.
     pub fn unmasked(&mut self, volume: &str, pod_uid: &str) {
+        self.publish_epoch += 1;
         self.mounts.unmasked(volume, pod_uid);
     }
 
@@ -146,11 +183,16 @@ impl NodeModel {
     /// owner fixes against `owners` (the kernel's or userspace's).
     pub fn reconcile(&mut self, owners: &BTreeMap<String, String>) -> std::io::Result<Reconciled> {
         let fresh = self.read_mounts()?;
+        Ok(self.reconcile_with(fresh, owners))
+    }
+
+    /// As [`Self::reconcile`], with a table read elsewhere ([`Self::node_reader`]).
+    pub fn reconcile_with(&mut self, fresh: Mounts, owners: &BTreeMap<String, String>) -> Reconciled {
         let drift = self.mounts.differences(&fresh);
         self.mounts = fresh;
         let pods = staying_pods(&self.snapshot);
         let stale_masks = self.mask_reconciler.plan(&self.mounts, pods.as_ref());
-        Ok(Reconciled { drift, fixes: self.plan_owners(owners), stale_masks })
+        Reconciled { drift, fixes: self.plan_owners(owners), stale_masks }
     }
 
     /// Owner fixes against the current mounts, without re-reading the table.
@@ -170,7 +212,7 @@ impl NodeModel {
             .collect()
     }
 
-    pub fn single_pod(&self) -> &BTreeMap<String, SinglePodReason> {
+    pub fn single_pod(&self) -> &Arc<BTreeMap<String, SinglePodReason>> {
         &self.single_pod
     }
 
@@ -217,6 +259,14 @@ impl NodeModel {
             warn!("finding {:?} ({:?}) {}: {}", finding.check, finding.severity, finding.subject, finding.message);
         }
     }
+}
+
+fn read_mounts(mountinfo: &Path, kubelet_root: &Path) -> std::io::Result<Mounts> {
+    let table = MountTable::read(mountinfo)?;
+    for (line, reason) in &table.skipped {
+        warn!("{} line {line} skipped: {reason}", mountinfo.display());
+    }
+    Ok(Mounts::from_table(&table, kubelet_root))
 }
 
 /// The UIDs of the node's pods that are not being deleted, when the facts name them all

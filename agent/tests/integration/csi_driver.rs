@@ -528,14 +528,14 @@ fn serde_yaml_ng_free(facts: &Facts) -> String {
 
 /// Waits for a report that satisfies `done`, up to `within`.
 async fn wait_for(
-    rx: &mut tokio::sync::watch::Receiver<CsiReport>,
+    rx: &mut tokio::sync::watch::Receiver<std::sync::Arc<CsiReport>>,
     within: Duration,
     done: impl Fn(&CsiReport) -> bool,
 ) -> CsiReport {
     let deadline = Instant::now() + within;
     loop {
         if done(&rx.borrow_and_update()) {
-            return rx.borrow().clone();
+            return (**rx.borrow()).clone();
         }
         let left = deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, rx.changed()).await {
@@ -565,7 +565,7 @@ async fn the_monitor_follows_sockets_and_facts() {
     };
     let (facts_tx, facts_rx) = watch::channel(Snapshot::empty(Origin::None));
     let (_mounts_tx, mounts_rx) = watch::channel(node.mounts(&[("pod-a", "pv-rwop")]));
-    let (tx, mut rx) = watch::channel(CsiReport::default());
+    let (tx, mut rx) = watch::channel(std::sync::Arc::new(CsiReport::default()));
     let task = tokio::spawn(monitor::run(opts, facts_rx, mounts_rx, tx));
 
     let first = wait_for(&mut rx, Duration::from_secs(2), |r| r.checked_at.is_some()).await;
@@ -616,7 +616,7 @@ async fn the_monitor_asks_again_every_recheck_interval() {
     };
     let (_facts_tx, facts_rx) = watch::channel(Snapshot::empty(Origin::None));
     let (_mounts_tx, mounts_rx) = watch::channel(node.mounts(&[]));
-    let (tx, mut rx) = watch::channel(CsiReport::default());
+    let (tx, mut rx) = watch::channel(std::sync::Arc::new(CsiReport::default()));
     let task = tokio::spawn(monitor::run(opts, facts_rx, mounts_rx, tx));
     let first = wait_for(&mut rx, Duration::from_secs(2), |r| !r.drivers.is_empty()).await;
     let again = wait_for(&mut rx, Duration::from_secs(2), |r| r.checked_at > first.checked_at).await;

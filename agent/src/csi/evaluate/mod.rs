@@ -136,15 +136,7 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
 
 fn pods_using_pv(facts: &Facts, pv: &str) -> Vec<String> {
     let Some(claim) = facts.claim_of(pv) else { return Vec::new() };
-    facts
-        .pods
-        .iter()
-        .filter(|p| {
-            p.namespace == claim.namespace
-                && p.volumes.iter().any(|v| v.source == VolumeSource::PersistentVolumeClaim(claim.name.clone()))
-        })
-        .map(|p| p.uid.clone())
-        .collect()
+    facts.pods_using(&claim).map(|p| p.uid.clone()).collect()
 }
 
 /// Access mode and fsGroup outcome, once the driver's node capabilities are known.

@@ -205,7 +205,7 @@ pub fn facts(node_name: &str, objects: &Objects<'_>) -> facts::Facts {
         persistent_volume_claims,
         csi_drivers,
         csi_node,
-        node: None,
+        ..facts::Facts::default()
     }
 }
 
