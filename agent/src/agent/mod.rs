@@ -13,6 +13,7 @@ use std::{
 use tracing::{info, warn};
 use volguard_common::enforce::KernelLayout;
 
+mod off_loop;
 mod own_calls;
 mod running;
 mod startup;
@@ -185,7 +186,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
                 );
                 KernelLayout::default()
             });
-            let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().keys().cloned()));
+            let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().clone()));
             let object = start_userspace(&opts, &decision, layout, &model)?;
             for fix in model.plan_owners(&BTreeMap::new()) {
                 owners.apply(&fix)?;

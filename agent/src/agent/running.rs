@@ -9,7 +9,10 @@ use std::{
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use super::{AgentError, RunOptions};
+use super::{
+    AgentError, RunOptions,
+    off_loop::{NodeReads, prepare_facts},
+};
 use crate::{
     csi::{
         monitor::MonitorOptions,
@@ -23,7 +26,7 @@ use crate::{
     model::explain::{self, ConflictAction, MountedBy, RateLimiter, Verdict},
     model::mounts::Mounts,
     model::mounts::{OwnerFix, PublishChange, StaleMask},
-    model::node::{NodeModel, NodeRead},
+    model::node::{NodeModel, NodeRead, PreparedFacts},
     model::volume_ops::{self, volume_op},
     node_files::caller_pod::CallerPods,
     outputs::metrics::MaskRemoval,
@@ -66,7 +69,7 @@ impl Running<'_> {
     pub(super) async fn event_loop(
         &mut self,
         events: &mut EventSource,
-        mut facts: watch::Receiver<Snapshot>,
+        facts: watch::Receiver<Snapshot>,
         stop: &mut StopSignals,
     ) -> Result<(), AgentError> {
         let io = |context| move |source| AgentError::Io { context, source };
@@ -75,10 +78,10 @@ impl Running<'_> {
         let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         let mut own_calls = super::own_calls::OwnCalls::announce();
         let mut csi = self.start_csi_monitor(&facts);
-        let (read_tx, mut node_reads) = mpsc::channel(1);
-        let mut reads = NodeReads { tx: read_tx, in_flight: false, retries: 0 };
+        let (mut reads, mut node_reads) = NodeReads::new();
+        let mut prepared = prepare_facts(facts, self.model.command_line().clone());
         loop {
-            tokio::select! {
+            let step = tokio::select! {
                 batch = events.next_batch(|record| match record {
                     Record::Conflict(c) => self.kernel_conflict(&c),
                     Record::Syscall(event) => {
@@ -89,35 +92,38 @@ impl Running<'_> {
                             self.syscall(&event);
                         }
                     }
-                }) => { batch.map_err(io("reading the event ring buffer"))?; }
-                _ = lost_check.tick() => {
+                }) => { batch.map_err(io("reading the event ring buffer"))?; continue }
+                _ = lost_check.tick() => Step::Tick,
+                _ = reconcile.tick() => Step::ReconcileTick,
+                Some(read) = node_reads.recv() => Step::Reconcile(read),
+                Ok(()) = csi.changed() => Step::Csi,
+                Some(facts) = prepared.recv() => Step::Facts(facts),
+                _ = stop.recv() => break,
+            };
+            // What is not an event must stay short: each event behind it waits.
+            let (started, name) = (std::time::Instant::now(), step.name());
+            match step {
+                Step::Tick => {
                     self.shared.metrics.set_events_lost(events.check());
                     self.explain_unnamed();
                     if self.view_dirty {
                         self.refresh_view()?;
                     }
                 }
-                _ = reconcile.tick() => reads.start(&self.model),
-                Some(read) = node_reads.recv() => {
-                    reads.in_flight = false;
-                    if self.model.is_outdated(&read) && reads.retries < OUTDATED_READ_RETRIES {
-                        // Events changed the publishes while the table was read: read again.
-                        reads.retries += 1;
-                        reads.start(&self.model);
-                    } else {
-                        reads.retries = 0;
+                Step::ReconcileTick => reads.start(&self.model),
+                Step::Reconcile(read) => {
+                    if let Some(read) = reads.finished(read, &self.model) {
                         self.reconcile(read)?;
                     }
                 }
-                Ok(()) = csi.changed() => {
+                Step::Csi => {
                     let report = csi.borrow_and_update().clone();
                     self.csi_report(report);
                 }
-                Ok(()) = facts.changed() => {
-                    let snapshot = facts.borrow_and_update().clone();
-                    self.facts_changed(snapshot)?;
-                }
-                _ = stop.recv() => break,
+                Step::Facts(facts) => self.facts_changed(facts)?,
+            }
+            if started.elapsed() > SLOW_STEP {
+                debug!("event loop: {name} took {:?}", started.elapsed());
             }
         }
         info!("stopping");
@@ -343,8 +349,7 @@ impl Running<'_> {
         let snapshot = self.model.snapshot();
         self.shared.metrics.set_source(&snapshot.origin, snapshot.stale.is_some(), snapshot.synced_at);
         if snapshot.origin != Origin::None {
-            let claims = snapshot.facts.persistent_volume_claims.iter().map(|c| c.claim_ref()).collect();
-            self.shared.metrics.forget_claims_except(&claims);
+            self.shared.metrics.forget_claims_except(|claim| snapshot.facts.claim(claim).is_some());
         }
     }
 
@@ -481,8 +486,10 @@ impl Running<'_> {
 
     /// New facts from the source: update the single-pod set (kernel or userspace) and
     /// give owners to single-pod volumes that are already published.
-    fn facts_changed(&mut self, snapshot: Snapshot) -> Result<(), AgentError> {
-        let change = self.model.set_facts(snapshot);
+    fn facts_changed(&mut self, prepared: PreparedFacts) -> Result<(), AgentError> {
+        let change = self.model.set_prepared(prepared);
+        let retired = self.model.take_retired();
+        tokio::task::spawn_blocking(move || drop(retired));
         self.facts_metrics();
         self.view_dirty = true;
         if change.single_pod {
@@ -503,27 +510,26 @@ impl Running<'_> {
     }
 }
 
-/// A table read finished while the publishes changed is read again this many times in a
-/// row before it is used anyway (the owners' two-pass rule covers what it missed).
-const OUTDATED_READ_RETRIES: u32 = 3;
+/// A loop step longer than this is logged (debug): events waited behind it.
+const SLOW_STEP: Duration = Duration::from_millis(5);
 
-/// The reconciliation's reads, one at a time on the blocking pool; the results come back
-/// to the loop through `tx`'s channel.
-struct NodeReads {
-    tx: mpsc::Sender<NodeRead>,
-    in_flight: bool,
-    retries: u32,
+/// What woke the event loop, other than events.
+enum Step {
+    Tick,
+    ReconcileTick,
+    Reconcile(NodeRead),
+    Csi,
+    Facts(PreparedFacts),
 }
 
-impl NodeReads {
-    fn start(&mut self, model: &NodeModel) {
-        if self.in_flight {
-            return; // the slow read still running counts for this tick too
+impl Step {
+    fn name(&self) -> &'static str {
+        match self {
+            Step::Tick => "the 1 s tick (lost events, held conflicts, the view)",
+            Step::ReconcileTick => "starting a reconciliation",
+            Step::Reconcile(_) => "a reconciliation",
+            Step::Csi => "a CSI report",
+            Step::Facts(_) => "new facts",
         }
-        self.in_flight = true;
-        let (read, tx) = (model.node_reader(), self.tx.clone());
-        tokio::task::spawn_blocking(move || {
-            let _ = tx.blocking_send(read());
-        });
     }
 }

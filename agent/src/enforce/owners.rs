@@ -61,7 +61,7 @@ impl OwnerStore {
         let maps = match self {
             Self::Kernel(maps) => maps,
             Self::Userspace(o) => {
-                o.set_single_pod(model.single_pod().keys().cloned());
+                o.set_single_pod(model.single_pod().clone());
                 return Ok(());
             }
         };

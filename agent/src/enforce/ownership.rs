@@ -1,9 +1,15 @@
 //! Userspace ownership of single-pod volumes, for modes where the kernel does not decide
 //! (quarantine, and audit without BPF LSM): fed by successful publish and unmount events.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
 
-use crate::node_files::kubelet::PublishTarget;
+use crate::{facts::SinglePodReason, node_files::kubelet::PublishTarget};
+
+/// The single-pod volumes, shared with the node model (replaced, never copied).
+pub type SinglePodSet = Arc<BTreeMap<String, SinglePodReason>>;
 
 /// What a successful publish means for ownership.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,18 +27,18 @@ pub enum Publish {
 /// Owners of the single-pod volumes on this node.
 #[derive(Debug, Default)]
 pub struct Ownership {
-    single_pod: HashSet<String>,
+    single_pod: SinglePodSet,
     owners: HashMap<String, String>,
 }
 
 impl Ownership {
-    pub fn new(single_pod: impl IntoIterator<Item = String>) -> Self {
-        Self { single_pod: single_pod.into_iter().collect(), owners: HashMap::new() }
+    pub fn new(single_pod: SinglePodSet) -> Self {
+        Self { single_pod, owners: HashMap::new() }
     }
 
     /// Records a successful publish and says what it means.
     pub fn published(&mut self, target: &PublishTarget) -> Publish {
-        if !self.single_pod.contains(&target.volume) {
+        if !self.single_pod.contains_key(&target.volume) {
             return Publish::Untracked;
         }
         match self.owners.get(&target.volume) {
@@ -52,7 +58,7 @@ impl Ownership {
 
     /// Records an owner found at start-up (the mount table), unless one is known.
     pub fn seed(&mut self, volume: &str, pod_uid: &str) {
-        if self.single_pod.contains(volume) {
+        if self.single_pod.contains_key(volume) {
             self.owners.entry(volume.to_owned()).or_insert_with(|| pod_uid.to_owned());
         }
     }
@@ -68,8 +74,8 @@ impl Ownership {
 
     /// Replaces the set of single-pod volumes. Owners of volumes that left the set stay
     /// until their publish is gone: the mount, not the API, decides.
-    pub fn set_single_pod(&mut self, single_pod: impl IntoIterator<Item = String>) {
-        self.single_pod = single_pod.into_iter().collect();
+    pub fn set_single_pod(&mut self, single_pod: SinglePodSet) {
+        self.single_pod = single_pod;
     }
 
     /// Releases `volume` if `pod_uid` still owns it (the reconciler found its mount gone).
@@ -92,7 +98,7 @@ mod tests {
 
     #[test]
     fn first_publish_claims_the_owner_may_republish_others_conflict() {
-        let mut o = Ownership::new(["rwop".to_owned()]);
+        let mut o = Ownership::new(Arc::new([("rwop".to_owned(), SinglePodReason::ReadWriteOncePod)].into()));
         assert_eq!(o.published(&target("a", "rwop")), Publish::Claimed);
         assert_eq!(o.published(&target("a", "rwop")), Publish::Owner);
         assert_eq!(o.published(&target("b", "rwop")), Publish::Conflict { owner: "a".into() });
@@ -101,7 +107,7 @@ mod tests {
 
     #[test]
     fn only_the_owner_unmounting_releases() {
-        let mut o = Ownership::new(["rwop".to_owned()]);
+        let mut o = Ownership::new(Arc::new([("rwop".to_owned(), SinglePodReason::ReadWriteOncePod)].into()));
         o.published(&target("a", "rwop"));
         assert!(!o.unpublished(&target("b", "rwop")), "a quarantined pod's unmount releases nothing");
         assert!(o.unpublished(&target("a", "rwop")));
@@ -110,7 +116,7 @@ mod tests {
 
     #[test]
     fn seeded_owners_hold_like_claimed_ones() {
-        let mut o = Ownership::new(["rwop".to_owned()]);
+        let mut o = Ownership::new(Arc::new([("rwop".to_owned(), SinglePodReason::ReadWriteOncePod)].into()));
         o.seed("rwop", "a");
         o.seed("rwop", "b");
         o.seed("rwo", "a");
@@ -121,7 +127,7 @@ mod tests {
 
     #[test]
     fn other_volumes_are_never_tracked() {
-        let mut o = Ownership::new(["rwop".to_owned()]);
+        let mut o = Ownership::new(Arc::new([("rwop".to_owned(), SinglePodReason::ReadWriteOncePod)].into()));
         assert_eq!(o.published(&target("a", "rwo")), Publish::Untracked);
         assert_eq!(o.published(&target("b", "rwo")), Publish::Untracked);
         assert!(!o.unpublished(&target("a", "rwo")));

@@ -136,6 +136,11 @@ impl Mounts {
         pods
     }
 
+    /// The volumes published into at least one pod.
+    pub fn published_volumes(&self) -> impl Iterator<Item = &str> {
+        self.volumes.keys().map(String::as_str)
+    }
+
     /// The volumes published into a pod or quarantined in one.
     pub fn volumes(&self) -> impl Iterator<Item = &str> {
         let names: BTreeSet<&str> = self.volumes.keys().chain(self.masks.keys()).map(String::as_str).collect();
@@ -188,7 +193,7 @@ impl OwnerReconciler {
     /// a mount table read just before that must not undo it.
     pub fn plan(
         &mut self,
-        single_pod: &BTreeSet<String>,
+        is_single_pod: impl Fn(&str) -> bool,
         mounts: &Mounts,
         owners: &BTreeMap<String, String>,
     ) -> Vec<OwnerFix> {
@@ -205,10 +210,9 @@ impl OwnerReconciler {
                 missing.insert(key);
             }
         }
-        for volume in single_pod {
-            if owners.contains_key(volume) {
-                continue;
-            }
+        // Only published volumes can need an owner: a pass costs the node's publishes, not
+        // its single-pod volumes.
+        for volume in mounts.volumes.keys().filter(|v| is_single_pod(v) && !owners.contains_key(*v)) {
             if let Some((pod_uid, _)) = mounts.pods_of(volume).first() {
                 fixes.push(OwnerFix::Seed { volume: volume.clone(), pod_uid: (*pod_uid).to_owned() });
             }
@@ -496,17 +500,17 @@ mod tests {
         // Pod A has it published; pod B's publish (quarantined or refused) is not an owner.
         let both =
             Mounts::from_table(&table(&[(10, publish_path("a", "pv-1")), (20, publish_path("b", "pv-1"))]), root);
-        assert_eq!(r.plan(&single, &both, &owners(&[("pv-1", "a")])), []);
+        assert_eq!(r.plan(|v| single.contains(v), &both, &owners(&[("pv-1", "a")])), []);
 
         // A is terminating (or deleted from the API) but still mounted: nothing changes.
         let a_only = Mounts::from_table(&table(&[(10, publish_path("a", "pv-1"))]), root);
-        assert_eq!(r.plan(&single, &a_only, &owners(&[("pv-1", "a")])), []);
+        assert_eq!(r.plan(|v| single.contains(v), &a_only, &owners(&[("pv-1", "a")])), []);
 
         // A's unmount event was lost: the first pass only notes it, the second releases.
         let none = Mounts::default();
-        assert_eq!(r.plan(&single, &none, &owners(&[("pv-1", "a")])), []);
+        assert_eq!(r.plan(|v| single.contains(v), &none, &owners(&[("pv-1", "a")])), []);
         assert_eq!(
-            r.plan(&single, &none, &owners(&[("pv-1", "a")])),
+            r.plan(|v| single.contains(v), &none, &owners(&[("pv-1", "a")])),
             [OwnerFix::Release { volume: "pv-1".into(), pod_uid: "a".into() }]
         );
     }
@@ -517,9 +521,13 @@ mod tests {
         let single = set(&["pv-1"]);
         let published = Mounts::from_table(&table(&[(10, publish_path("a", "pv-1"))]), Path::new(ROOT));
         // Pass 1 read the table before the mount landed; pass 2 sees it.
-        assert_eq!(r.plan(&single, &Mounts::default(), &owners(&[("pv-1", "a")])), []);
-        assert_eq!(r.plan(&single, &published, &owners(&[("pv-1", "a")])), []);
-        assert_eq!(r.plan(&single, &Mounts::default(), &owners(&[("pv-1", "a")])), [], "the count starts again");
+        assert_eq!(r.plan(|v| single.contains(v), &Mounts::default(), &owners(&[("pv-1", "a")])), []);
+        assert_eq!(r.plan(|v| single.contains(v), &published, &owners(&[("pv-1", "a")])), []);
+        assert_eq!(
+            r.plan(|v| single.contains(v), &Mounts::default(), &owners(&[("pv-1", "a")])),
+            [],
+            "the count starts again"
+        );
     }
 
     #[test]
@@ -528,10 +536,10 @@ mod tests {
         let t = table(&[(30, publish_path("late", "pv-1")), (10, publish_path("early", "pv-1"))]);
         let m = Mounts::from_table(&t, Path::new(ROOT));
         assert_eq!(
-            r.plan(&set(&["pv-1", "pv-unused"]), &m, &BTreeMap::new()),
+            r.plan(|v| ["pv-1", "pv-unused"].contains(&v), &m, &BTreeMap::new()),
             [OwnerFix::Seed { volume: "pv-1".into(), pod_uid: "early".into() }]
         );
-        assert_eq!(r.plan(&set(&[]), &m, &BTreeMap::new()), [], "not single-pod: no owner");
+        assert_eq!(r.plan(|_| false, &m, &BTreeMap::new()), [], "not single-pod: no owner");
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub struct NodeModel {
     /// Counts the changes to the publishes since start: a mount table read while this
     /// moved is older than the model and must not replace it.
     publish_epoch: u64,
+    /// Replaced snapshots, until the caller takes them away.
+    retired: Vec<Snapshot>,
 }
 
 /// What a reconciliation reads from the node, off the event loop: the publishes in the
@@ -45,6 +47,40 @@ pub struct NodeRead {
     pub epoch: u64,
     pub mounts: std::io::Result<Mounts>,
     pub tree_findings: Vec<Finding>,
+}
+
+/// A snapshot with what the model derives from it (the single-pod set, the findings
+/// about the facts) and its look-ups built: work proportional to the facts, done where
+/// it holds up nothing (the agent prepares on the blocking pool).
+pub struct PreparedFacts {
+    snapshot: Snapshot,
+    single_pod: Arc<BTreeMap<String, SinglePodReason>>,
+    findings: Vec<Finding>,
+}
+
+impl PreparedFacts {
+    /// `previous` is the last prepared single-pod set: an equal set is that same `Arc`,
+    /// so the loop sees "unchanged" without comparing thousands of names.
+    pub fn new(
+        snapshot: Snapshot,
+        command_line: &BTreeSet<String>,
+        previous: Option<&Arc<BTreeMap<String, SinglePodReason>>>,
+    ) -> Self {
+        let mut single_pod = snapshot.facts.single_pod_volumes();
+        for name in command_line {
+            single_pod.entry(name.clone()).or_insert(SinglePodReason::CommandLine);
+        }
+        let single_pod = match previous {
+            Some(previous) if **previous == single_pod => previous.clone(),
+            _ => Arc::new(single_pod),
+        };
+        let findings = checks::ephemeral_claims(&snapshot.facts);
+        Self { snapshot, single_pod, findings }
+    }
+
+    pub fn single_pod(&self) -> &Arc<BTreeMap<String, SinglePodReason>> {
+        &self.single_pod
+    }
 }
 
 /// What a new snapshot changed.
@@ -93,6 +129,7 @@ impl NodeModel {
             fact_findings: Vec::new(),
             tree_findings: Vec::new(),
             publish_epoch: 0,
+            retired: Vec::new(),
         };
         model.set_facts(snapshot);
         model.mounts = model.read_mounts()?;
@@ -123,24 +160,41 @@ impl NodeModel {
 
     /// Takes a new snapshot from the source and says what changed.
     pub fn set_facts(&mut self, snapshot: Snapshot) -> FactsChange {
-        let mut single_pod = snapshot.facts.single_pod_volumes();
-        for name in &self.command_line {
-            single_pod.entry(name.clone()).or_insert(SinglePodReason::CommandLine);
-        }
-        let findings = checks::ephemeral_claims(&snapshot.facts);
+        let prepared = PreparedFacts::new(snapshot, &self.command_line, Some(&self.single_pod));
+        let change = self.set_prepared(prepared);
+        self.retired.clear();
+        change
+    }
+
+    /// The volumes named on the command line (single-pod whatever the facts say).
+    pub fn command_line(&self) -> &BTreeSet<String> {
+        &self.command_line
+    }
+
+    /// Takes facts prepared elsewhere ([`PreparedFacts::new`]) and says what changed.
+    /// The facts it replaces are [`Self::take_retired`]'s, to be dropped where freeing
+    /// thousands of objects holds up nothing.
+    pub fn set_prepared(&mut self, prepared: PreparedFacts) -> FactsChange {
+        let PreparedFacts { snapshot, single_pod, findings } = prepared;
+        let set_changed = !Arc::ptr_eq(&single_pod, &self.single_pod) && *single_pod != *self.single_pod;
         let change = FactsChange {
-            single_pod: single_pod != *self.single_pod,
-            noteworthy: single_pod != *self.single_pod
+            single_pod: set_changed,
+            noteworthy: set_changed
                 || findings != self.fact_findings
                 || snapshot.stale.is_some() != self.snapshot.stale.is_some()
                 || snapshot.origin != self.snapshot.origin,
         };
         self.fact_findings = findings;
-        self.snapshot = snapshot;
+        self.retired.push(std::mem::replace(&mut self.snapshot, snapshot));
         if change.single_pod {
-            self.single_pod = Arc::new(single_pod);
+            self.single_pod = single_pod;
         }
         change
+    }
+
+    /// The snapshots replaced since the last call.
+    pub fn take_retired(&mut self) -> Vec<Snapshot> {
+        std::mem::take(&mut self.retired)
     }
 
     /// Re-reads `vol_data.json` files for the inline-handle check. A finding is logged
@@ -197,17 +251,17 @@ impl NodeModel {
 
     /// Owner fixes against the current mounts, without re-reading the table.
     pub fn plan_owners(&mut self, owners: &BTreeMap<String, String>) -> Vec<OwnerFix> {
-        let names: BTreeSet<String> = self.single_pod.keys().cloned().collect();
-        self.reconciler.plan(&names, &self.mounts, owners)
+        self.reconciler.plan(|volume| self.single_pod.contains_key(volume), &self.mounts, owners)
     }
 
     /// Single-pod volumes published into more than one pod: `(volume, pods oldest first)`.
     pub fn shared_single_pod_volumes(&self) -> Vec<(String, Vec<String>)> {
-        self.single_pod
-            .keys()
+        self.mounts
+            .published_volumes()
+            .filter(|v| self.single_pod.contains_key(*v))
             .filter_map(|v| {
                 let pods = self.mounts.pods_of(v);
-                (pods.len() > 1).then(|| (v.clone(), pods.iter().map(|(p, _)| (*p).to_owned()).collect()))
+                (pods.len() > 1).then(|| (v.to_owned(), pods.iter().map(|(p, _)| (*p).to_owned()).collect()))
             })
             .collect()
     }

@@ -6,7 +6,7 @@
 //! `pkg/volume/util/metrics.go`) so kubelet's SLO queries work on our series unchanged.
 
 use std::{
-    collections::{BTreeSet, HashSet},
+    collections::HashSet,
     sync::{Arc, Mutex, atomic::AtomicU64},
     time::SystemTime,
 };
@@ -324,12 +324,12 @@ impl Metrics {
     }
 
     /// Removes the conflict series of PVCs that no longer exist.
-    pub fn forget_claims_except(&self, existing: &BTreeSet<ClaimRef>) {
+    pub fn forget_claims_except(&self, exists: impl Fn(&ClaimRef) -> bool) {
         let mut series = self.conflict_series.lock().unwrap_or_else(|e| e.into_inner());
         series.retain(|labels| {
             let special = [UNKNOWN, OTHER].contains(&labels.persistentvolumeclaim.as_str());
             let claim = ClaimRef { namespace: labels.namespace.clone(), name: labels.persistentvolumeclaim.clone() };
-            let keep = special || existing.contains(&claim);
+            let keep = special || exists(&claim);
             if !keep {
                 self.conflicts.remove(labels);
             }
@@ -556,7 +556,7 @@ mod tests {
         );
         assert!(text.contains("persistentvolumeclaim=\"logs\",action=\"quarantined\"} 1"));
         assert!(text.contains("namespace=\"_unknown\",persistentvolumeclaim=\"_unknown\",action=\"observed\"} 1"));
-        m.forget_claims_except(&[claim("shop", "data")].into_iter().collect());
+        m.forget_claims_except(|c| *c == claim("shop", "data"));
         let text = m.encode();
         assert!(!text.contains("\"logs\""), "the deleted PVC's series is gone");
         assert!(text.contains("\"data\"") && text.contains("_unknown"));

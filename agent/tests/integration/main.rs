@@ -22,6 +22,7 @@ mod support;
 
 mod csi_driver;
 mod fixtures_real_world;
+mod host_busy_node;
 mod host_demo;
 mod host_hostile;
 mod host_kubernetes;

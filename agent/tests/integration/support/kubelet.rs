@@ -297,7 +297,10 @@ impl Agent {
         for volume in single_pod {
             cmd.args(["--single-pod-volume", volume]);
         }
-        cmd.env("NO_COLOR", "1").env("RUST_LOG", "info").stdout(Stdio::null()).stderr(Stdio::piped());
+        if !env.iter().any(|(name, _)| *name == "RUST_LOG") {
+            cmd.env("RUST_LOG", "info");
+        }
+        cmd.env("NO_COLOR", "1").stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (sink, stderr) = (lines.clone(), child.stderr.take().unwrap());

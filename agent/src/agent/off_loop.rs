@@ -1,0 +1,81 @@
+//! Work the event loop hands to the blocking pool, so that nothing proportional to the
+//! node's volumes runs between two events: the reconciliation's reads (the mount table,
+//! the kubelet tree) and the preparation of each new facts snapshot (its look-ups, the
+//! single-pod set, the findings). Each comes back to the loop as a message, ready to use.
+
+use std::{collections::BTreeSet, sync::Arc};
+
+use tokio::sync::{mpsc, watch};
+
+use crate::{
+    facts::Snapshot,
+    model::node::{NodeModel, NodeRead, PreparedFacts},
+};
+
+/// A table read finished while the publishes changed is read again this many times in a
+/// row before it is used anyway (the owners' two-pass rule covers what it missed).
+const OUTDATED_READ_RETRIES: u32 = 3;
+
+/// The reconciliation's reads, one at a time; results arrive on the receiver [`Self::new`]
+/// returns.
+pub(super) struct NodeReads {
+    tx: mpsc::Sender<NodeRead>,
+    in_flight: bool,
+    retries: u32,
+}
+
+impl NodeReads {
+    pub(super) fn new() -> (Self, mpsc::Receiver<NodeRead>) {
+        let (tx, rx) = mpsc::channel(1);
+        (Self { tx, in_flight: false, retries: 0 }, rx)
+    }
+
+    /// Starts a read, unless one is still running (it counts for this tick too).
+    pub(super) fn start(&mut self, model: &NodeModel) {
+        if self.in_flight {
+            return;
+        }
+        self.in_flight = true;
+        let (read, tx) = (model.node_reader(), self.tx.clone());
+        tokio::task::spawn_blocking(move || {
+            let _ = tx.blocking_send(read());
+        });
+    }
+
+    /// A read came back: the read to reconcile with, or `None` when events changed the
+    /// publishes while the table was read (an older table than the model: read again).
+    pub(super) fn finished(&mut self, read: NodeRead, model: &NodeModel) -> Option<NodeRead> {
+        self.in_flight = false;
+        if model.is_outdated(&read) && self.retries < OUTDATED_READ_RETRIES {
+            self.retries += 1;
+            self.start(model);
+            return None;
+        }
+        self.retries = 0;
+        Some(read)
+    }
+}
+
+/// Prepares each new snapshot of `facts` on the blocking pool, in order; when several
+/// arrive while one is prepared, only the newest is. Ends when `facts`' sender is gone.
+pub(super) fn prepare_facts(
+    mut facts: watch::Receiver<Snapshot>,
+    command_line: BTreeSet<String>,
+) -> mpsc::Receiver<PreparedFacts> {
+    let (tx, rx) = mpsc::channel(1);
+    let command_line = Arc::new(command_line);
+    tokio::spawn(async move {
+        let mut last_set = None;
+        while facts.changed().await.is_ok() {
+            let (snapshot, command_line) = (facts.borrow_and_update().clone(), command_line.clone());
+            let previous = last_set.take();
+            let prepare = move || PreparedFacts::new(snapshot, &command_line, previous.as_ref());
+            let Ok(prepared) = tokio::task::spawn_blocking(prepare).await else { return };
+            last_set = Some(prepared.single_pod().clone());
+            if tx.send(prepared).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
