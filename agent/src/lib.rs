@@ -11,7 +11,7 @@
 //!
 //! | layer              | holds                                                          |
 //! |--------------------|----------------------------------------------------------------|
-//! | `sys`, `node_files` | private mount namespaces and signals; readers of kubelet's on-disk layout, `vol_data.json`, mountinfo, cgroup paths |
+//! | `sys`, `node_files` | private mount namespaces, signals and low-priority background work; readers of kubelet's on-disk layout, `vol_data.json`, mountinfo, cgroup paths |
 //! | `kernel`           | the kernel boundary: load, attach, pins, maps, ring buffer, counters, probes |
 //! | `facts`            | pods, PVs, PVCs, CSI objects: from the Kubernetes API or an inventory file |
 //! | `model`            | the node model: publishes, single-pod owners, findings, conflicts, storage operations |

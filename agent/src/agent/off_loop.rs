@@ -37,7 +37,7 @@ impl NodeReads {
         }
         self.in_flight = true;
         let (read, tx) = (model.node_reader(), self.tx.clone());
-        tokio::task::spawn_blocking(move || {
+        crate::sys::background::spawn(move || {
             let _ = tx.blocking_send(read());
         });
     }
@@ -70,7 +70,7 @@ pub(super) fn prepare_facts(
             let (snapshot, command_line) = (facts.borrow_and_update().clone(), command_line.clone());
             let previous = last_set.take();
             let prepare = move || PreparedFacts::new(snapshot, &command_line, previous.as_ref());
-            let Ok(prepared) = tokio::task::spawn_blocking(prepare).await else { return };
+            let Ok(prepared) = crate::sys::background::spawn(prepare).await else { return };
             last_set = Some(prepared.single_pod().clone());
             if tx.send(prepared).await.is_err() {
                 return;

@@ -489,7 +489,7 @@ impl Running<'_> {
     fn facts_changed(&mut self, prepared: PreparedFacts) -> Result<(), AgentError> {
         let change = self.model.set_prepared(prepared);
         let retired = self.model.take_retired();
-        tokio::task::spawn_blocking(move || drop(retired));
+        crate::sys::background::spawn(move || drop(retired));
         self.facts_metrics();
         self.view_dirty = true;
         if change.single_pod {

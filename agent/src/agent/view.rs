@@ -58,7 +58,7 @@ impl ViewBuilder {
             while woken.recv().await.is_some() {
                 let Some(inputs) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() else { continue };
                 let sinks = sinks.clone();
-                if tokio::task::spawn_blocking(move || build(inputs, &sinks)).await.is_err() {
+                if crate::sys::background::spawn(move || build(inputs, &sinks)).await.is_err() {
                     return;
                 }
             }

@@ -76,7 +76,7 @@ pub async fn run(
             let (drivers_now, mode) = (drivers.clone(), opts.mode);
             // Judging every volume of a busy node is CPU work: on a blocking thread, so no
             // task of the runtime (the agent's event loop above all) waits for it.
-            let judged = tokio::task::spawn_blocking(move || {
+            let judged = crate::sys::background::spawn(move || {
                 let started = std::time::Instant::now();
                 let report = CsiReport::judge(drivers_now, &facts_now, &mounts_now, mode);
                 tracing::debug!(volumes = report.volumes.len(), elapsed = ?started.elapsed(), "CSI checks judged");

@@ -332,6 +332,12 @@ impl Facts {
         self.lookup.of(self)
     }
 
+    /// Builds the look-ups now (they are built on first use otherwise): where the facts
+    /// are prepared, so the first question on the event path does not pay for them.
+    pub fn build_lookups(&self) {
+        self.index();
+    }
+
     pub fn pod(&self, uid: &str) -> Option<&Pod> {
         self.index().pod(uid).map(|i| &self.pods[i])
     }

@@ -66,6 +66,7 @@ impl PreparedFacts {
         command_line: &BTreeSet<String>,
         previous: Option<&Arc<BTreeMap<String, SinglePodReason>>>,
     ) -> Self {
+        snapshot.facts.build_lookups();
         let mut single_pod = snapshot.facts.single_pod_volumes();
         for name in command_line {
             single_pod.entry(name.clone()).or_insert(SinglePodReason::CommandLine);

@@ -1,5 +1,6 @@
 //! Process-level helpers on top of the OS: running work in a private mount namespace,
-//! and the signals the agent stops on.
+//! the signals the agent stops on, and background work at a lower priority.
 
+pub mod background;
 pub mod mountns;
 pub mod signals;
