@@ -9,7 +9,7 @@ use std::{
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use volguard::{
-    facts::k8s::source,
+    facts::k8s::{client::http2_client, source},
     facts::{Facts, Origin, SinglePodReason, Snapshot},
     model::explain::{Conflict, ConflictAction},
     outputs::events::{self, EventCounters},
@@ -363,8 +363,11 @@ async fn an_https_client_builds_and_fails_cleanly_without_a_server() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
-    let uri = format!("https://{addr}").parse().expect("uri");
-    let client = kube::Client::try_from(kube::Config::new(uri)).expect("an https client");
+    let uri: axum::http::Uri = format!("https://{addr}").parse().expect("uri");
+    let client = kube::Client::try_from(kube::Config::new(uri.clone())).expect("an https client");
+    let result = tokio::time::timeout(WAIT, client.apiserver_version()).await.expect("no hang");
+    assert!(result.is_err(), "nothing listens there");
+    let client = http2_client(kube::Config::new(uri)).expect("the agent's HTTP/2 client");
     let result = tokio::time::timeout(WAIT, client.apiserver_version()).await.expect("no hang");
     assert!(result.is_err(), "nothing listens there");
 }

@@ -168,10 +168,12 @@ impl FakeApi {
         path
     }
 
+    /// The agent's own client ([`volguard::facts::k8s::client::http2_client`]) for the fake;
+    /// HTTP/1.1 here, as the fake speaks plain http.
     pub fn client(&self) -> kube::Client {
         let uri = self.url().parse().expect("fake API URL");
         let config = kube::Config::new(uri);
-        kube::Client::try_from(config).expect("kube client for the fake API")
+        volguard::facts::k8s::client::http2_client(config).expect("kube client for the fake API")
     }
 
     fn serve(&mut self, listener: TcpListener) {
