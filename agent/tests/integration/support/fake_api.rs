@@ -42,6 +42,8 @@ pub const CSI_DRIVERS: &str = "csidrivers";
 pub const CSI_NODES: &str = "csinodes";
 pub const NODES: &str = "nodes";
 
+const CLUSTER_SCOPED: [&str; 4] = [PVS, CSI_DRIVERS, CSI_NODES, NODES];
+
 /// (resource, URL path, apiVersion, kind)
 const RESOURCES: [(&str, &str, &str, &str); 6] = [
     (PODS, "/api/v1/pods", "v1", "Pod"),
@@ -82,6 +84,16 @@ struct Scope {
 }
 
 impl Scope {
+    /// The one key a `metadata.name=X` selector can match, for a lookup instead of a scan
+    /// (tens of thousands of objects): `ns/X` in a namespace, `X` for cluster-scoped kinds.
+    fn only_key(&self, resource: &str) -> Option<String> {
+        let name = self.selector.as_deref()?.strip_prefix("metadata.name=").filter(|n| !n.contains(','))?;
+        match &self.namespace {
+            Some(namespace) => Some(format!("{namespace}/{name}")),
+            None => CLUSTER_SCOPED.contains(&resource).then(|| name.to_owned()),
+        }
+    }
+
     fn includes(&self, object: &Value) -> bool {
         let in_namespace =
             self.namespace.as_deref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns));
@@ -295,6 +307,19 @@ impl FakeApi {
         });
     }
 
+    /// Adds objects with no watch event and no history, as if they had been there long
+    /// before any client came (fast for tens of thousands of objects).
+    pub fn preload(&self, resource: &str, objects: impl IntoIterator<Item = Value>) {
+        self.with(resource, |c, rv| {
+            for mut object in objects {
+                object["apiVersion"] = json!(c.api_version);
+                object["kind"] = json!(c.kind);
+                object["metadata"]["resourceVersion"] = json!(rv.to_string());
+                c.objects.insert(key(&object), object);
+            }
+        });
+    }
+
     /// Replaces the whole collection without telling any watcher (as if the events were
     /// compacted away), then ends the open watches; the next watch answers ERROR 410 Gone,
     /// so only a re-list can see the new state.
@@ -386,7 +411,10 @@ fn collection(
             return (StatusCode::INTERNAL_SERVER_ERROR, Json(status(500, "InternalError", "lists fail")))
                 .into_response();
         }
-        let items: Vec<Value> = c.objects.values().filter(|o| scope.includes(o)).cloned().collect();
+        let items: Vec<Value> = match scope.only_key(resource) {
+            Some(key) => c.objects.get(&key).filter(|o| scope.includes(o)).cloned().into_iter().collect(),
+            None => c.objects.values().filter(|o| scope.includes(o)).cloned().collect(),
+        };
         let list = json!({"apiVersion": c.api_version, "kind": format!("{}List", c.kind),
             "metadata": {"resourceVersion": current_rv.to_string()}, "items": items});
         return Json(list).into_response();
