@@ -77,7 +77,8 @@ pub(super) async fn start_facts_source(source: &FactsSource) -> Result<StartedSo
         FactsSource::KubernetesApi { node_name } => {
             let config = kube::Config::infer().await.map_err(|e| AgentError::KubeConfig(e.to_string()))?;
             info!("Kubernetes API {}: watching pods on node {node_name}", config.cluster_url);
-            let client = kube::Client::try_from(config).map_err(|e| AgentError::KubeConfig(e.to_string()))?;
+            let client =
+                crate::facts::k8s::client::http2_client(config).map_err(|e| AgentError::KubeConfig(e.to_string()))?;
             let mut waiting = Snapshot::empty(Origin::KubernetesApi);
             waiting.stale = Some("waiting for the first complete list from the API server".into());
             let mut source = started(waiting);

@@ -131,7 +131,7 @@ fn running_agent_mode(address: SocketAddr) -> Option<Mode> {
 /// second value says why the version is missing.
 async fn api_facts(node_name: &str, timeout: Duration) -> Result<(Facts, String), CliError> {
     let config = kube::Config::infer().await.map_err(|e| CliError::Api(e.to_string()))?;
-    let client = kube::Client::try_from(config).map_err(|e| CliError::Api(e.to_string()))?;
+    let client = crate::facts::k8s::client::http2_client(config).map_err(|e| CliError::Api(e.to_string()))?;
     let mut facts = listed_facts(client.clone(), node_name, timeout).await?;
     let why = match tokio::time::timeout(timeout, crate::facts::k8s::node::get(client, node_name)).await {
         Ok(Ok(Some(node))) => {

@@ -9,14 +9,15 @@ use std::{
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use volguard::{
-    facts::k8s::source,
+    facts::k8s::{client::http2_client, source},
     facts::{Facts, Origin, SinglePodReason, Snapshot},
     model::explain::{Conflict, ConflictAction},
     outputs::events::{self, EventCounters},
 };
 
 use crate::support::fake_api::{
-    self, CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, csi_driver, csi_node, eventually, pod, rwop_pvc,
+    self, CSI_DRIVERS, CSI_NODES, FakeApi, PODS, PVCS, PVS, claim, csi_driver, csi_node, eventually, pod,
+    pod_with_claims, rwop_pvc, volume,
 };
 
 const NODE: &str = "node-1";
@@ -108,6 +109,12 @@ async fn the_initial_list_gives_this_nodes_pods_and_the_single_pod_volumes() {
     for r in requests.iter().filter(|r| r.is_watch()) {
         assert_eq!(r.params.get("allowWatchBookmarks").map(String::as_str), Some("true"), "{r:?}");
     }
+    for r in requests.iter().filter(|r| r.resource == PVCS) {
+        assert_eq!((r.namespace.as_deref(), r.field_selector()), (Some("shop"), Some("metadata.name=data")), "{r:?}");
+    }
+    for r in requests.iter().filter(|r| r.resource == PVS) {
+        assert_eq!(r.field_selector(), Some("metadata.name=pv-1"), "{r:?}");
+    }
 }
 
 #[tokio::test]
@@ -158,7 +165,9 @@ async fn watch_events_update_the_snapshot_and_bookmarks_are_accepted() {
     for resource in [PODS, PVS, PVCS, CSI_DRIVERS, CSI_NODES] {
         fake.bookmark(resource);
     }
+    // pv-2 is followed once the claim is bound to it (db-1 uses the claim).
     fake.apply(PVS, rwop_pv("pv-2"));
+    fake.apply(PVCS, rwop_pvc("pv-2"));
     let s =
         snapshot_where(&mut rx, "pv-2 arrived after the bookmarks", |s| s.facts.persistent_volume("pv-2").is_some())
             .await;
@@ -194,9 +203,9 @@ async fn an_unreachable_api_makes_the_facts_stale_and_keeps_them() {
     let stale = snapshot_where(&mut rx, "the facts are stale", |s| s.stale.is_some()).await;
     let why = stale.stale.clone().unwrap_or_default();
     assert!(
-        ["pods: ", "persistentvolumes: ", "persistentvolumeclaims: ", "csidrivers: ", "csinodes: "]
+        ["pods: ", "persistentvolumes pv-1: ", "persistentvolumeclaims shop/data: ", "csidrivers: ", "csinodes: "]
             .iter()
-            .any(|kind| why.contains(kind)),
+            .any(|watched| why.contains(watched)),
         "{why}"
     );
     assert_eq!(stale.facts, first.facts, "nothing is dropped because the API is unreachable");
@@ -244,7 +253,7 @@ async fn a_flapping_api_answering_500s_and_410s_keeps_the_facts_and_recovers() {
     fake.fail_lists(PVS, true);
     fake.replace_and_expire(PVS, vec![rwop_pv("pv-1")]);
     let stale = snapshot_where(&mut rx, "stale on 500s", |s| {
-        s.stale.as_deref().is_some_and(|w| w.contains("persistentvolumes"))
+        s.stale.as_deref().is_some_and(|w| w.contains("persistentvolumes pv-1: "))
     })
     .await;
     assert_eq!(stale.facts, first.facts);
@@ -265,6 +274,171 @@ async fn a_flapping_api_answering_500s_and_410s_keeps_the_facts_and_recovers() {
     for s in &all {
         assert!(s.facts.single_pod_volumes().contains_key("pv-1"), "a snapshot lost the single-pod volume: {s:?}");
     }
+}
+
+fn claim_keys(facts: &Facts) -> Vec<String> {
+    facts.persistent_volume_claims.iter().map(|c| format!("{}/{}", c.namespace, c.name)).collect()
+}
+
+fn volume_names(facts: &Facts) -> Vec<&str> {
+    facts.persistent_volumes.iter().map(|v| v.name.as_str()).collect()
+}
+
+/// The fake holds 50 unreferenced PVs and PVCs (among them a claim `data` in another
+/// namespace): only this node's claim and its volume are followed, and no request lists or
+/// watches PVs or PVCs without a name.
+#[tokio::test]
+async fn only_the_claims_and_volumes_this_nodes_pods_use_are_followed() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    for i in 0..50 {
+        let namespace = if i % 2 == 0 { "shop" } else { "bank" };
+        fake.apply(PVCS, claim(namespace, &format!("other-{i}"), "ReadWriteOncePod", &format!("pv-other-{i}")));
+        fake.apply(PVS, volume(&format!("pv-other-{i}"), "ReadWriteOncePod", namespace, &format!("other-{i}")));
+    }
+    fake.apply(PVCS, claim("bank", "data", "ReadWriteOncePod", "pv-bank"));
+    fake.apply(PVS, volume("pv-bank", "ReadWriteOncePod", "bank", "data"));
+    fake.apply(PODS, pod_with_claims("elsewhere-2", "uid-y", "node-2", &["other-0"]));
+    let mut rx = start_source(&fake);
+    let s = snapshot_where(&mut rx, "the first list is in", |s| !s.facts.pods.is_empty()).await;
+    assert_eq!(claim_keys(&s.facts), ["shop/data"]);
+    assert_eq!(volume_names(&s.facts), ["pv-1"]);
+    assert_eq!(s.facts.single_pod_volumes().len(), 1);
+
+    let requests = fake.requests();
+    let scoped: Vec<_> = requests.iter().filter(|r| r.resource == PVS || r.resource == PVCS).collect();
+    assert_eq!(scoped.iter().filter(|r| !r.is_watch()).count(), 2, "one list each: {scoped:#?}");
+    for r in scoped {
+        assert!(r.field_selector().is_some_and(|f| f.starts_with("metadata.name=")), "unnarrowed: {r:?}");
+        if r.resource == PVCS {
+            assert_eq!(r.namespace.as_deref(), Some("shop"), "{r:?}");
+        }
+    }
+    assert_eq!((fake.open_watches(PVCS), fake.open_watches(PVS)), (1, 1));
+}
+
+#[tokio::test]
+async fn nothing_is_published_until_the_followed_objects_have_listed() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    fake.fail_lists(PVS, true);
+    let mut rx = start_source(&fake);
+    eventually("the kinds and the claim watched, two failed PV lists", WAIT, || async {
+        let watching = [PODS, PVCS, CSI_DRIVERS, CSI_NODES].iter().all(|r| fake.open_watches(r) > 0);
+        (watching && list_requests(&fake, PVS) >= 2).then_some(())
+    })
+    .await;
+    assert!(!rx.has_changed().expect("source alive"), "published on a half-listed node: {:?}", *rx.borrow());
+    fake.fail_lists(PVS, false);
+    let s = snapshot_where(&mut rx, "everything listed", |s| !s.facts.persistent_volumes.is_empty()).await;
+    assert_eq!(s.stale, None);
+    assert_eq!(s.facts.single_pod_volumes().get("pv-1"), Some(&SinglePodReason::ReadWriteOncePod));
+}
+
+#[tokio::test]
+async fn a_pod_added_later_brings_its_claim_and_volume_and_a_deleted_pod_takes_them_away() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    fake.apply(PVCS, claim("shop", "logs", "ReadWriteOncePod", "pv-logs"));
+    fake.apply(PVS, volume("pv-logs", "ReadWriteOncePod", "shop", "logs"));
+    let mut rx = start_source(&fake);
+    snapshot_where(&mut rx, "the first list is in", |s| !s.facts.pods.is_empty()).await;
+    assert_eq!((fake.open_watches(PVCS), fake.open_watches(PVS)), (1, 1));
+
+    fake.apply(PODS, pod_with_claims("logger", "uid-l", NODE, &["logs"]));
+    let s =
+        snapshot_where(&mut rx, "the new pod's claim and volume", |s| s.facts.persistent_volume("pv-logs").is_some())
+            .await;
+    assert_eq!(claim_keys(&s.facts), ["shop/data", "shop/logs"]);
+    assert_eq!(s.facts.single_pod_volumes().len(), 2);
+    assert_eq!(s.stale, None);
+    assert_eq!((fake.open_watches(PVCS), fake.open_watches(PVS)), (2, 2));
+
+    fake.delete(PODS, "shop/logger");
+    let s = snapshot_where(&mut rx, "the claim and volume are gone", |s| s.facts.pod("uid-l").is_none()).await;
+    let s = if s.facts.persistent_volume("pv-logs").is_some() {
+        snapshot_where(&mut rx, "pv-logs is dropped", |s| s.facts.persistent_volume("pv-logs").is_none()).await
+    } else {
+        s
+    };
+    assert_eq!(claim_keys(&s.facts), ["shop/data"]);
+    assert_eq!(volume_names(&s.facts), ["pv-1"]);
+    eventually("the two watches closed", WAIT, || async {
+        (fake.open_watches(PVCS) == 1 && fake.open_watches(PVS) == 1).then_some(())
+    })
+    .await;
+
+    fake.delete(PODS, "shop/db-0");
+    snapshot_where(&mut rx, "no claim is followed", |s| {
+        s.facts.persistent_volume_claims.is_empty() && s.facts.persistent_volumes.is_empty()
+    })
+    .await;
+    eventually("no watch of claims or volumes", WAIT, || async {
+        (fake.open_watches(PVCS) == 0 && fake.open_watches(PVS) == 0).then_some(())
+    })
+    .await;
+}
+
+/// A ReadWriteOnce claim in use is annotated single-pod: the annotation reaches the facts
+/// through the claim's own watch, within a watch event and the coalescing delay.
+#[tokio::test]
+async fn an_annotation_added_to_a_followed_claim_in_use_reaches_the_facts() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    fake.apply(PVCS, claim("shop", "data", "ReadWriteOnce", "pv-1"));
+    fake.apply(PVS, volume("pv-1", "ReadWriteOnce", "shop", "data"));
+    let mut rx = start_source(&fake);
+    let s = snapshot_where(&mut rx, "the first list is in", |s| !s.facts.persistent_volumes.is_empty()).await;
+    assert!(s.facts.single_pod_volumes().is_empty(), "ReadWriteOnce, not annotated");
+
+    let mut annotated = claim("shop", "data", "ReadWriteOnce", "pv-1");
+    annotated["metadata"]["annotations"] = json!({"volguard.io/single-pod": "true"});
+    let applied = tokio::time::Instant::now();
+    fake.apply(PVCS, annotated);
+    let s = snapshot_where(&mut rx, "the annotation", |s| !s.facts.single_pod_volumes().is_empty()).await;
+    assert_eq!(s.facts.single_pod_volumes().get("pv-1"), Some(&SinglePodReason::Annotated));
+    let took = applied.elapsed();
+    assert!(took < Duration::from_secs(2), "a watch event and {:?} of coalescing took {took:?}", source::COALESCE);
+}
+
+#[tokio::test]
+async fn a_generic_ephemeral_volumes_claim_is_followed() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    fake.apply(
+        PODS,
+        json!({"metadata": {"name": "web-0", "namespace": "shop", "uid": "uid-w"},
+               "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "i"}],
+                        "volumes": [{"name": "scratch",
+                                     "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOncePod"]}}}}]}}),
+    );
+    fake.apply(PVCS, claim("shop", "web-0-scratch", "ReadWriteOncePod", "pv-scratch"));
+    fake.apply(PVS, volume("pv-scratch", "ReadWriteOncePod", "shop", "web-0-scratch"));
+    let mut rx = start_source(&fake);
+    let s = snapshot_where(&mut rx, "the ephemeral claim", |s| s.facts.persistent_volume("pv-scratch").is_some()).await;
+    assert_eq!(claim_keys(&s.facts), ["shop/data", "shop/web-0-scratch"]);
+    assert_eq!(s.facts.single_pod_volumes().get("pv-scratch"), Some(&SinglePodReason::ReadWriteOncePod));
+}
+
+/// The claim's watch expires and its relists answer 500: the facts go stale naming the
+/// claim, keep it, and are fresh again once it lists.
+#[tokio::test]
+async fn a_failing_followed_watch_makes_the_facts_stale_naming_the_object_and_keeps_it() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut rx = start_source(&fake);
+    let first = snapshot_where(&mut rx, "the first list is in", |s| !s.facts.persistent_volumes.is_empty()).await;
+
+    fake.fail_lists(PVCS, true);
+    fake.replace_and_expire(PVCS, vec![rwop_pvc("pv-1")]);
+    let stale = snapshot_where(&mut rx, "stale naming the claim", |s| s.stale.is_some()).await;
+    let why = stale.stale.clone().unwrap_or_default();
+    assert!(why.starts_with("persistentvolumeclaims shop/data: "), "{why}");
+    assert_eq!(stale.facts, first.facts, "the claim is kept");
+
+    fake.fail_lists(PVCS, false);
+    let healthy = snapshot_where(&mut rx, "fresh again", |s| s.stale.is_none() && s.synced_at > first.synced_at).await;
+    assert_eq!(healthy.facts, first.facts);
 }
 
 fn conflict_facts() -> Facts {
@@ -363,8 +537,11 @@ async fn an_https_client_builds_and_fails_cleanly_without_a_server() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
-    let uri = format!("https://{addr}").parse().expect("uri");
-    let client = kube::Client::try_from(kube::Config::new(uri)).expect("an https client");
+    let uri: axum::http::Uri = format!("https://{addr}").parse().expect("uri");
+    let client = kube::Client::try_from(kube::Config::new(uri.clone())).expect("an https client");
+    let result = tokio::time::timeout(WAIT, client.apiserver_version()).await.expect("no hang");
+    assert!(result.is_err(), "nothing listens there");
+    let client = http2_client(kube::Config::new(uri)).expect("the agent's HTTP/2 client");
     let result = tokio::time::timeout(WAIT, client.apiserver_version()).await.expect("no hang");
     assert!(result.is_err(), "nothing listens there");
 }

@@ -12,6 +12,7 @@
 //! - [`mount_overhead`]: 1, mount syscall overhead (tracing only).
 //! - [`enforcement`]: 1b, the same with the LSM hooks, in the VM.
 //! - [`memory`]: 3, agent memory idle and loaded (its loaded agent serves 4).
+//! - [`cluster_memory`]: 3c, agent memory with 100,000 PVs and PVCs behind a fake API server.
 //! - [`responses`]: 4, /metrics and /debug/volumes response times.
 //! - [`startup`]: 5, start-up to ready with a large mount table.
 //! - [`event_rate`]: 2, lossless event rate.
@@ -22,6 +23,7 @@
 //! percentiles).
 
 mod agent;
+mod cluster_memory;
 mod enforcement;
 mod event_rate;
 mod holder;
@@ -140,10 +142,11 @@ type Step = fn(&mut Bench) -> anyhow::Result<Option<Loaded>>;
 
 impl Bench {
     fn all(mut self, started: Instant, built: Duration) -> anyhow::Result<()> {
-        let steps: [(&str, &str, Step); 6] = [
+        let steps: [(&str, &str, Step); 7] = [
             ("1. mount syscall overhead", "≤ 1.03×", Self::mount_overhead),
             ("1b. mount syscall overhead with the LSM hooks (VM)", "≤ 1.05×", Self::enforcement_overhead),
             ("3. agent memory", "≤ 20 MiB idle, ≤ 48 MiB loaded", Self::memory),
+            ("3c. agent memory with a large cluster (fake API server)", "≤ idle + 5 MiB", Self::cluster_memory),
             ("5. start-up to ready", "≤ 500 ms", Self::startup),
             ("2. lossless event rate", "≥ 100,000 events/s", Self::event_rate),
             ("6. quarantine reaction", "p99 ≤ 2 ms", Self::quarantine),

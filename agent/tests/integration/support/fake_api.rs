@@ -1,6 +1,7 @@
 //! A fake Kubernetes API server for the k8s source tests: real HTTP on 127.0.0.1 (axum),
-//! list and watch for pods, PVs, PVCs, CSIDrivers, CSINodes and Nodes, GET of one Node, and
-//! a sink for created Events. The test drives it: apply/delete objects (watchers get ADDED/MODIFIED/DELETED),
+//! list and watch for pods, PVs, PVCs (cluster-wide and in one namespace), CSIDrivers,
+//! CSINodes and Nodes, honouring field selectors such as `metadata.name=X` and
+//! `spec.nodeName=X` as the real server does; GET of one Node, and a sink for created Events. The test drives it: apply/delete objects (watchers get ADDED/MODIFIED/DELETED),
 //! send BOOKMARKs, expire watches (the next watch answers ERROR 410 Gone), fail lists,
 //! stop it (connections refused) and restart it on the same port.
 //!
@@ -41,6 +42,8 @@ pub const CSI_DRIVERS: &str = "csidrivers";
 pub const CSI_NODES: &str = "csinodes";
 pub const NODES: &str = "nodes";
 
+const CLUSTER_SCOPED: [&str; 4] = [PVS, CSI_DRIVERS, CSI_NODES, NODES];
+
 /// (resource, URL path, apiVersion, kind)
 const RESOURCES: [(&str, &str, &str, &str); 6] = [
     (PODS, "/api/v1/pods", "v1", "Pod"),
@@ -51,10 +54,15 @@ const RESOURCES: [(&str, &str, &str, &str); 6] = [
     (NODES, "/api/v1/nodes", "v1", "Node"),
 ];
 
-/// One request the fake answered: the resource (or path) and its decoded query parameters.
+/// The namespaced path of PVCs: `/api/v1/namespaces/{namespace}/persistentvolumeclaims`.
+const NAMESPACED_PVCS: &str = "/api/v1/namespaces/{namespace}/persistentvolumeclaims";
+
+/// One request the fake answered: the resource (or path), the namespace of a namespaced
+/// path, and its decoded query parameters.
 #[derive(Clone, Debug)]
 pub struct Request {
     pub resource: String,
+    pub namespace: Option<String>,
     pub params: HashMap<String, String>,
 }
 
@@ -62,10 +70,39 @@ impl Request {
     pub fn is_watch(&self) -> bool {
         matches!(self.params.get("watch").map(String::as_str), Some("true" | "1"))
     }
+
+    pub fn field_selector(&self) -> Option<&str> {
+        self.params.get("fieldSelector").map(String::as_str)
+    }
+}
+
+/// What one list or watch asks for: objects of one namespace (or all), matching a field selector.
+#[derive(Clone, Debug, Default)]
+struct Scope {
+    namespace: Option<String>,
+    selector: Option<String>,
+}
+
+impl Scope {
+    /// The one key a `metadata.name=X` selector can match, for a lookup instead of a scan
+    /// (tens of thousands of objects): `ns/X` in a namespace, `X` for cluster-scoped kinds.
+    fn only_key(&self, resource: &str) -> Option<String> {
+        let name = self.selector.as_deref()?.strip_prefix("metadata.name=").filter(|n| !n.contains(','))?;
+        match &self.namespace {
+            Some(namespace) => Some(format!("{namespace}/{name}")),
+            None => CLUSTER_SCOPED.contains(&resource).then(|| name.to_owned()),
+        }
+    }
+
+    fn includes(&self, object: &Value) -> bool {
+        let in_namespace =
+            self.namespace.as_deref().is_none_or(|ns| object["metadata"]["namespace"].as_str() == Some(ns));
+        in_namespace && matches(object, self.selector.as_deref())
+    }
 }
 
 struct Watcher {
-    selector: Option<String>,
+    scope: Scope,
     tx: mpsc::UnboundedSender<Bytes>,
 }
 
@@ -168,10 +205,12 @@ impl FakeApi {
         path
     }
 
+    /// The agent's own client ([`volguard::facts::k8s::client::http2_client`]) for the fake;
+    /// HTTP/1.1 here, as the fake speaks plain http.
     pub fn client(&self) -> kube::Client {
         let uri = self.url().parse().expect("fake API URL");
         let config = kube::Config::new(uri);
-        kube::Client::try_from(config).expect("kube client for the fake API")
+        volguard::facts::k8s::client::http2_client(config).expect("kube client for the fake API")
     }
 
     fn serve(&mut self, listener: TcpListener) {
@@ -180,10 +219,15 @@ impl FakeApi {
             router = router.route(path, collection_route(resource));
         }
         let router = router
+            .route(NAMESPACED_PVCS, namespaced_route(PVCS))
             .route("/api/v1/nodes/{name}", get(get_node))
             .route("/apis/events.k8s.io/v1/namespaces/{namespace}/events", post(create_event))
             .fallback(|uri: axum::http::Uri, State(inner): State<Shared>| async move {
-                lock(&inner).requests.push(Request { resource: uri.path().to_owned(), params: HashMap::new() });
+                lock(&inner).requests.push(Request {
+                    resource: uri.path().to_owned(),
+                    namespace: None,
+                    params: HashMap::new(),
+                });
                 (StatusCode::NOT_FOUND, Json(status(404, "NotFound", "the fake API has no such path")))
             })
             .with_state(self.inner.clone());
@@ -263,6 +307,19 @@ impl FakeApi {
         });
     }
 
+    /// Adds objects with no watch event and no history, as if they had been there long
+    /// before any client came (fast for tens of thousands of objects).
+    pub fn preload(&self, resource: &str, objects: impl IntoIterator<Item = Value>) {
+        self.with(resource, |c, rv| {
+            for mut object in objects {
+                object["apiVersion"] = json!(c.api_version);
+                object["kind"] = json!(c.kind);
+                object["metadata"]["resourceVersion"] = json!(rv.to_string());
+                c.objects.insert(key(&object), object);
+            }
+        });
+    }
+
     /// Replaces the whole collection without telling any watcher (as if the events were
     /// compacted away), then ends the open watches; the next watch answers ERROR 410 Gone,
     /// so only a re-list can see the new state.
@@ -311,19 +368,34 @@ impl FakeApi {
 impl Collection {
     fn send(&mut self, rv: u64, event: Value) {
         self.history.push((rv, event.clone()));
-        self.watchers.retain(|w| !matches(&event["object"], w.selector.as_deref()) || w.tx.send(line(&event)).is_ok());
+        self.watchers.retain(|w| !w.scope.includes(&event["object"]) || w.tx.send(line(&event)).is_ok());
     }
 }
 
 fn collection_route(resource: &'static str) -> MethodRouter<Shared> {
     get(move |State(inner): State<Shared>, Query(params): Query<HashMap<String, String>>| async move {
-        collection(&inner, resource, params)
+        collection(&inner, resource, None, params)
     })
 }
 
-fn collection(inner: &Shared, resource: &'static str, params: HashMap<String, String>) -> Response {
+fn namespaced_route(resource: &'static str) -> MethodRouter<Shared> {
+    get(
+        move |State(inner): State<Shared>,
+              Path(namespace): Path<String>,
+              Query(params): Query<HashMap<String, String>>| async move {
+            collection(&inner, resource, Some(namespace), params)
+        },
+    )
+}
+
+fn collection(
+    inner: &Shared,
+    resource: &'static str,
+    namespace: Option<String>,
+    params: HashMap<String, String>,
+) -> Response {
     let mut guard = lock(inner);
-    let request = Request { resource: resource.to_owned(), params: params.clone() };
+    let request = Request { resource: resource.to_owned(), namespace: namespace.clone(), params: params.clone() };
     let watch = request.is_watch();
     guard.requests.push(request);
     if guard.stopping {
@@ -333,13 +405,16 @@ fn collection(inner: &Shared, resource: &'static str, params: HashMap<String, St
     }
     let current_rv = guard.resource_version;
     let c = guard.collections.get_mut(resource).expect("known resource");
-    let selector = params.get("fieldSelector").cloned();
+    let scope = Scope { namespace, selector: params.get("fieldSelector").cloned() };
     if !watch {
         if c.fail_lists {
             return (StatusCode::INTERNAL_SERVER_ERROR, Json(status(500, "InternalError", "lists fail")))
                 .into_response();
         }
-        let items: Vec<Value> = c.objects.values().filter(|o| matches(o, selector.as_deref())).cloned().collect();
+        let items: Vec<Value> = match scope.only_key(resource) {
+            Some(key) => c.objects.get(&key).filter(|o| scope.includes(o)).cloned().into_iter().collect(),
+            None => c.objects.values().filter(|o| scope.includes(o)).cloned().collect(),
+        };
         let list = json!({"apiVersion": c.api_version, "kind": format!("{}List", c.kind),
             "metadata": {"resourceVersion": current_rv.to_string()}, "items": items});
         return Json(list).into_response();
@@ -353,12 +428,12 @@ fn collection(inner: &Shared, resource: &'static str, params: HashMap<String, St
         let from: u64 = params.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
         if from > 0 {
             for (rv, event) in &c.history {
-                if *rv > from && matches(&event["object"], selector.as_deref()) {
+                if *rv > from && scope.includes(&event["object"]) {
                     let _ = tx.send(line(event));
                 }
             }
         }
-        c.watchers.push(Watcher { selector, tx });
+        c.watchers.push(Watcher { scope, tx });
     }
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|bytes| (Ok::<Bytes, Infallible>(bytes), rx))
@@ -368,7 +443,7 @@ fn collection(inner: &Shared, resource: &'static str, params: HashMap<String, St
 
 async fn get_node(State(inner): State<Shared>, Path(name): Path<String>) -> Response {
     let mut guard = lock(&inner);
-    guard.requests.push(Request { resource: format!("{NODES}/{name}"), params: HashMap::new() });
+    guard.requests.push(Request { resource: format!("{NODES}/{name}"), namespace: None, params: HashMap::new() });
     match guard.collections.get(NODES).and_then(|c| c.objects.get(&name)) {
         Some(node) => Json(node.clone()).into_response(),
         None => (StatusCode::NOT_FOUND, Json(status(404, "NotFound", &format!("nodes \"{name}\" not found"))))
@@ -382,7 +457,7 @@ async fn create_event(
     Json(event): Json<Value>,
 ) -> impl IntoResponse {
     let mut guard = lock(&inner);
-    guard.requests.push(Request { resource: format!("events/{namespace}"), params: HashMap::new() });
+    guard.requests.push(Request { resource: format!("events/{namespace}"), namespace: None, params: HashMap::new() });
     guard.events.push(event.clone());
     (StatusCode::CREATED, Json(event))
 }
@@ -441,4 +516,25 @@ pub fn node(name: &str, kubelet_version: &str) -> Value {
     json!({"metadata": {"name": name},
            "status": {"nodeInfo": {"kubeletVersion": kubelet_version, "kubeProxyVersion": kubelet_version,
                                    "operatingSystem": "linux", "architecture": "amd64"}}})
+}
+
+/// Pod `shop/<name>` on `node` using the PVCs `shop/<claim>` (volumes named after the claims).
+pub fn pod_with_claims(name: &str, uid: &str, node: &str, claims: &[&str]) -> Value {
+    let volumes: Vec<Value> =
+        claims.iter().map(|c| json!({"name": c, "persistentVolumeClaim": {"claimName": c}})).collect();
+    json!({"metadata": {"name": name, "namespace": "shop", "uid": uid},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}], "volumes": volumes}})
+}
+
+/// PVC `<namespace>/<name>` with `access_mode`, bound to `volume`.
+pub fn claim(namespace: &str, name: &str, access_mode: &str, volume: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": namespace},
+           "spec": {"accessModes": [access_mode], "volumeName": volume}})
+}
+
+/// CSI PV `name` (driver d.example.com) with `access_mode`, bound to PVC `<namespace>/<claim>`.
+pub fn volume(name: &str, access_mode: &str, namespace: &str, claim: &str) -> Value {
+    json!({"metadata": {"name": name},
+           "spec": {"accessModes": [access_mode], "claimRef": {"namespace": namespace, "name": claim},
+                    "csi": {"driver": "d.example.com", "volumeHandle": format!("h-{name}")}}})
 }

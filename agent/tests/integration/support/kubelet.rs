@@ -365,6 +365,13 @@ impl Agent {
         }
     }
 
+    /// The agent's resident set (VmRSS of /proc/<pid>/status), KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS in /proc/<pid>/status");
+        line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("VmRSS in kB")
+    }
+
     pub fn sigkill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
