@@ -154,13 +154,21 @@ impl InventoryWatch {
         Some(&self.current)
     }
 
-    /// Polls forever, publishing changes into `tx`.
+    /// Polls forever, publishing changes into `tx`. Reading and parsing a big file is
+    /// CPU work: on the blocking pool, so no runtime worker (nor the timers and sockets
+    /// they drive) waits for it.
     pub async fn run(mut self, tx: watch::Sender<Snapshot>) {
         let mut tick = tokio::time::interval(POLL_INTERVAL);
         loop {
             tick.tick().await;
-            if let Some(snapshot) = self.poll()
-                && tx.send(snapshot.clone()).is_err()
+            let polled = crate::sys::background::spawn(move || {
+                let changed = self.poll().cloned();
+                (self, changed)
+            });
+            let Ok((watch, changed)) = polled.await else { return };
+            self = watch;
+            if let Some(snapshot) = changed
+                && tx.send(snapshot).is_err()
             {
                 return;
             }

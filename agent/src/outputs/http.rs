@@ -151,7 +151,11 @@ fn csi_findings(csi: &Option<Value>) -> usize {
 }
 
 async fn volumes(State(shared): AppState) -> Response {
-    ok(json!({"volumes": shared.view().volumes}))
+    // Thousands of volumes take milliseconds to render: not on a runtime worker.
+    let view = shared.view();
+    crate::sys::background::spawn(move || ok(json!({"volumes": view.volumes})))
+        .await
+        .unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &format!("rendering the volumes: {e}")))
 }
 
 async fn volume(State(shared): AppState, Path(name): Path<String>) -> Response {

@@ -66,7 +66,7 @@ impl Bench {
 }
 
 /// 10,000 RWOP PVs and PVCs, 110 pods referencing them (volume i belongs to pod i mod 110).
-fn loaded_inventory() -> String {
+pub(super) fn loaded_inventory() -> String {
     let mut s = String::from("nodeName: bench-node\npods:\n");
     for p in 0..PODS {
         let _ = write!(s, "  - {{uid: pod-{p:04}, namespace: bench, name: p-{p}, volumes: [");
