@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use crate::{
     csi::report::CsiReport,
     enforce::Mode,
-    facts::{Origin, SinglePodReason, Snapshot},
+    facts::{SinglePodReason, Snapshot},
     model::checks::Finding,
     model::mounts::{Mounts, volume_views},
     outputs::metrics::SinglePodCounts,
@@ -93,16 +93,11 @@ pub(super) fn build(inputs: ViewInputs, sinks: &ViewSinks) {
                 .and_then(|v| v.as_str().map(str::to_owned));
         }
     }
-    let origin = match snapshot.origin {
-        Origin::None => "none",
-        Origin::Inventory { .. } => "inventory",
-        Origin::KubernetesApi => "kubernetes_api",
-    };
     let now = SystemTime::now();
     sinks.shared.set_view(DebugView {
         mode: Some(mode),
         mode_reason,
-        source: SourceStatus::new(origin, snapshot.stale.clone(), snapshot.synced_at),
+        source: SourceStatus::new(snapshot.origin.kind(), snapshot.stale.clone(), snapshot.synced_at),
         volumes,
         findings,
         csi: csi.as_ref().and_then(|r| serde_json::to_value(&**r).ok()),

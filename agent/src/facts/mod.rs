@@ -418,6 +418,17 @@ pub enum Origin {
     KubernetesApi,
 }
 
+impl Origin {
+    /// The kind as the metrics, the debug API and `status` name it (its serde tag).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Origin::None => "none",
+            Origin::Inventory { .. } => "inventory",
+            Origin::KubernetesApi => "kubernetes_api",
+        }
+    }
+}
+
 /// The facts in force and how fresh they are, as a source publishes them.
 #[derive(Clone, Debug)]
 pub struct Snapshot {

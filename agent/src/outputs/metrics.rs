@@ -396,13 +396,8 @@ impl Metrics {
     }
 
     pub fn set_source(&self, origin: &Origin, stale: bool, synced_at: Option<SystemTime>) {
-        let source = match origin {
-            Origin::None => "none",
-            Origin::Inventory { .. } => "inventory",
-            Origin::KubernetesApi => "kubernetes_api",
-        };
         self.inventory_info.clear();
-        self.inventory_info.get_or_create(&SourceLabels { source: source.into() }).set(1);
+        self.inventory_info.get_or_create(&SourceLabels { source: origin.kind().into() }).set(1);
         self.inventory_stale.set(i64::from(stale));
         let seconds =
             synced_at.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()).map_or(0.0, |d| d.as_secs_f64());

@@ -41,19 +41,12 @@ struct Reactions {
 impl Bench {
     pub(super) fn quarantine(&mut self) -> anyhow::Result<Option<Loaded>> {
         let Reactions { observed, reported, missed } = self.reactions("rwop.yaml", &rwop_inventory(), false)?;
-        let (o50, o99) = (pct(&observed, 50.0), pct(&observed, 99.0));
-        println!(
-            "  observed mount return → bind gone: p50 {o50:.0} µs, p99 {o99:.0} µs ({} samples, {missed} missed)",
-            observed.len()
-        );
-        self.report.rows.push(Row::new(
+        self.reaction_row(
             "6a. quarantine: mount(2) return → offending bind gone (seen by the publisher)",
-            "—".into(),
-            format!("p50 {o50:.0} µs, p99 {o99:.0} µs (n={}, {missed} missed)", observed.len()),
-            format!("p99 {:.2} ms", o99 / 1e3),
-            "p99 ≤ 2 ms",
-            Some(o99 <= 2000.0 && missed == 0),
-        ));
+            "observed mount return → bind gone",
+            &observed,
+            missed,
+        );
         if !reported.is_empty() {
             let (r50, r99) = (pct(&reported, 50.0), pct(&reported, 99.0));
             println!("  agent-reported reaction: p50 {r50:.0} µs, p99 {r99:.0} µs");
@@ -94,16 +87,12 @@ impl Bench {
             .replacen("persistentVolumes:\n", &format!("persistentVolumes:\n{}", RWOP_PV), 1)
             .replacen("persistentVolumeClaims:\n", &format!("persistentVolumeClaims:\n{}", RWOP_PVC), 1);
         let Reactions { observed, missed, .. } = self.reactions("rwop-loaded.yaml", &text, true)?;
-        let (o50, o99) = (pct(&observed, 50.0), pct(&observed, 99.0));
-        println!("  under load: p50 {o50:.0} µs, p99 {o99:.0} µs ({} samples, {missed} missed)", observed.len());
-        self.report.rows.push(Row::new(
+        let (o50, o99) = self.reaction_row(
             "6c. quarantine under load: 10,000 volumes, facts changing every second",
-            "—".into(),
-            format!("p50 {o50:.0} µs, p99 {o99:.0} µs (n={}, {missed} missed)", observed.len()),
-            format!("p99 {:.2} ms", o99 / 1e3),
-            "p99 ≤ 2 ms",
-            Some(o99 <= 2000.0 && missed == 0),
-        ));
+            "under load",
+            &observed,
+            missed,
+        );
         let _ = writeln!(
             self.report.details,
             "### 6c. Quarantine reaction under load\n\nAs 6a, with the inventory of 3 (10,000 ReadWriteOncePod \
@@ -114,6 +103,21 @@ impl Bench {
             observed.iter().cloned().fold(0.0, f64::max)
         );
         Ok(None)
+    }
+
+    /// Prints and adds the row of a series of observed reactions (µs); returns p50 and p99.
+    fn reaction_row(&mut self, row: &str, label: &str, observed: &[f64], missed: usize) -> (f64, f64) {
+        let (o50, o99) = (pct(observed, 50.0), pct(observed, 99.0));
+        println!("  {label}: p50 {o50:.0} µs, p99 {o99:.0} µs ({} samples, {missed} missed)", observed.len());
+        self.report.rows.push(Row::new(
+            row,
+            "—".into(),
+            format!("p50 {o50:.0} µs, p99 {o99:.0} µs (n={}, {missed} missed)", observed.len()),
+            format!("p99 {:.2} ms", o99 / 1e3),
+            "p99 ≤ 2 ms",
+            Some(o99 <= 2000.0 && missed == 0),
+        ));
+        (o50, o99)
     }
 
     fn reactions(&mut self, name: &str, text: &str, churn: bool) -> anyhow::Result<Reactions> {
