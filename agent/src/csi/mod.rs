@@ -2,7 +2,7 @@
 //! what it advertises with how its volumes are used (issue 5).
 //!
 //! - [`discovery`] finds the sockets, [`client`] asks them under deadlines,
-//!   [`report`] gathers the answers ([`driver_report`] per driver), [`evaluate`] judges them (pure), [`rules`] holds
+//!   [`report`] gathers the answers ([`driver_report`] per driver), [`evaluate`] judges them (pure; [`judge`] keeps the last judgement to redo only what changed), [`rules`] holds
 //!   kubelet's access-mode and fsGroup decisions, [`kubelet`] what the kubelet's version
 //!   means for ReadWriteOncePod, [`monitor`] re-checks in the agent,
 //!   `volguard check` is [`crate::cli::check`].
@@ -12,6 +12,7 @@ pub mod client;
 pub mod discovery;
 pub mod driver_report;
 pub mod evaluate;
+pub mod judge;
 pub mod kubelet;
 pub mod monitor;
 pub mod proto;

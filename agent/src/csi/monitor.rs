@@ -23,6 +23,7 @@ use tokio::sync::watch;
 
 use super::{
     discovery,
+    judge::Judge,
     report::{self, CheckOptions, CsiReport, DriverReport},
 };
 use crate::{enforce::Mode, facts::Snapshot, model::mounts::Mounts};
@@ -62,7 +63,9 @@ pub async fn run(
     let mut known = BTreeSet::new();
     let mut drivers: Vec<DriverReport> = Vec::new();
     let mut asked_at = None;
-    let (mut ask, mut judge) = (true, true);
+    let (mut ask, mut rejudge) = (true, true);
+    // The last judgement, lent to the blocking thread for each run.
+    let mut last = Judge::default();
     loop {
         if ask {
             known = sockets(&opts.check);
@@ -70,19 +73,27 @@ pub async fn run(
             asked_at = Some(std::time::SystemTime::now());
             ask = false;
         }
-        if judge {
+        if rejudge {
             let facts_now: Arc<_> = facts.borrow_and_update().facts.clone();
             let mounts_now = mounts.borrow_and_update().clone();
             let (drivers_now, mode) = (drivers.clone(), opts.mode);
-            // Judging every volume of a busy node is CPU work: on a blocking thread, so no
-            // task of the runtime (the agent's event loop above all) waits for it.
+            let mut judge = std::mem::take(&mut last);
+            // Judging the volumes of a busy node is CPU work (only the changed ones are
+            // rebuilt, but each is compared): on a blocking thread, so no task of the
+            // runtime (the agent's event loop above all) waits for it.
             let judged = crate::sys::background::spawn(move || {
                 let started = std::time::Instant::now();
-                let report = CsiReport::judge(drivers_now, &facts_now, &mounts_now, mode);
-                tracing::debug!(volumes = report.volumes.len(), elapsed = ?started.elapsed(), "CSI checks judged");
-                report
+                let report = judge.run(drivers_now, &facts_now, &mounts_now, mode);
+                tracing::debug!(
+                    volumes = judge.volumes(),
+                    rebuilt = judge.rebuilt(),
+                    elapsed = ?started.elapsed(),
+                    "CSI checks judged"
+                );
+                (judge, report)
             });
-            let Ok(mut judged) = judged.await else { return };
+            let Ok((judge, mut judged)) = judged.await else { return };
+            last = judge;
             judged.checked_at = asked_at;
             // Receivers wake only for a different report.
             tx.send_if_modified(|current| {
@@ -92,16 +103,16 @@ pub async fn run(
                 }
                 changed
             });
-            judge = false;
+            rejudge = false;
         }
         // Only news is judged: a quiet socket poll costs a directory listing, nothing more.
         tokio::select! {
             _ = recheck.tick() => ask = true,
             _ = poll.tick() => ask = sockets(&opts.check) != known,
-            changed = facts.changed(), if facts_open => { facts_open = changed.is_ok(); judge = facts_open; }
-            changed = mounts.changed(), if mounts_open => { mounts_open = changed.is_ok(); judge = mounts_open; }
+            changed = facts.changed(), if facts_open => { facts_open = changed.is_ok(); rejudge = facts_open; }
+            changed = mounts.changed(), if mounts_open => { mounts_open = changed.is_ok(); rejudge = mounts_open; }
             () = tx.closed() => return,
         }
-        judge |= ask;
+        rejudge |= ask;
     }
 }

@@ -5,6 +5,7 @@
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
+    sync::Arc,
     time::{Duration, SystemTime},
 };
 
@@ -15,7 +16,8 @@ pub use super::driver_report::DriverReport;
 use super::{
     client,
     discovery::{self, CSI_PLUGIN_TYPE, Source},
-    evaluate::{self, VolumeReport},
+    evaluate::VolumeReport,
+    judge::Judge,
     kubelet::KubeletReport,
 };
 use crate::{enforce::Mode, facts::Facts, model::checks::Finding, model::mounts::Mounts};
@@ -47,7 +49,7 @@ pub struct CsiReport {
     pub kubelet: KubeletReport,
     pub drivers: Vec<DriverReport>,
     /// Per volume in use: the access mode kubelet sends and what happens to fsGroup.
-    pub volumes: Vec<VolumeReport>,
+    pub volumes: Vec<Arc<VolumeReport>>,
     pub findings: Vec<Finding>,
     /// When the drivers were last asked.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,15 +75,10 @@ impl CsiReport {
             .collect()
     }
 
-    /// Judges gathered drivers against facts and mounts (no I/O).
+    /// Judges gathered drivers against facts and mounts (no I/O); the agent keeps a
+    /// [`Judge`] instead, to rebuild only what changed.
     pub fn judge(drivers: Vec<DriverReport>, facts: &Facts, mounts: &Mounts, mode: Option<Mode>) -> Self {
-        let mut drivers = drivers;
-        for driver in &mut drivers {
-            driver.apply_facts(facts);
-        }
-        let volumes = evaluate::volumes(facts, mounts, &drivers);
-        let findings = evaluate::evaluate(facts, &drivers, &volumes, mode);
-        Self { kubelet: KubeletReport::from_facts(facts), drivers, volumes, findings, checked_at: None }
+        Judge::default().run(drivers, facts, mounts, mode)
     }
 }
 

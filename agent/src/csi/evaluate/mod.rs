@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     enforce::Mode,
-    facts::{AccessMode, ClaimRef, Facts, VolumeSource},
+    facts::{AccessMode, ClaimRef, CsiDriver, Facts, VolumeSource},
     model::checks::{Check, Finding, Severity},
     model::mounts::Mounts,
 };
@@ -66,7 +66,7 @@ impl RwopWeakenedBy {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VolumeKind {
     Persistent,
@@ -74,9 +74,47 @@ pub enum VolumeKind {
     Inline,
 }
 
-/// Every CSI volume published on the node (per the mount table) or used by a pod on it.
-pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<VolumeReport> {
-    let mut pv_names: BTreeSet<&str> = mounts.volumes().filter(|v| facts.persistent_volume(v).is_some()).collect();
+/// What the judgement of one volume depends on, besides the [`Context`]: the same input
+/// in the same context gives the same report and findings ([`crate::csi::judge`] relies
+/// on it to rebuild only the volumes whose input changed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolumeInput<'a> {
+    pub name: &'a str,
+    pub kind: VolumeKind,
+    pub driver: &'a str,
+    /// Pod UIDs it is published into, or for a volume not published yet the pods using it.
+    pub pods: Vec<&'a str>,
+    pub published: bool,
+    /// The PV's (empty for inline volumes).
+    pub access_modes: &'a [AccessMode],
+    pub fs_type: Option<&'a str>,
+    pub block: bool,
+}
+
+/// What every volume's judgement depends on.
+pub struct Context<'a> {
+    pub facts: &'a Facts,
+    /// With [`DriverReport::apply_facts`] applied.
+    pub drivers: &'a [DriverReport],
+    pub kubelet: KubeletReport,
+    pub mode: Option<Mode>,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(facts: &'a Facts, drivers: &'a [DriverReport], mode: Option<Mode>) -> Self {
+        Self { facts, drivers, kubelet: KubeletReport::from_facts(facts), mode }
+    }
+
+    fn driver_object(&self, name: &str) -> Option<&'a CsiDriver> {
+        self.facts.csi_drivers.iter().find(|d| d.name == name)
+    }
+}
+
+/// Every CSI volume published on the node (per the mount table) or used by a pod on it:
+/// persistent volumes by name, then inline volumes in pod order.
+pub fn inputs<'a>(facts: &'a Facts, mounts: &'a Mounts) -> Vec<VolumeInput<'a>> {
+    let mut pv_names: BTreeSet<&str> =
+        mounts.volumes().filter_map(|v| Some(facts.persistent_volume(v)?.name.as_str())).collect();
     for pod in &facts.pods {
         for volume in &pod.volumes {
             if let VolumeSource::PersistentVolumeClaim(claim) = &volume.source
@@ -87,64 +125,79 @@ pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<
             }
         }
     }
-    let kubelet = KubeletRwop::of_facts(facts);
     let mut out = Vec::new();
     for name in pv_names {
         let Some(pv) = facts.persistent_volume(name) else { continue };
         let Some(csi) = &pv.csi else { continue };
-        let published: Vec<String> = mounts.pods_of(name).into_iter().map(|(p, _)| p.to_owned()).collect();
-        let pods = if published.is_empty() { pods_using_pv(facts, name) } else { published.clone() };
-        let driver = drivers.iter().find(|d| d.answers_to(&csi.driver));
-        let (csi_access_mode, fs_group, fs_group_reason) =
-            decide(driver, facts, kubelet, &csi.driver, csi.fs_type.as_deref(), Some(&pv.access_modes), pv.block);
-        out.push(VolumeReport {
-            name: name.to_owned(),
+        let published: Vec<&str> = mounts.pods_of(name).into_iter().map(|(p, _)| p).collect();
+        out.push(VolumeInput {
+            name: &pv.name,
             kind: VolumeKind::Persistent,
-            driver: csi.driver.clone(),
-            pods,
+            driver: &csi.driver,
             published: !published.is_empty(),
-            access_modes: pv.access_modes.clone(),
-            csi_access_mode,
-            rwop_weakened_by: RwopWeakenedBy::of(&pv.access_modes, csi_access_mode),
-            fs_group,
-            fs_group_reason,
+            pods: if published.is_empty() { pods_using_pv(facts, name) } else { published },
+            access_modes: &pv.access_modes,
+            fs_type: csi.fs_type.as_deref(),
+            block: pv.block,
         });
     }
     for pod in &facts.pods {
         for volume in &pod.volumes {
-            let VolumeSource::Csi { driver: driver_name } = &volume.source else { continue };
-            let driver = drivers.iter().find(|d| d.answers_to(driver_name));
-            // The facts do not carry an inline volume's fsType: judged as unset.
-            let (csi_access_mode, fs_group, fs_group_reason) =
-                decide(driver, facts, kubelet, driver_name, None, None, false);
-            out.push(VolumeReport {
-                name: volume.name.clone(),
+            let VolumeSource::Csi { driver } = &volume.source else { continue };
+            out.push(VolumeInput {
+                name: &volume.name,
                 kind: VolumeKind::Inline,
-                driver: driver_name.clone(),
-                pods: vec![pod.uid.clone()],
+                driver,
+                pods: vec![&pod.uid],
                 published: mounts.is_published(&volume.name, &pod.uid),
-                access_modes: Vec::new(),
-                csi_access_mode,
-                rwop_weakened_by: None,
-                fs_group,
-                fs_group_reason,
+                access_modes: &[],
+                // The facts do not carry an inline volume's fsType: judged as unset.
+                fs_type: None,
+                block: false,
             });
         }
     }
     out
 }
 
-fn pods_using_pv(facts: &Facts, pv: &str) -> Vec<String> {
+impl VolumeInput<'_> {
+    /// What kubelet sends the driver for this volume and what happens to fsGroup.
+    pub fn report(&self, ctx: &Context<'_>) -> VolumeReport {
+        let driver = ctx.drivers.iter().find(|d| d.answers_to(self.driver));
+        let pv_access_modes = (self.kind == VolumeKind::Persistent).then_some(self.access_modes);
+        let (csi_access_mode, fs_group, fs_group_reason) =
+            decide(driver, ctx, self.driver, self.fs_type, pv_access_modes, self.block);
+        VolumeReport {
+            name: self.name.to_owned(),
+            kind: self.kind,
+            driver: self.driver.to_owned(),
+            pods: self.pods.iter().map(|&p| p.to_owned()).collect(),
+            published: self.published,
+            access_modes: self.access_modes.to_vec(),
+            csi_access_mode,
+            rwop_weakened_by: RwopWeakenedBy::of(self.access_modes, csi_access_mode),
+            fs_group,
+            fs_group_reason,
+        }
+    }
+}
+
+/// Every CSI volume's report (see [`inputs`]).
+pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<VolumeReport> {
+    let ctx = Context::new(facts, drivers, None); // the mode decides findings, not reports
+    inputs(facts, mounts).iter().map(|input| input.report(&ctx)).collect()
+}
+
+fn pods_using_pv<'a>(facts: &'a Facts, pv: &str) -> Vec<&'a str> {
     let Some(claim) = facts.claim_of(pv) else { return Vec::new() };
-    facts.pods_using(&claim).map(|p| p.uid.clone()).collect()
+    facts.pods_using(&claim).map(|p| p.uid.as_str()).collect()
 }
 
 /// Access mode and fsGroup outcome, once the driver's node capabilities are known.
 /// `pv_access_modes` is `None` for an inline volume.
 fn decide(
     driver: Option<&DriverReport>,
-    facts: &Facts,
-    kubelet: KubeletRwop,
+    ctx: &Context<'_>,
     driver_name: &str,
     fs_type: Option<&str>,
     pv_access_modes: Option<&[AccessMode]>,
@@ -154,11 +207,11 @@ fn decide(
         return (None, None, "driver's node capabilities unknown".into());
     };
     let multi_writer = caps.contains(&NodeCapability::SingleNodeMultiWriter);
-    let access = match kubelet {
+    let access = match ctx.kubelet.rwop {
         KubeletRwop::Unaware => rules::pre_rwop_kubelet_access_mode(pv_access_modes.unwrap_or(&[])),
         _ => rules::kubelet_access_mode(pv_access_modes.unwrap_or(&[]), multi_writer),
     };
-    let object = facts.csi_drivers.iter().find(|d| d.name == driver_name);
+    let object = ctx.driver_object(driver_name);
     let policy_text = object.map_or("ReadWriteOnceWithFSType", |d| d.fs_group_policy.as_str());
     let Some(policy) = FsGroupPolicy::parse(policy_text) else {
         return (Some(access), None, format!("unknown fsGroupPolicy {policy_text:?}"));
@@ -230,9 +283,22 @@ fn kubelet_rwop_hole(kubelet: &KubeletReport, v: &VolumeReport, mode: Option<Mod
     Some((severity, format!("ReadWriteOncePod, but kubelet {} {why}; {driver}; {}", kubelet.name(), protection(mode))))
 }
 
-/// Every CSI finding. `drivers` have had [`DriverReport::apply_facts`]; `volumes` come
-/// from [`volumes`]; `mode` is the agent's active mode (`None`: no agent enforcing).
-pub fn evaluate(facts: &Facts, drivers: &[DriverReport], volumes: &[VolumeReport], mode: Option<Mode>) -> Vec<Finding> {
+/// Every CSI finding: the drivers' ([`driver_findings`]), then each volume's in order
+/// ([`persistent_mode_unsupported`] once per driver, [`volume_findings`]).
+pub fn evaluate<'v>(ctx: &Context<'_>, volumes: impl IntoIterator<Item = &'v VolumeReport>) -> Vec<Finding> {
+    let mut findings = driver_findings(ctx);
+    let mut flagged_drivers = BTreeSet::new();
+    for v in volumes {
+        findings.extend(persistent_mode_unsupported(ctx, v, &mut flagged_drivers));
+        findings.extend(volume_findings(ctx, v));
+    }
+    findings
+}
+
+/// Findings about the drivers themselves: calls that failed, names and node IDs that
+/// disagree with the registration or the CSINode.
+pub fn driver_findings(ctx: &Context<'_>) -> Vec<Finding> {
+    let (facts, drivers) = (ctx.facts, ctx.drivers);
     let mut findings = Vec::new();
     let mut push = |check, severity, subject: &str, message: String| {
         findings.push(Finding { check, severity, subject: subject.to_owned(), message })
@@ -375,89 +441,102 @@ pub fn evaluate(facts: &Facts, drivers: &[DriverReport], volumes: &[VolumeReport
         }
     }
 
-    let kubelet = KubeletReport::from_facts(facts);
-    let mut persistent_flagged = BTreeSet::new();
-    for v in volumes {
-        let subject = format!("volume {}", v.name);
-        let object = facts.csi_drivers.iter().find(|d| d.name == v.driver);
-        match v.kind {
-            VolumeKind::Inline => {
-                let allowed = object.is_some_and(|d| d.volume_lifecycle_modes.iter().any(|m| m == "Ephemeral"));
-                if !allowed {
-                    let why = match object {
-                        None => {
-                            format!("driver {} has no CSIDriver object (then only Persistent is allowed)", v.driver)
-                        }
-                        Some(d) => format!(
-                            "CSIDriver {} lists volumeLifecycleModes {:?} without Ephemeral",
-                            v.driver, d.volume_lifecycle_modes
-                        ),
-                    };
-                    push(
-                        Check::CsiEphemeralModeUnsupported,
-                        Severity::Error,
-                        &format!("pod {} {subject}", v.pods.join(",")),
-                        format!("CSI inline volume, but {why}: kubelet refuses to mount it"),
-                    );
-                }
-            }
-            VolumeKind::Persistent => {
-                if let Some(d) = object
-                    && !d.volume_lifecycle_modes.iter().any(|m| m == "Persistent")
-                    && persistent_flagged.insert(v.driver.clone())
-                {
-                    push(
-                        Check::CsiPersistentModeUnsupported,
-                        Severity::Error,
-                        &format!("driver {}", v.driver),
-                        format!(
-                            "used by persistent volume {} but its CSIDriver lists volumeLifecycleModes {:?} without \
-                             Persistent: kubelet refuses to mount it",
-                            v.name, d.volume_lifecycle_modes
-                        ),
-                    );
-                }
-                if v.access_modes.first() == Some(&AccessMode::ReadWriteOncePod)
-                    && v.csi_access_mode == Some(CsiAccessMode::SingleNodeWriter)
-                {
-                    push(
-                        Check::CsiRwopNotEnforcedByDriver,
-                        rwop_severity(mode),
-                        &subject,
-                        format!(
-                            "ReadWriteOncePod on driver {} without node capability SINGLE_NODE_MULTI_WRITER: it is \
-                             told SINGLE_NODE_WRITER, same as RWO, and cannot refuse a second pod; {}",
-                            v.driver,
-                            protection(mode)
-                        ),
-                    );
-                }
-                if v.access_modes.first() == Some(&AccessMode::ReadWriteOncePod)
-                    && let Some((severity, message)) = kubelet_rwop_hole(&kubelet, v, mode)
-                {
-                    push(Check::KubeletRwopNotEnforced, severity, &subject, message);
-                }
+    findings
+}
+
+fn finding(check: Check, severity: Severity, subject: &str, message: String) -> Finding {
+    Finding { check, severity, subject: subject.to_owned(), message }
+}
+
+/// A persistent volume on a driver whose CSIDriver does not allow persistent volumes: one
+/// finding per driver (the first such volume), so `flagged_drivers` carries those seen.
+pub fn persistent_mode_unsupported(
+    ctx: &Context<'_>,
+    v: &VolumeReport,
+    flagged_drivers: &mut BTreeSet<String>,
+) -> Option<Finding> {
+    let d = ctx.driver_object(&v.driver)?;
+    let unsupported = v.kind == VolumeKind::Persistent && !d.volume_lifecycle_modes.iter().any(|m| m == "Persistent");
+    (unsupported && flagged_drivers.insert(v.driver.clone())).then(|| {
+        finding(
+            Check::CsiPersistentModeUnsupported,
+            Severity::Error,
+            &format!("driver {}", v.driver),
+            format!(
+                "used by persistent volume {} but its CSIDriver lists volumeLifecycleModes {:?} without Persistent: \
+                 kubelet refuses to mount it",
+                v.name, d.volume_lifecycle_modes
+            ),
+        )
+    })
+}
+
+/// One volume's findings: how its access mode and fsGroup reach the driver, whether its
+/// driver allows it at all (inline), and who refuses a second pod (ReadWriteOncePod).
+pub fn volume_findings(ctx: &Context<'_>, v: &VolumeReport) -> Vec<Finding> {
+    let mode = ctx.mode;
+    let mut findings = Vec::new();
+    let mut push =
+        |check, severity, subject: &str, message: String| findings.push(finding(check, severity, subject, message));
+    let subject = format!("volume {}", v.name);
+    let object = ctx.driver_object(&v.driver);
+    match v.kind {
+        VolumeKind::Inline => {
+            let allowed = object.is_some_and(|d| d.volume_lifecycle_modes.iter().any(|m| m == "Ephemeral"));
+            if !allowed {
+                let why = match object {
+                    None => format!("driver {} has no CSIDriver object (then only Persistent is allowed)", v.driver),
+                    Some(d) => format!(
+                        "CSIDriver {} lists volumeLifecycleModes {:?} without Ephemeral",
+                        v.driver, d.volume_lifecycle_modes
+                    ),
+                };
+                push(
+                    Check::CsiEphemeralModeUnsupported,
+                    Severity::Error,
+                    &format!("pod {} {subject}", v.pods.join(",")),
+                    format!("CSI inline volume, but {why}: kubelet refuses to mount it"),
+                );
             }
         }
-        let policy = object.map_or("ReadWriteOnceWithFSType", |d| d.fs_group_policy.as_str());
-        match (FsGroupPolicy::parse(policy), v.fs_group) {
-            (None, _) => push(
-                Check::CsiFsGroupNotApplied,
-                Severity::Warning,
-                &subject,
-                format!(
-                    "driver {} has an unknown fsGroupPolicy {policy:?}: kubelet's behaviour is undefined",
-                    v.driver
-                ),
-            ),
-            (Some(p), Some(Ownership::Unchanged)) if p != FsGroupPolicy::None && v.published => push(
-                Check::CsiFsGroupNotApplied,
-                Severity::Info,
-                &subject,
-                format!("a pod's fsGroup will not be applied: {}", v.fs_group_reason),
-            ),
-            _ => {}
+        VolumeKind::Persistent => {
+            if v.access_modes.first() == Some(&AccessMode::ReadWriteOncePod)
+                && v.csi_access_mode == Some(CsiAccessMode::SingleNodeWriter)
+            {
+                push(
+                    Check::CsiRwopNotEnforcedByDriver,
+                    rwop_severity(mode),
+                    &subject,
+                    format!(
+                        "ReadWriteOncePod on driver {} without node capability SINGLE_NODE_MULTI_WRITER: it is told \
+                         SINGLE_NODE_WRITER, same as RWO, and cannot refuse a second pod; {}",
+                        v.driver,
+                        protection(mode)
+                    ),
+                );
+            }
+            if v.access_modes.first() == Some(&AccessMode::ReadWriteOncePod)
+                && let Some((severity, message)) = kubelet_rwop_hole(&ctx.kubelet, v, mode)
+            {
+                push(Check::KubeletRwopNotEnforced, severity, &subject, message);
+            }
         }
+    }
+    let policy = object.map_or("ReadWriteOnceWithFSType", |d| d.fs_group_policy.as_str());
+    match (FsGroupPolicy::parse(policy), v.fs_group) {
+        (None, _) => push(
+            Check::CsiFsGroupNotApplied,
+            Severity::Warning,
+            &subject,
+            format!("driver {} has an unknown fsGroupPolicy {policy:?}: kubelet's behaviour is undefined", v.driver),
+        ),
+        (Some(p), Some(Ownership::Unchanged)) if p != FsGroupPolicy::None && v.published => push(
+            Check::CsiFsGroupNotApplied,
+            Severity::Info,
+            &subject,
+            format!("a pod's fsGroup will not be applied: {}", v.fs_group_reason),
+        ),
+        _ => {}
     }
     findings
 }

@@ -311,3 +311,75 @@ fn fs_group_per_volume() {
     assert_eq!(checks(&report), [(Check::CsiFsGroupNotApplied, Severity::Warning); 2]);
     assert_eq!(report.volumes[0].fs_group, None);
 }
+
+/// A node of `n` CSI volumes: RWOP and RWO PVs (half published, half only claimed by a
+/// pod), an inline volume, on one driver.
+fn busy_node(n: usize) -> (Facts, Mounts) {
+    let mut facts = base();
+    let mut publishes = Vec::new();
+    for i in 0..n {
+        let mode = if i % 2 == 0 { AccessMode::ReadWriteOncePod } else { AccessMode::ReadWriteOnce };
+        let name = format!("v{i}");
+        facts.persistent_volumes.push(pv(&name, &[mode], (i % 3 == 0).then_some("ext4")));
+        facts.persistent_volume_claims.push(crate::facts::PersistentVolumeClaim {
+            namespace: "ns".into(),
+            name: format!("c-{name}"),
+            access_modes: vec![mode],
+            volume_name: Some(name.clone()),
+            annotations: Default::default(),
+            controller_uid: None,
+        });
+        let mut pod = fixtures::pod("ns", &format!("pod-{i}"), &format!("web-{i}"));
+        pod.volumes
+            .push(PodVolume { name: "data".into(), source: VolumeSource::PersistentVolumeClaim(format!("c-{name}")) });
+        if i == 0 {
+            pod.volumes.push(PodVolume { name: "secrets".into(), source: VolumeSource::Csi { driver: D.into() } });
+        }
+        facts.pods.push(pod);
+        if i % 2 == 0 {
+            publishes.push((format!("pod-{i}"), name));
+        }
+    }
+    let publishes: Vec<(&str, &str)> = publishes.iter().map(|(p, v)| (p.as_str(), v.as_str())).collect();
+    (facts, published(&publishes))
+}
+
+#[test]
+fn a_kept_judgement_rebuilds_only_what_changed_and_agrees_with_a_fresh_one() {
+    use crate::csi::judge::Judge;
+    let (mut facts, mut mounts) = busy_node(300);
+    let drivers = || vec![driver(&[])];
+    let mut kept = Judge::default();
+    let mode = Some(Mode::Quarantine);
+    let same_as_fresh = |kept: &mut Judge, facts: &Facts, mounts: &Mounts, mode, why: &str| {
+        let report = kept.run(drivers(), facts, mounts, mode);
+        assert_eq!(report, judge(facts, mounts, drivers(), mode), "{why}");
+        assert!(!report.findings.is_empty(), "RWOP volumes on a driver without SINGLE_NODE_MULTI_WRITER are findings");
+        kept.rebuilt()
+    };
+    assert_eq!(same_as_fresh(&mut kept, &facts, &mounts, mode, "first"), 301, "300 PVs and one inline volume");
+    assert_eq!(same_as_fresh(&mut kept, &facts, &mounts, mode, "unchanged"), 0);
+
+    // Facts are a value: a change is a new one (a clone drops the look-ups).
+    let changed = |facts: &Facts, change: &dyn Fn(&mut Facts)| {
+        let mut next = facts.clone();
+        change(&mut next);
+        next
+    };
+    facts = changed(&facts, &|f| f.persistent_volumes[7].access_modes = vec![AccessMode::ReadWriteOncePod]);
+    assert_eq!(same_as_fresh(&mut kept, &facts, &mounts, mode, "one PV's access mode"), 1);
+
+    let (_, more) = busy_node(300);
+    mounts = published(&[("pod-1", "v1")]);
+    assert_eq!(same_as_fresh(&mut kept, &facts, &mounts, mode, "publishes gone but one"), 151);
+    mounts = more;
+    assert_eq!(same_as_fresh(&mut kept, &facts, &mounts, mode, "publishes back"), 151);
+
+    facts = changed(&facts, &|f| drop(f.pods.remove(299))); // its volume is no longer in use on the node
+    assert_eq!(same_as_fresh(&mut kept, &facts, &mounts, mode, "a pod gone"), 0);
+    assert_eq!(kept.volumes(), 300);
+
+    assert_eq!(same_as_fresh(&mut kept, &facts, &mounts, Some(Mode::Enforce), "the mode"), 300, "starts over");
+    facts = changed(&facts, &|f| f.csi_drivers[0].fs_group_policy = "File".into());
+    assert_eq!(same_as_fresh(&mut kept, &facts, &mounts, Some(Mode::Enforce), "a CSIDriver"), 300, "starts over");
+}
