@@ -317,6 +317,30 @@ async fn only_the_claims_and_volumes_this_nodes_pods_use_are_followed() {
     assert_eq!((fake.open_watches(PVCS), fake.open_watches(PVS)), (1, 1));
 }
 
+/// Against a server that offers HTTP/2 (TLS with ALPN, as every real API server), all of
+/// the agent's lists and watches share one connection: a node following 30 claims opens
+/// 60 watches on it, not 60 connections.
+#[tokio::test]
+async fn over_tls_every_list_and_watch_shares_one_http2_connection() {
+    let fake = FakeApi::start_tls().await;
+    seed(&fake);
+    let claims: Vec<String> = (0..30).map(|i| format!("c-{i}")).collect();
+    for (i, name) in claims.iter().enumerate() {
+        fake.apply(PVCS, claim("shop", name, "ReadWriteOncePod", &format!("pv-c{i}")));
+        fake.apply(PVS, volume(&format!("pv-c{i}"), "ReadWriteOncePod", "shop", name));
+    }
+    let names: Vec<&str> = claims.iter().map(String::as_str).collect();
+    fake.apply(PODS, pod_with_claims("many", "uid-m", NODE, &names));
+    let mut rx = start_source(&fake);
+    snapshot_where(&mut rx, "every claim is followed", |s| s.facts.single_pod_volumes().len() == 31).await;
+
+    assert_eq!((fake.open_watches(PVCS), fake.open_watches(PVS)), (31, 31));
+    let versions = fake.http_versions();
+    assert_eq!(versions.keys().collect::<Vec<_>>(), ["HTTP/2.0"], "{versions:?}");
+    assert!(versions["HTTP/2.0"] >= 2 * 62 + 3, "a list and a watch per object: {versions:?}");
+    assert_eq!(fake.connections(), 1, "one multiplexed connection");
+}
+
 #[tokio::test]
 async fn nothing_is_published_until_the_followed_objects_have_listed() {
     let fake = FakeApi::start().await;

@@ -4,12 +4,11 @@
 //! `VOLGUARD_AGENT_BIN`) runs once against an empty fake API server and once against the
 //! loaded one; VmRSS is sampled once it has the facts, and one line reports both:
 //!
-//! `SCALE_RSS idle_kib=… loaded_kib=… pvs=100000 pvcs=100000 used=200 claim_watches=… volume_watches=…`
+//! `SCALE_RSS idle_kib=… loaded_kib=… pvs=100000 pvcs=100000 used=200 claim_watches=… volume_watches=… connections=…`
 //!
 //! The agent follows only the claims its pods use, so the 99,800 others must not cost it
-//! memory: loaded ≤ idle + 5 MiB. The fake speaks plain HTTP/1.1, so here each of the ~400
-//! watches holds a TCP connection of its own (against a real API server over TLS they share
-//! one HTTP/2 connection): the figure is an upper bound.
+//! memory: loaded ≤ idle + 5 MiB. The fake serves TLS with HTTP/2, as a real API server
+//! does, so the ~400 watches share one connection (checked).
 
 use std::time::Duration;
 
@@ -75,6 +74,7 @@ struct Measured {
     rss_kib: u64,
     claim_watches: usize,
     volume_watches: usize,
+    connections: usize,
 }
 
 /// Runs the agent against `fake` until its facts hold `single_pod` volumes (not stale):
@@ -102,7 +102,12 @@ fn measure(fake: &FakeApi, label: &str, single_pod: usize) -> Measured {
         std::thread::sleep(Duration::from_secs(1));
         rss_kib = rss_kib.max(agent.rss_kib());
     }
-    let measured = Measured { rss_kib, claim_watches: fake.open_watches(PVCS), volume_watches: fake.open_watches(PVS) };
+    let measured = Measured {
+        rss_kib,
+        claim_watches: fake.open_watches(PVCS),
+        volume_watches: fake.open_watches(PVS),
+        connections: fake.connections(),
+    };
     agent.stop();
     measured
 }
@@ -113,20 +118,21 @@ async fn agent_rss_with_100000_pvs_and_pvcs_in_the_cluster_and_200_used_on_the_n
     if !have_root("agent_rss_with_100000_pvs_and_pvcs_in_the_cluster_and_200_used_on_the_node") {
         return;
     }
-    let empty = FakeApi::start().await;
+    let empty = FakeApi::start_tls().await;
     base(&empty);
     let idle = tokio::task::block_in_place(|| measure(&empty, "idle", 0)).rss_kib;
 
-    let loaded = FakeApi::start().await;
+    let loaded = FakeApi::start_tls().await;
     base(&loaded);
     load(&loaded);
     let m = tokio::task::block_in_place(|| measure(&loaded, "loaded", USED_HERE));
     let rss = m.rss_kib;
     println!(
         "SCALE_RSS idle_kib={idle} loaded_kib={rss} pvs={IN_CLUSTER} pvcs={IN_CLUSTER} used={USED_HERE} \
-         claim_watches={} volume_watches={}",
-        m.claim_watches, m.volume_watches
+         claim_watches={} volume_watches={} connections={}",
+        m.claim_watches, m.volume_watches, m.connections
     );
+    assert_eq!(m.connections, 1, "every watch on one HTTP/2 connection");
     for r in loaded.requests().iter().filter(|r| r.resource == PVS || r.resource == PVCS) {
         assert!(r.field_selector().is_some_and(|f| f.starts_with("metadata.name=")), "an unnarrowed request: {r:?}");
     }

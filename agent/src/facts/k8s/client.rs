@@ -85,3 +85,19 @@ pub fn http2_client(config: Config) -> Result<Client, ClientError> {
         .service(hyper);
     Ok(Client::new(service, config.default_namespace))
 }
+
+/// How long [`open_shared_connection`] waits before the agent goes on regardless.
+const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens the connection the agent's requests then share, with one request (`GET
+/// /version`, readable by every identity) before any other: the client learns that the
+/// server speaks HTTP/2 only once a connection has negotiated it (ALPN), so requests
+/// started together on a cold client would each open a connection of their own. A failure
+/// is only logged: the watches that follow retry and report it.
+pub async fn open_shared_connection(client: &Client) {
+    match tokio::time::timeout(FIRST_REQUEST_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(version)) => tracing::debug!(version = %version.git_version, "API server answered"),
+        Ok(Err(e)) => tracing::debug!("API server version: {e}"),
+        Err(_) => tracing::debug!("API server version: no answer in {FIRST_REQUEST_TIMEOUT:?}"),
+    }
+}

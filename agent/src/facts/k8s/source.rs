@@ -83,6 +83,7 @@ pub async fn run(client: Client, node_name: String, tx: watch::Sender<Snapshot>)
     if node_name.is_empty() {
         return Err(SourceError::EmptyNodeName);
     }
+    super::client::open_shared_connection(&client).await;
     let pods_writer = Writer::<Pod>::default();
     let drivers_writer = Writer::<CSIDriver>::default();
     let nodes_writer = Writer::<CSINode>::default();

@@ -16,7 +16,10 @@ use std::{
     convert::Infallible,
     future::Future,
     net::SocketAddr,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -29,6 +32,8 @@ use axum::{
     routing::{MethodRouter, get, post},
 };
 use serde_json::{Value, json};
+
+use super::tls::{self, TlsIdentity};
 use tokio::{
     net::TcpListener,
     sync::{mpsc, oneshot},
@@ -127,6 +132,8 @@ struct Inner {
     /// Set by [`FakeApi::stop`] until [`FakeApi::restart`]: lists and watches that still
     /// arrive on an open connection are refused, so no new watch keeps the server up.
     stopping: bool,
+    /// Requests answered, by HTTP version (`"HTTP/1.1"`, `"HTTP/2.0"`).
+    http_versions: BTreeMap<String, usize>,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -135,6 +142,10 @@ pub struct FakeApi {
     addr: SocketAddr,
     inner: Shared,
     server: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+    /// Set by [`FakeApi::start_tls`]: served over TLS, HTTP/2 offered.
+    tls: Option<TlsIdentity>,
+    /// TCP connections accepted (counted over TLS only).
+    connections: Arc<AtomicUsize>,
 }
 
 fn lock(inner: &Shared) -> MutexGuard<'_, Inner> {
@@ -161,6 +172,11 @@ fn matches(object: &Value, selector: Option<&str>) -> bool {
     })
 }
 
+async fn count_version(State(inner): State<Shared>, request: axum::extract::Request) -> axum::extract::Request {
+    *lock(&inner).http_versions.entry(format!("{:?}", request.version())).or_default() += 1;
+    request
+}
+
 fn line(event: &Value) -> Bytes {
     let mut text = event.to_string();
     text.push('\n');
@@ -173,7 +189,18 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
 }
 
 impl FakeApi {
+    /// Plain HTTP/1.1 on 127.0.0.1.
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// TLS on 127.0.0.1 with ALPN `h2` then `http/1.1`, as a real API server; clients
+    /// trust it through [`FakeApi::kubeconfig`].
+    pub async fn start_tls() -> Self {
+        Self::start_with(Some(TlsIdentity::for_loopback())).await
+    }
+
+    async fn start_with(tls: Option<TlsIdentity>) -> Self {
         let inner: Shared = Arc::default();
         {
             let mut guard = lock(&inner);
@@ -184,20 +211,30 @@ impl FakeApi {
         }
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
-        let mut fake = Self { addr, inner, server: None };
+        let mut fake = Self { addr, inner, server: None, tls, connections: Arc::default() };
         fake.serve(listener);
         fake
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
-    /// A kubeconfig in `dir` pointing at the fake (no credentials), for an agent process.
+    /// A kubeconfig in `dir` pointing at the fake (no credentials; over TLS, trusting its
+    /// CA), for an agent process.
     pub fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
         let path = dir.join("kubeconfig");
+        let authority = match &self.tls {
+            Some(tls) => {
+                let ca = dir.join("fake-api-ca.pem");
+                std::fs::write(&ca, &tls.ca_pem).expect("write the fake API's CA");
+                format!(", certificate-authority: \"{}\"", ca.display())
+            }
+            None => String::new(),
+        };
         let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{}\"}}\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{}\"{authority}}}\n\
              users:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  context: {{cluster: fake, user: u}}\ncurrent-context: c\n",
             self.url()
         );
@@ -205,11 +242,12 @@ impl FakeApi {
         path
     }
 
-    /// The agent's own client ([`volguard::facts::k8s::client::http2_client`]) for the fake;
-    /// HTTP/1.1 here, as the fake speaks plain http.
+    /// The agent's own client ([`volguard::facts::k8s::client::http2_client`]) for the fake:
+    /// HTTP/1.1 over plain http, HTTP/2 over TLS.
     pub fn client(&self) -> kube::Client {
         let uri = self.url().parse().expect("fake API URL");
-        let config = kube::Config::new(uri);
+        let mut config = kube::Config::new(uri);
+        config.root_cert = self.tls.as_ref().map(|tls| vec![tls.ca_der.clone()]);
         volguard::facts::k8s::client::http2_client(config).expect("kube client for the fake API")
     }
 
@@ -230,15 +268,18 @@ impl FakeApi {
                 });
                 (StatusCode::NOT_FOUND, Json(status(404, "NotFound", "the fake API has no such path")))
             })
+            .layer(axum::middleware::map_request_with_state(self.inner.clone(), count_version))
             .with_state(self.inner.clone());
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.await;
-                })
-                .await;
-        });
+        let stopped = async move {
+            let _ = stop_rx.await;
+        };
+        let task = match self.tls.clone() {
+            Some(identity) => tokio::spawn(tls::serve(listener, router, identity, self.connections.clone(), stopped)),
+            None => tokio::spawn(async move {
+                let _ = axum::serve(listener, router).with_graceful_shutdown(stopped).await;
+            }),
+        };
         self.server = Some((stop_tx, task));
     }
 
@@ -346,6 +387,16 @@ impl FakeApi {
     /// While set, lists of `resource` answer 500.
     pub fn fail_lists(&self, resource: &str, fail: bool) {
         lock(&self.inner).collections.get_mut(resource).expect("known resource").fail_lists = fail;
+    }
+
+    /// Requests answered so far by HTTP version (`"HTTP/1.1"`, `"HTTP/2.0"`).
+    pub fn http_versions(&self) -> BTreeMap<String, usize> {
+        lock(&self.inner).http_versions.clone()
+    }
+
+    /// TCP connections accepted so far (counted over TLS only).
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
     }
 
     pub fn requests(&self) -> Vec<Request> {

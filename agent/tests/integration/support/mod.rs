@@ -1,10 +1,11 @@
 //! What the areas share: root checks, the agent's HTTP client, scratch directories, the
 //! LSM list, and a tracer recording real eBPF events; `kubelet` (a fake kubelet tree, a
 //! private mount namespace, a real `volguard run`) and `fake_api` (a fake Kubernetes API
-//! server).
+//! server, over `tls` with HTTP/2 where asked).
 
 pub mod fake_api;
 pub mod kubelet;
+pub mod tls;
 
 use std::{fs, os::unix::fs::MetadataExt, path::PathBuf, time::Duration};
 
