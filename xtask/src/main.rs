@@ -33,7 +33,12 @@ enum Command {
     /// Set up and build if needed, then trace every mount on this host.
     Demo(demo::Options),
     /// Build the agent in release, run the benchmarks of issue 8, write BENCHMARKS.md (as root).
-    Bench,
+    Bench {
+        /// Run only the benchmarks whose heading starts with this (e.g. `6` or `3c`);
+        /// prints their table and leaves BENCHMARKS.md alone.
+        #[arg(long)]
+        only: Option<String>,
+    },
     /// (internal) Hold a private mount namespace with N bind mounts until stdin closes.
     #[command(hide = true)]
     BenchHolder {
@@ -75,7 +80,7 @@ fn main() -> anyhow::Result<()> {
         Command::Test => test::run(),
         Command::VmTest(options) => vm::run(&options),
         Command::Demo(options) => demo::run(&options),
-        Command::Bench => bench::run(),
+        Command::Bench { only } => bench::run(only.as_deref()),
         Command::BenchHolder { mounts, dir } => bench::holder(mounts, &dir),
         Command::Fuzz(options) => fuzz::run(&options),
         Command::E2e(options) => e2e::run(&options),

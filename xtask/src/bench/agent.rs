@@ -122,7 +122,13 @@ impl Agent {
             }
             if let Ok(Some(status)) = self.child.try_wait() {
                 let all = self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let tail = all.iter().rev().take(8).rev().cloned().collect::<Vec<_>>().join("\n  ");
+                // The last lines that are not backtrace frames: the error, not `_start`.
+                let frame = |l: &&String| {
+                    let t = l.trim_start();
+                    t.starts_with("at ") || t.split_once(": ").is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+                };
+                let said: Vec<&String> = all.iter().filter(|l| !frame(l)).collect();
+                let tail = said.iter().rev().take(8).rev().map(|l| l.as_str()).collect::<Vec<_>>().join("\n  ");
                 bail!("the agent exited ({status}) while waiting for {needle:?}:\n  {tail}");
             }
             if Instant::now() > deadline {

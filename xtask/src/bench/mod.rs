@@ -101,7 +101,7 @@ struct Report {
     commands: Vec<String>,
 }
 
-pub fn run() -> anyhow::Result<()> {
+pub fn run(only: Option<&str>) -> anyhow::Result<()> {
     require_root("bench")?;
     let started = Instant::now();
     println!("== build volguard (release)");
@@ -127,7 +127,7 @@ pub fn run() -> anyhow::Result<()> {
         "mounting the bench tmpfs",
     )?;
     let bench = Bench { agent, dir: dir.clone(), report: Report::default() };
-    let result = bench.all(started, built);
+    let result = bench.all(started, built, only);
     // SAFETY: valid path.
     unsafe { libc::umount2(cpath(&dir).as_ptr(), libc::MNT_DETACH) };
     let _ = std::fs::remove_dir_all(&dir);
@@ -165,7 +165,7 @@ impl Bench {
         }
     }
 
-    fn all(mut self, started: Instant, built: Duration) -> anyhow::Result<()> {
+    fn all(mut self, started: Instant, built: Duration, only: Option<&str>) -> anyhow::Result<()> {
         let steps: [(&str, &str, Step); 8] = [
             ("1. mount syscall overhead", "≤ 1.03×", Self::mount_overhead),
             ("1b. mount syscall overhead with the LSM hooks (VM)", "≤ 1.05×", Self::enforcement_overhead),
@@ -178,6 +178,9 @@ impl Bench {
         ];
         let mut timings = Vec::new();
         for (name, target, step) in steps {
+            if only.is_some_and(|prefix| !name.starts_with(prefix)) {
+                continue;
+            }
             println!("\n== {name}");
             let t = Instant::now();
             match step(&mut self) {
@@ -195,6 +198,11 @@ impl Bench {
             timings.push((name, t.elapsed()));
         }
         let total = started.elapsed();
+        if only.is_some() {
+            println!("\n{}", table(&self.report.rows));
+            println!("(--only: BENCHMARKS.md not written)");
+            return Ok(());
+        }
         let text = self.markdown(&timings, built, total);
         let path = workspace_root().join("BENCHMARKS.md");
         std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;

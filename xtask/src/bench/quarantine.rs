@@ -221,13 +221,25 @@ impl Bench {
     }
 }
 
-const RWOP_PODS: &str = "\
-  - {uid: pod-a, namespace: bench, name: db-0, volumes: [{name: data, persistentVolumeClaim: data}]}
-  - {uid: pod-b, namespace: bench, name: db-1, volumes: [{name: data, persistentVolumeClaim: data}]}
-";
+// Each line spelled out: a `\` line continuation would also eat the next line's indentation.
+const RWOP_PODS: &str = concat!(
+    "  - {uid: pod-a, namespace: bench, name: db-0, volumes: [{name: data, persistentVolumeClaim: data}]}\n",
+    "  - {uid: pod-b, namespace: bench, name: db-1, volumes: [{name: data, persistentVolumeClaim: data}]}\n",
+);
 const RWOP_PV: &str = "  - {name: pv-data, accessModes: [ReadWriteOncePod], claimRef: bench/data, csi: {driver: bench.csi.volguard.io, volumeHandle: data-1}}\n";
 const RWOP_PVC: &str = "  - {namespace: bench, name: data, accessModes: [ReadWriteOncePod], volumeName: pv-data}\n";
 /// pod-a and pod-b sharing PVC `data` → PV `pv-data` (ReadWriteOncePod), and nothing else.
 fn rwop_inventory() -> String {
     format!("nodeName: bench-node\npods:\n{RWOP_PODS}persistentVolumes:\n{RWOP_PV}persistentVolumeClaims:\n{RWOP_PVC}")
+}
+
+#[cfg(test)]
+mod tests {
+    /// The inventory's lists are YAML block sequences: every item line indented alike.
+    #[test]
+    fn every_list_item_of_the_inventory_is_indented_alike() {
+        for line in super::rwop_inventory().lines() {
+            assert!(line.starts_with("  - ") || line.ends_with(':') || line.starts_with("nodeName: "), "{line:?}");
+        }
+    }
 }
