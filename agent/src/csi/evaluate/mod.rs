@@ -1,6 +1,7 @@
 //! The CSI checks proper: what the drivers said against the facts (CSINode, CSIDriver,
 //! PVs, pods) and the mounts. Pure: the same inputs give the same findings, so each rule
-//! is tested with plain data and the monitor re-judges without asking the drivers again.
+//! is tested with plain data and the monitor re-judges without asking the drivers again
+//! ([`crate::csi::judge`] puts the pieces together and keeps them between runs).
 
 use std::collections::BTreeSet;
 
@@ -182,12 +183,6 @@ impl VolumeInput<'_> {
     }
 }
 
-/// Every CSI volume's report (see [`inputs`]).
-pub fn volumes(facts: &Facts, mounts: &Mounts, drivers: &[DriverReport]) -> Vec<VolumeReport> {
-    let ctx = Context::new(facts, drivers, None); // the mode decides findings, not reports
-    inputs(facts, mounts).iter().map(|input| input.report(&ctx)).collect()
-}
-
 fn pods_using_pv<'a>(facts: &'a Facts, pv: &str) -> Vec<&'a str> {
     let Some(claim) = facts.claim_of(pv) else { return Vec::new() };
     facts.pods_using(&claim).map(|p| p.uid.as_str()).collect()
@@ -281,18 +276,6 @@ fn kubelet_rwop_hole(kubelet: &KubeletReport, v: &VolumeReport, mode: Option<Mod
         _ => rwop_severity(mode),
     };
     Some((severity, format!("ReadWriteOncePod, but kubelet {} {why}; {driver}; {}", kubelet.name(), protection(mode))))
-}
-
-/// Every CSI finding: the drivers' ([`driver_findings`]), then each volume's in order
-/// ([`persistent_mode_unsupported`] once per driver, [`volume_findings`]).
-pub fn evaluate<'v>(ctx: &Context<'_>, volumes: impl IntoIterator<Item = &'v VolumeReport>) -> Vec<Finding> {
-    let mut findings = driver_findings(ctx);
-    let mut flagged_drivers = BTreeSet::new();
-    for v in volumes {
-        findings.extend(persistent_mode_unsupported(ctx, v, &mut flagged_drivers));
-        findings.extend(volume_findings(ctx, v));
-    }
-    findings
 }
 
 /// Findings about the drivers themselves: calls that failed, names and node IDs that
