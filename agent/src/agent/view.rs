@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use crate::{
     csi::report::CsiReport,
     enforce::Mode,
-    facts::{SinglePodReason, Snapshot},
+    facts::{SinglePodSet, Snapshot},
     model::checks::Finding,
     model::mounts::{Mounts, volume_views},
     outputs::metrics::SinglePodCounts,
@@ -28,7 +28,7 @@ pub(super) struct ViewInputs {
     pub mode: Mode,
     pub mode_reason: String,
     pub snapshot: Snapshot,
-    pub single_pod: Arc<BTreeMap<String, SinglePodReason>>,
+    pub single_pod: SinglePodSet,
     pub mounts: Mounts,
     pub owners: BTreeMap<String, String>,
     pub findings: Vec<Finding>,

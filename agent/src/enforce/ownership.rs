@@ -1,15 +1,10 @@
 //! Userspace ownership of single-pod volumes, for modes where the kernel does not decide
 //! (quarantine, and audit without BPF LSM): fed by successful publish and unmount events.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    sync::Arc,
-};
+use std::collections::{BTreeMap, HashMap};
 
-use crate::{facts::SinglePodReason, node_files::kubelet::PublishTarget};
-
-/// The single-pod volumes, shared with the node model (replaced, never copied).
-pub type SinglePodSet = Arc<BTreeMap<String, SinglePodReason>>;
+pub use crate::facts::SinglePodSet;
+use crate::node_files::kubelet::PublishTarget;
 
 /// What a successful publish means for ownership.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,9 +91,15 @@ mod tests {
         PublishTarget { pod_uid: pod.into(), volume: volume.into(), block: false }
     }
 
+    /// Volume `rwop` is the one single-pod volume.
+    fn rwop_only() -> SinglePodSet {
+        let reason = crate::facts::SinglePodReason::ReadWriteOncePod;
+        std::sync::Arc::new([("rwop".to_owned(), reason)].into())
+    }
+
     #[test]
     fn first_publish_claims_the_owner_may_republish_others_conflict() {
-        let mut o = Ownership::new(Arc::new([("rwop".to_owned(), SinglePodReason::ReadWriteOncePod)].into()));
+        let mut o = Ownership::new(rwop_only());
         assert_eq!(o.published(&target("a", "rwop")), Publish::Claimed);
         assert_eq!(o.published(&target("a", "rwop")), Publish::Owner);
         assert_eq!(o.published(&target("b", "rwop")), Publish::Conflict { owner: "a".into() });
@@ -107,7 +108,7 @@ mod tests {
 
     #[test]
     fn only_the_owner_unmounting_releases() {
-        let mut o = Ownership::new(Arc::new([("rwop".to_owned(), SinglePodReason::ReadWriteOncePod)].into()));
+        let mut o = Ownership::new(rwop_only());
         o.published(&target("a", "rwop"));
         assert!(!o.unpublished(&target("b", "rwop")), "a quarantined pod's unmount releases nothing");
         assert!(o.unpublished(&target("a", "rwop")));
@@ -116,7 +117,7 @@ mod tests {
 
     #[test]
     fn seeded_owners_hold_like_claimed_ones() {
-        let mut o = Ownership::new(Arc::new([("rwop".to_owned(), SinglePodReason::ReadWriteOncePod)].into()));
+        let mut o = Ownership::new(rwop_only());
         o.seed("rwop", "a");
         o.seed("rwop", "b");
         o.seed("rwo", "a");
@@ -127,7 +128,7 @@ mod tests {
 
     #[test]
     fn other_volumes_are_never_tracked() {
-        let mut o = Ownership::new(Arc::new([("rwop".to_owned(), SinglePodReason::ReadWriteOncePod)].into()));
+        let mut o = Ownership::new(rwop_only());
         assert_eq!(o.published(&target("a", "rwo")), Publish::Untracked);
         assert_eq!(o.published(&target("b", "rwo")), Publish::Untracked);
         assert!(!o.unpublished(&target("a", "rwo")));

@@ -316,6 +316,10 @@ pub struct CsiNodeDriver {
     pub topology_keys: Vec<String>,
 }
 
+/// The node's single-pod volumes and why each is one, shared by the model, ownership and
+/// the views (replaced when it changes, never copied).
+pub type SinglePodSet = std::sync::Arc<BTreeMap<String, SinglePodReason>>;
+
 /// Why a volume is single-pod; the values are the kernel map's reason codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum SinglePodReason {

@@ -11,7 +11,7 @@ use std::{
 use tracing::{info, warn};
 
 use crate::{
-    facts::{Origin, SinglePodReason, Snapshot},
+    facts::{Origin, SinglePodReason, SinglePodSet, Snapshot},
     model::checks::{self, Finding},
     model::explain::{Conflict, ConflictAction},
     model::mounts::{
@@ -27,7 +27,7 @@ pub struct NodeModel {
     command_line: BTreeSet<String>,
     snapshot: Snapshot,
     /// Shared with the view builder: replaced, never changed in place.
-    single_pod: Arc<BTreeMap<String, SinglePodReason>>,
+    single_pod: SinglePodSet,
     mounts: Mounts,
     reconciler: OwnerReconciler,
     mask_reconciler: MaskReconciler,
@@ -54,18 +54,14 @@ pub struct NodeRead {
 /// it holds up nothing (the agent prepares on the blocking pool).
 pub struct PreparedFacts {
     snapshot: Snapshot,
-    single_pod: Arc<BTreeMap<String, SinglePodReason>>,
+    single_pod: SinglePodSet,
     findings: Vec<Finding>,
 }
 
 impl PreparedFacts {
     /// `previous` is the last prepared single-pod set: an equal set is that same `Arc`,
     /// so the loop sees "unchanged" without comparing thousands of names.
-    pub fn new(
-        snapshot: Snapshot,
-        command_line: &BTreeSet<String>,
-        previous: Option<&Arc<BTreeMap<String, SinglePodReason>>>,
-    ) -> Self {
+    pub fn new(snapshot: Snapshot, command_line: &BTreeSet<String>, previous: Option<&SinglePodSet>) -> Self {
         snapshot.facts.build_lookups();
         let mut single_pod = snapshot.facts.single_pod_volumes();
         for name in command_line {
@@ -79,7 +75,7 @@ impl PreparedFacts {
         Self { snapshot, single_pod, findings }
     }
 
-    pub fn single_pod(&self) -> &Arc<BTreeMap<String, SinglePodReason>> {
+    pub fn single_pod(&self) -> &SinglePodSet {
         &self.single_pod
     }
 }
@@ -267,7 +263,7 @@ impl NodeModel {
             .collect()
     }
 
-    pub fn single_pod(&self) -> &Arc<BTreeMap<String, SinglePodReason>> {
+    pub fn single_pod(&self) -> &SinglePodSet {
         &self.single_pod
     }
 
