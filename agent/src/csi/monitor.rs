@@ -78,31 +78,31 @@ pub async fn run(
             let mounts_now = mounts.borrow_and_update().clone();
             let (drivers_now, mode) = (drivers.clone(), opts.mode);
             let mut judge = std::mem::take(&mut last);
+            let current = tx.borrow().clone(); // this task is the only sender
             // Judging the volumes of a busy node is CPU work (only the changed ones are
-            // rebuilt, but each is compared): on a blocking thread, so no task of the
-            // runtime (the agent's event loop above all) waits for it.
+            // rebuilt, but each is compared), and so is comparing the report with the
+            // last: on a blocking thread, so no task of the runtime (the agent's event
+            // loop above all) waits for it.
             let judged = crate::sys::background::spawn(move || {
                 let started = std::time::Instant::now();
-                let report = judge.run(drivers_now, &facts_now, &mounts_now, mode);
+                let mut report = judge.run(drivers_now, &facts_now, &mounts_now, mode);
+                report.checked_at = asked_at;
+                let changed = *current != report;
                 tracing::debug!(
                     volumes = judge.volumes(),
                     rebuilt = judge.rebuilt(),
+                    changed,
                     elapsed = ?started.elapsed(),
                     "CSI checks judged"
                 );
-                (judge, report)
+                (judge, changed.then_some(report))
             });
-            let Ok((judge, mut judged)) = judged.await else { return };
+            let Ok((judge, changed)) = judged.await else { return };
             last = judge;
-            judged.checked_at = asked_at;
             // Receivers wake only for a different report.
-            tx.send_if_modified(|current| {
-                let changed = **current != judged;
-                if changed {
-                    *current = Arc::new(judged);
-                }
-                changed
-            });
+            if let Some(report) = changed {
+                tx.send_replace(Arc::new(report));
+            }
             rejudge = false;
         }
         // Only news is judged: a quiet socket poll costs a directory listing, nothing more.
