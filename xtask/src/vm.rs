@@ -26,7 +26,7 @@ use crate::{
 #[derive(clap::Args, Default)]
 pub struct Options {
     /// Kernel image to boot every variant on (default: each variant's kernel of those
-    /// `cargo xtask setup` fetched: 6.1, and 6.12 for `backports-lsm-bpf`).
+    /// `cargo xtask setup` fetched: 6.1, and 6.12 for `lsm-bpf612`).
     #[arg(long)]
     pub kernel: Option<PathBuf>,
     /// Boot only these variants (default: all).
@@ -45,7 +45,7 @@ pub enum BootName {
     LsmNoBpf,
     /// `bpf` in `lsm=` on the 6.12 kernel of bookworm-backports: the enforcement and tracing
     /// tests per backend, and the upgrade across backends (a subset, to keep the time).
-    BackportsLsmBpf,
+    LsmBpf612,
 }
 
 /// Which of `cargo xtask setup`'s kernels a boot uses.
@@ -145,7 +145,7 @@ const BOOTS: &[Boot] = &[
     // between kernels (verifier, BTF, trampolines): enforcement settled by fexit, the
     // upgrade across backends (tracepoints included), the tracing programs per backend.
     Boot {
-        name: BootName::BackportsLsmBpf,
+        name: BootName::LsmBpf612,
         lsm: "lockdown,capability,bpf",
         runs: &[
             ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),

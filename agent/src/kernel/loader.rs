@@ -297,6 +297,19 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Re
     let program = hook.program.as_str();
     let failed = |action| move |source| LoadError::Program { program: program.to_owned(), action, source };
     let prog = ebpf.program_mut(program).ok_or_else(|| LoadError::MissingProgram { program: program.to_owned() })?;
+    // LSM, fentry and fexit programs load against the kernel's BTF and attach alike (aya
+    // gives them no common trait).
+    macro_rules! attach_btf_typed {
+        ($kind:ty, $target:expr) => {{
+            let btf = kernel_btf(btf)?;
+            let typed: &mut $kind = prog.try_into().map_err(failed("type check"))?;
+            typed.load($target, btf).map_err(failed("load"))?;
+            let id = typed.attach().map_err(failed("attach"))?;
+            if take {
+                return Ok(Some(typed.take_link(id).map_err(failed("take link"))?.into()));
+            }
+        }};
+    }
     match &hook.attach {
         Attach::TracePoint { category, name } => {
             let tp: &mut TracePoint = prog.try_into().map_err(failed("type check"))?;
@@ -312,33 +325,9 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Re
                 return Ok(Some(link));
             }
         }
-        Attach::Lsm { hook: lsm_hook } => {
-            let btf = kernel_btf(btf)?;
-            let lsm: &mut Lsm = prog.try_into().map_err(failed("type check"))?;
-            lsm.load(lsm_hook, btf).map_err(failed("load"))?;
-            let id = lsm.attach().map_err(failed("attach"))?;
-            if take {
-                return Ok(Some(lsm.take_link(id).map_err(failed("take link"))?.into()));
-            }
-        }
-        Attach::FEntry { function } => {
-            let btf = kernel_btf(btf)?;
-            let fentry: &mut FEntry = prog.try_into().map_err(failed("type check"))?;
-            fentry.load(function, btf).map_err(failed("load"))?;
-            let id = fentry.attach().map_err(failed("attach"))?;
-            if take {
-                return Ok(Some(fentry.take_link(id).map_err(failed("take link"))?.into()));
-            }
-        }
-        Attach::FExit { function } => {
-            let btf = kernel_btf(btf)?;
-            let fexit: &mut FExit = prog.try_into().map_err(failed("type check"))?;
-            fexit.load(function, btf).map_err(failed("load"))?;
-            let id = fexit.attach().map_err(failed("attach"))?;
-            if take {
-                return Ok(Some(fexit.take_link(id).map_err(failed("take link"))?.into()));
-            }
-        }
+        Attach::Lsm { hook } => attach_btf_typed!(Lsm, hook),
+        Attach::FEntry { function } => attach_btf_typed!(FEntry, function),
+        Attach::FExit { function } => attach_btf_typed!(FExit, function),
     }
     Ok(None)
 }

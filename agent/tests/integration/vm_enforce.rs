@@ -16,6 +16,15 @@ fn pinned_owners(pin_root: &Path) -> Vec<(String, String)> {
     EnforcementMaps::open_pinned(&Pins::new(pin_root)).unwrap().owners().unwrap()
 }
 
+fn pinned_links(pins: &Path) -> Vec<String> {
+    let mut links: Vec<String> = fs::read_dir(pins.join("links"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    links.sort();
+    links
+}
+
 fn owners(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter().map(|(v, p)| (v.to_string(), p.to_string())).collect()
 }
@@ -139,10 +148,7 @@ fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
     });
     assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "enforced by the new agent");
     assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "exactly one owner, unchanged");
-    let links: Vec<String> = fs::read_dir(pins.join("links"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let links = pinned_links(&pins);
     assert!(links.iter().all(|l| !l.ends_with("~new")), "no half-swapped pins: {links:?}");
     assert!(links.contains(&"lsm-sb_mount_enforce".to_owned()), "{links:?}");
 
@@ -238,15 +244,6 @@ fn enforce_lets_no_second_publish_through_while_the_agent_is_sigkilled_mid_storm
     assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "ownership unchanged");
     uninstall(&pins);
     assert_eq!(ns.umount(&a), Ok(()));
-}
-
-fn pinned_links(pins: &Path) -> Vec<String> {
-    let mut links: Vec<String> = fs::read_dir(pins.join("links"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    links.sort();
-    links
 }
 
 /// An upgrade that changes the tracing backend (tracepoints → trampolines → tracepoints)
