@@ -13,10 +13,13 @@ use std::time::{Duration, Instant};
 
 use aya::{
     maps::{HashMap as AyaHashMap, Map, MapData},
-    programs::links::{FdLink, PinnedLink},
+    programs::{
+        links::{FdLink, PinnedLink},
+        loaded_links, loaded_programs,
+    },
 };
 use nix::sys::statfs::{BPF_FS_MAGIC, statfs};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 use volguard_common::{
     enforce::PendingClaim,
     maps::{CLAIMS, OWNERS, PIN_LAYOUT_VERSION},
@@ -34,6 +37,8 @@ const FEXIT_LINK_PREFIX: &str = "tramp-fexit_";
 /// (fexit) are attached: see [`Pins::install_links`].
 const SETTLE_GRACE: Duration = Duration::from_millis(500);
 const SETTLE_LIMIT: Duration = Duration::from_secs(10);
+/// How long [`Pins::uninstall`] waits for the kernel to detach the unpinned links.
+const DETACH_LIMIT: Duration = Duration::from_secs(30);
 
 /// Whether the link pinned under `name` settles claims at syscall exit.
 pub fn settles_claims(name: &str) -> bool {
@@ -198,13 +203,48 @@ impl Pins {
     }
 
     /// Removes every pin: the programs detach and the state is freed once no agent holds
-    /// them. Returns false if there was nothing to remove.
+    /// them. Returns false if there was nothing to remove. Returns once the kernel has
+    /// detached the links (it does so from a work queue, and each trampoline's detach
+    /// waits for a grace period), or after [`DETACH_LIMIT`] with a warning.
     pub fn uninstall(&self) -> Result<bool, PinError> {
         if !self.root.exists() {
             return Ok(false);
         }
+        let ids = self.pinned_link_ids();
         fs::remove_dir_all(&self.root).map_err(io_error("removing", &self.root))?;
+        wait_for_detach(&ids);
         Ok(true)
+    }
+
+    /// The kernel ids of the links pinned now and of their programs (the descriptors
+    /// opened to ask are closed).
+    fn pinned_link_ids(&self) -> Vec<(u32, u32)> {
+        let Ok(entries) = fs::read_dir(self.links_dir()) else { return Vec::new() };
+        entries
+            .filter_map(|e| PinnedLink::from_pin(e.ok()?.path()).ok())
+            .filter_map(|pinned| FdLink::from(pinned).info().ok().map(|info| (info.id(), info.program_id())))
+            .collect()
+    }
+}
+
+/// Waits until none of the links `ids` (link id, program id) nor their programs is in the
+/// kernel any more: a link's id goes before its program is detached, the program's once
+/// it is.
+fn wait_for_detach(ids: &[(u32, u32)]) {
+    let started = Instant::now();
+    loop {
+        let links: HashSet<u32> = loaded_links().filter_map(|l| l.ok().map(|info| info.id())).collect();
+        let programs: HashSet<u32> = loaded_programs().filter_map(|p| p.ok().map(|info| info.id())).collect();
+        let left = ids.iter().filter(|(link, program)| links.contains(link) || programs.contains(program)).count();
+        if left == 0 {
+            info!("{} links and their programs detached in {:.1} s", ids.len(), started.elapsed().as_secs_f64());
+            return;
+        }
+        if started.elapsed() >= DETACH_LIMIT {
+            warn!("{left} of {} unpinned links still attached after {} s", ids.len(), DETACH_LIMIT.as_secs());
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

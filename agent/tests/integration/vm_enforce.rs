@@ -273,6 +273,8 @@ fn upgrade_across_a_change_of_tracing_backend_keeps_owners_and_settles_claims() 
     let second = start("trampolines");
     assert_eq!(second.trace_backend(), "trampolines");
     second.wait_for_line("adoption", |l| l.contains("adopted the pinned enforcement state") && l.contains("1 owned"));
+    // A's exit tracepoints went last, once no claim waited for them.
+    second.wait_for_line("the drain", |l| l.contains("earlier exit program(s)") && l.contains("0 claim(s) pending"));
     let links = pinned_links(&pins);
     assert!(links.contains(&"tramp-fexit_mount".to_owned()) && links.contains(&"tramp-fentry_umount".to_owned()));
     assert!(links.iter().all(|l| !l.starts_with("tp-") && !l.ends_with("~new")), "stale or half-swapped: {links:?}");
