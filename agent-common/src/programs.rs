@@ -6,6 +6,20 @@
 pub const SYSCALL_ENTER_PREFIX: &str = "sys_enter_";
 /// The one exit program, attached to every traced syscall's exit tracepoint.
 pub const SYSCALL_EXIT: &str = "sys_exit";
+/// fentry program of syscall `name` is `fentry_<name>`, attached to the kernel's syscall
+/// function ([`SYSCALL_FUNCTION_PREFIX`]`<name>`); its fexit program is `fexit_<name>`.
+pub const FENTRY_PREFIX: &str = "fentry_";
+pub const FEXIT_PREFIX: &str = "fexit_";
+/// x86-64 syscall functions are `__x64_sys_<name>` (arch/x86/include/asm/syscall_wrapper.h);
+/// each takes the caller's `const struct pt_regs *`.
+pub const SYSCALL_FUNCTION_PREFIX: &str = "__x64_sys_";
+
+/// Byte offsets in x86-64 `struct pt_regs` of the registers that carry syscall arguments
+/// 0..6: di, si, dx, r10, r8, r9 (arch/x86/include/asm/ptrace.h; the layout is the
+/// ptrace ABI's, and a unit test of the agent checks it against the running kernel's BTF).
+pub const PT_REGS_ARG_OFFSETS: [usize; 6] = [112, 104, 96, 56, 72, 64];
+/// The register names, in the same order, as BTF names the members.
+pub const PT_REGS_ARG_NAMES: [&str; 6] = ["di", "si", "dx", "r10", "r8", "r9"];
 /// LSM `sb_mount`: refuses a second pod's mount of a single-pod volume.
 pub const SB_MOUNT_ENFORCE: &str = "sb_mount_enforce";
 /// LSM `move_mount`: the same for the new mount API.

@@ -1,6 +1,10 @@
 //! Small helpers shared by the probes.
 
-use aya_ebpf::helpers::{bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes};
+use core::ffi::c_void;
+
+use aya_ebpf::helpers::{
+    bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
+};
 use volguard_common::counters::Counter;
 
 use crate::maps::COUNTERS;
@@ -45,4 +49,15 @@ pub fn read_kernel_str<'a>(src: *const u8, dst: &'a mut [u8]) -> Option<&'a [u8]
     }
     // SAFETY: the helper bounds the copy to `dst` and fails cleanly on a bad pointer.
     unsafe { bpf_probe_read_kernel_str_bytes(src, dst) }.ok()
+}
+
+/// Argument `n` of a BTF-typed program (LSM, fentry, fexit: `ctx` is an array of u64) as
+/// a plain address. Read as a typed BTF pointer, the verifier forbids the arithmetic we
+/// need (e.g. from a `vfsmount` back to its `struct mount`); every dereference goes
+/// through `bpf_probe_read_kernel` anyway.
+#[inline(always)]
+pub fn ctx_arg_address(ctx: *mut c_void, n: usize) -> *const u8 {
+    let slot = (ctx as *const u64).wrapping_add(n);
+    // SAFETY: reading the program's own argument slot; the helper faults cleanly.
+    unsafe { bpf_probe_read_kernel(slot) }.unwrap_or(0) as *const u8
 }

@@ -10,11 +10,12 @@ use volguard::{
     cli::views::{self, View},
     enforce::ModeChoice,
     kernel::{
-        loader::{self, LoadedObject},
+        loader::LoadedObject,
         lsm_probe::{self, LsmStatus},
         maps::EnforcementMaps,
         pins::{DEFAULT_PIN_ROOT, Pins},
         reader::EventSource,
+        trace_backend::{self, BackendChoice},
     },
     node_files::mount_table::HOST_MOUNTINFO,
     outputs::http,
@@ -45,7 +46,11 @@ enum Command {
         pin_root: PathBuf,
     },
     /// Print every mount-family syscall on this node as it happens, one line each (needs root).
-    Trace,
+    Trace {
+        /// Which programs trace (see `run --trace-backend`).
+        #[arg(long, value_enum, default_value = "auto", env = "VOLGUARD_TRACE_BACKEND")]
+        trace_backend: BackendChoice,
+    },
     /// Check whether BPF LSM enforcement really works on this kernel (needs root).
     LsmProbe,
     /// Play the whole story on this host, no cluster needed (needs root): a simulated node,
@@ -101,6 +106,11 @@ struct RunArgs {
     /// else quarantine.
     #[arg(long, value_enum, default_value = "auto")]
     mode: ModeChoice,
+    /// Which programs trace the mount syscalls: trampolines (fentry/fexit: only mount
+    /// calls pay), tracepoints (every syscall on the node pays); auto picks trampolines
+    /// where the kernel allows them.
+    #[arg(long, value_enum, default_value = "auto", env = "VOLGUARD_TRACE_BACKEND")]
+    trace_backend: BackendChoice,
     /// bpffs directory for pinned programs and state.
     #[arg(long, default_value = DEFAULT_PIN_ROOT)]
     pin_root: PathBuf,
@@ -194,6 +204,7 @@ async fn run_command() -> anyhow::Result<()> {
             kubelet_root: args.kubelet_root,
             single_pod_volumes: args.single_pod_volumes,
             mode: args.mode,
+            trace_backend: args.trace_backend,
             pin_root: args.pin_root,
             keep_enforcement_on_exit: args.keep_enforcement_on_exit,
             print_events: args.print_events,
@@ -224,7 +235,7 @@ async fn run_command() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Trace => trace().await,
+        Command::Trace { trace_backend } => trace(trace_backend).await,
         Command::LsmProbe => lsm_probe_command(),
         Command::Demo { hold } => {
             let binary = std::env::current_exe().context("finding the volguard binary")?;
@@ -260,10 +271,12 @@ fn show(view: View, args: ViewArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn trace() -> anyhow::Result<()> {
+async fn trace(choice: BackendChoice) -> anyhow::Result<()> {
+    let tracing = trace_backend::choose(choice)?;
+    tracing.log();
     let mut object = LoadedObject::load()?;
     object.start_kernel_log();
-    object.attach(&loader::trace_hooks()).context("attaching the mount syscall tracepoints")?;
+    object.attach(&tracing.hooks()).with_context(|| format!("attaching the mount syscall {}", tracing.backend))?;
     let mut events = EventSource::new(&mut object)?;
     let mut stop = StopSignals::install().context("installing signal handlers")?;
     eprintln!("volguard: tracing mount-family syscalls on this node; Ctrl-C to stop");

@@ -51,6 +51,16 @@ const VM_KERNEL_META_PACKAGE: &str = "linux-image-cloud-amd64";
 /// Where VM kernels are kept (outside target/, so `cargo clean` keeps them).
 pub const VM_KERNEL_DIR: &str = "/var/cache/volguard-dev/vm-kernels";
 
+/// The second VM kernel: Debian's 6.12 cloud kernel from bookworm-backports (BPF LSM,
+/// BTF), pinned by package version and the SHA-256 of its .deb.
+const BACKPORTS_KERNEL_PACKAGE: &str = "linux-image-6.12.95+deb12-cloud-amd64";
+const BACKPORTS_KERNEL_VERSION: &str = "6.12.95-1~bpo12+1";
+const BACKPORTS_KERNEL_SHA256: &str = "69c92f43b23821de79576fa4d7c86e2924ae2c1b247a47cc5ed9339e220fbcb7";
+/// The apt sources file of the project's set-up that adds bookworm-backports.
+const BACKPORTS_SOURCES: &str = "/etc/apt/sources.list.d/volguard-dev-backports.sources";
+/// The machine's own Debian sources, whose mirror and components the backports suite uses.
+const DEBIAN_SOURCES: &str = "/etc/apt/sources.list.d/debian.sources";
+
 /// Everything every command and test needs, the real node's components included.
 pub fn run() -> anyhow::Result<()> {
     run_without_real_node()?;
@@ -70,7 +80,8 @@ pub fn run_without_real_node() -> anyhow::Result<()> {
     crate::dashboards::install_tools()?;
     crate::deploy::install_tools()?;
     let kernel = install_vm_kernel(&mut apt)?;
-    println!("setup: done (VM kernel {})", kernel.display());
+    let backports = install_backports_kernel(&mut apt)?;
+    println!("setup: done (VM kernels {} and {})", kernel.display(), backports.display());
     Ok(())
 }
 
@@ -190,7 +201,21 @@ fn install_cargo_fuzz() -> anyhow::Result<()> {
     )
 }
 
-/// The newest kernel in [`VM_KERNEL_DIR`], if any.
+/// The 6.12 kernel of bookworm-backports, once `cargo xtask setup` fetched it.
+pub fn backports_kernel() -> Option<PathBuf> {
+    let path = backports_kernel_path();
+    path.exists().then_some(path)
+}
+
+/// Where the backports kernel is kept: a directory of its own, so that [`find_vm_kernel`]
+/// (the demo's and the benchmarks' kernel, also in older checkouts) never picks it.
+fn backports_kernel_path() -> PathBuf {
+    let file = format!("vmlinuz-{}", BACKPORTS_KERNEL_PACKAGE.trim_start_matches("linux-image-"));
+    Path::new(VM_KERNEL_DIR).join("backports").join(file)
+}
+
+/// The newest stable cloud kernel in [`VM_KERNEL_DIR`] (what the demo and the benchmarks
+/// boot), if any.
 pub fn find_vm_kernel() -> Option<PathBuf> {
     let mut kernels: Vec<PathBuf> = fs::read_dir(VM_KERNEL_DIR)
         .ok()?
@@ -216,14 +241,71 @@ fn install_vm_kernel(apt: &mut Apt) -> anyhow::Result<PathBuf> {
         }
     };
     println!("setup: fetching the VM kernel from {package}");
+    fetch_vmlinuz(&package, None)
+}
+
+/// Adds bookworm-backports to apt's sources (a file of our own; the suite's priority
+/// keeps it from upgrading anything) and fetches the pinned 6.12 cloud kernel from it.
+fn install_backports_kernel(apt: &mut Apt) -> anyhow::Result<PathBuf> {
+    let kept = backports_kernel_path();
+    if kept.exists() {
+        println!("setup: VM kernel present ({})", kept.display());
+        return Ok(kept);
+    }
+    let sources = backports_sources();
+    if fs::read_to_string(BACKPORTS_SOURCES).ok().as_deref() != Some(sources.as_str()) {
+        println!("setup: adding bookworm-backports to apt's sources ({BACKPORTS_SOURCES}) for the 6.12 VM kernel");
+        fs::write(BACKPORTS_SOURCES, &sources).with_context(|| format!("writing {BACKPORTS_SOURCES}"))?;
+        apt.updated = false;
+    }
+    apt.update()?;
+    let spec = format!("{BACKPORTS_KERNEL_PACKAGE}={BACKPORTS_KERNEL_VERSION}");
+    println!("setup: fetching the second VM kernel from {spec}");
+    let fetched = fetch_vmlinuz(&spec, Some(BACKPORTS_KERNEL_SHA256))?;
+    fs::create_dir_all(kept.parent().expect("a parent"))?;
+    fs::rename(&fetched, &kept).with_context(|| format!("moving {} to {}", fetched.display(), kept.display()))?;
+    Ok(kept)
+}
+
+/// A deb822 sources entry for bookworm-backports on the mirror (and with the components)
+/// of the machine's Debian sources; deb.debian.org's main where they cannot be read.
+fn backports_sources() -> String {
+    let existing = fs::read_to_string(DEBIAN_SOURCES).unwrap_or_default();
+    let field = |block: &str, name: &str| {
+        block.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned())).filter(|v| !v.is_empty())
+    };
+    let debian = existing
+        .split("\n\n")
+        .find(|block| field(block, "Suites:").is_some_and(|suites| suites.split_whitespace().any(|s| s == "bookworm")));
+    let uris = debian.and_then(|b| field(b, "URIs:")).unwrap_or_else(|| "http://deb.debian.org/debian".into());
+    let components = debian.and_then(|b| field(b, "Components:")).unwrap_or_else(|| "main".into());
+    let signed_by = debian
+        .and_then(|b| field(b, "Signed-By:"))
+        .unwrap_or_else(|| "/usr/share/keyrings/debian-archive-keyring.gpg".into());
+    format!(
+        "# Written by `cargo xtask setup` (volguard): the 6.12 cloud kernel the VM tests boot.\n\
+         Types: deb\nURIs: {uris}\nSuites: bookworm-backports\nComponents: {components}\nSigned-By: {signed_by}\n"
+    )
+}
+
+/// Downloads `package` (`name` or `name=version`), checks its SHA-256 when pinned, and
+/// keeps only its vmlinuz in [`VM_KERNEL_DIR`] (nothing is installed).
+fn fetch_vmlinuz(package: &str, sha256: Option<&str>) -> anyhow::Result<PathBuf> {
     let work = Path::new(VM_KERNEL_DIR).join("download");
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    run_cmd(Command::new("apt-get").current_dir(&work).args(["download", &package]))?;
+    run_cmd(Command::new("apt-get").current_dir(&work).args(["download", package]))?;
     let deb = fs::read_dir(&work)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "deb"))
         .context("apt-get download left no .deb")?;
+    if let Some(want) = sha256 {
+        let sum = output(Command::new("sha256sum").arg(&deb))?;
+        let got = sum.split_whitespace().next().unwrap_or_default();
+        if got != want {
+            bail!("{} has SHA-256 {got}, not the pinned {want}", deb.display());
+        }
+    }
     let extracted = work.join("root");
     run_cmd(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&extracted))?;
     let vmlinuz = fs::read_dir(extracted.join("boot"))?

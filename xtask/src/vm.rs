@@ -1,8 +1,9 @@
 //! `cargo xtask vm-test`: packs the integration-test binary (and the agent it starts) into
-//! an initramfs, boots the Debian cloud kernel under qemu (software emulation) once per
-//! `lsm=` variant, runs the binary once per area with libtest filters by module path, and
-//! reads the verdict from the serial console. A panic, a hang or a missing verdict is a
-//! failure.
+//! an initramfs, boots Debian's 6.1 cloud kernel (and, with `--boot lsm-bpf612`, the 6.12
+//! of bookworm-backports; see [`BootName::LsmBpf612`]) under qemu (software emulation) once per `lsm=` variant,
+//! runs the binary once per area with libtest filters by module path (the tracing areas
+//! once per tracing backend, forced with `VOLGUARD_TRACE_BACKEND`), and reads the verdict
+//! from the serial console. A panic, a hang or a missing verdict is a failure.
 
 use std::{
     collections::BTreeMap,
@@ -24,7 +25,9 @@ use crate::{
 
 #[derive(clap::Args, Default)]
 pub struct Options {
-    /// Kernel image to boot (default: the newest one `cargo xtask setup` fetched).
+    /// Kernel image to boot every variant on (default: each variant's kernel of those
+    /// `cargo xtask setup` fetched: 6.1, and 6.12 for `lsm-bpf612`, which runs only when
+    /// named with `--boot`).
     #[arg(long)]
     pub kernel: Option<PathBuf>,
     /// Boot only these variants (default: all).
@@ -41,71 +44,156 @@ pub enum BootName {
     LsmBpf,
     /// `bpf` left out of `lsm=`: LSM programs attach but never run.
     LsmNoBpf,
+    /// `bpf` in `lsm=` on the 6.12 kernel of bookworm-backports: the enforcement and tracing
+    /// tests, and the upgrade across backends (a subset, to keep the time). Only when
+    /// named: under this machine's qemu (7.2, software emulation) that kernel faults at
+    /// random (a busybox segfault at boot before any BPF program was loaded, kernel double
+    /// faults and hangs during mount storms), so it would make every `vm-test` flaky.
+    LsmBpf612,
+}
+
+/// Which of `cargo xtask setup`'s kernels a boot uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum VmKernel {
+    /// Debian 12's own cloud kernel (6.1).
+    Stable,
+    /// The 6.12 cloud kernel of bookworm-backports.
+    Backports,
+}
+
+/// Which tracing backend a run forces on its tracers and agents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tracing {
+    /// The agent's own choice (trampolines on the VM kernels).
+    Auto,
+    /// The run twice: with `tracepoints`, then with `trampolines`.
+    Both,
+}
+
+/// The backends a run of `tracing` is made with (`None`: not forced).
+fn backends(tracing: Tracing) -> &'static [Option<&'static str>] {
+    match tracing {
+        Tracing::Auto => &[None],
+        Tracing::Both => &[Some("tracepoints"), Some("trampolines")],
+    }
 }
 
 /// One VM boot: its `lsm=` list and the runs of the integration binary it makes, as
-/// `(area, libtest arguments)`: the area (a module of `agent/tests/integration/`) names the
-/// run on the console; the arguments select its tests by path (`host_trace::` is every
-/// test of that module that is not ignored; `--ignored` runs only the ignored ones).
+/// `(area, tracing, libtest arguments)`: the area (a module of `agent/tests/integration/`)
+/// names the run on the console; the arguments select its tests by path (`host_trace::` is
+/// every test of that module that is not ignored; `--ignored` runs only the ignored ones).
 struct Boot {
     name: BootName,
     lsm: &'static str,
-    runs: &'static [(&'static str, &'static [&'static str])],
+    runs: &'static [(&'static str, Tracing, &'static [&'static str])],
     /// `volguard` subcommands run after the tests (the demo).
     agent_runs: &'static [&'static str],
     /// Virtual CPUs (qemu's multi-threaded TCG gives each a host thread).
     cpus: u32,
+    kernel: VmKernel,
+    /// Booted by a plain `vm-test` (else only when named with `--boot`).
+    default: bool,
 }
+
+/// The ignored upgrade test (it forces each agent's backend itself).
+const UPGRADE_TEST: &[&str] =
+    &["--ignored", "--exact", "vm_enforce::upgrade_across_a_change_of_tracing_backend_keeps_owners_and_settles_claims"];
 
 const BOOTS: &[Boot] = &[
     Boot {
         name: BootName::LsmBpf,
         lsm: "lockdown,capability,bpf",
         runs: &[
-            ("vm_lsm", &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
-            // The ignored tests whose names start with `enforce`: all but the no-bpf one.
-            ("vm_enforce", &["--ignored", "vm_enforce::enforce"]),
+            ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
+            // The ignored tests whose names start with `enforce`: all but the no-bpf one;
+            // claims are settled by the exit tracepoint or by fexit.
+            ("vm_enforce", Tracing::Both, &["--ignored", "vm_enforce::enforce"]),
+            // An upgrade that switches backend (it forces each agent's backend itself).
+            ("vm_enforce", Tracing::Auto, UPGRADE_TEST),
             // The tracing programs on this kernel too (verifier and BTF differ from the host's).
-            ("host_trace", &["host_trace::"]),
-            ("host_mount_api", &["host_mount_api::"]),
+            ("host_trace", Tracing::Both, &["host_trace::"]),
+            ("host_mount_api", Tracing::Both, &["host_mount_api::"]),
             // The node model with the kernel owner map (seed, release, adoption).
-            ("host_node_model", &["host_node_model::"]),
+            ("host_node_model", Tracing::Auto, &["host_node_model::"]),
             // The demo's story with the refusal in the kernel.
-            ("host_demo", &["host_demo::"]),
+            ("host_demo", Tracing::Auto, &["host_demo::"]),
             // Hostile paths with the LSM hooks resolving every target.
-            ("host_hostile", &["host_hostile::"]),
+            ("host_hostile", Tracing::Auto, &["host_hostile::"]),
         ],
         agent_runs: &[],
         cpus: 1,
+        kernel: VmKernel::Stable,
+        default: true,
     },
     Boot {
         name: BootName::LsmNoBpf,
         lsm: "lockdown,capability",
         runs: &[
-            ("vm_lsm", &["--ignored", "--exact", "vm_lsm::lsm_inactive_program_attaches_but_never_runs"]),
+            (
+                "vm_lsm",
+                Tracing::Auto,
+                &["--ignored", "--exact", "vm_lsm::lsm_inactive_program_attaches_but_never_runs"],
+            ),
             (
                 "vm_enforce",
+                Tracing::Auto,
                 &["--ignored", "--exact", "vm_enforce::without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"],
             ),
-            ("host_quarantine", &["host_quarantine::"]),
+            // Quarantine acts on the traced events: both backends.
+            ("host_quarantine", Tracing::Both, &["host_quarantine::"]),
+            // Trampolines work without bpf in lsm= too: auto must pick them.
+            ("host_trace_backend", Tracing::Auto, &["host_trace_backend::"]),
         ],
         agent_runs: &[],
         cpus: 1,
+        kernel: VmKernel::Stable,
+        default: true,
+    },
+    // Each trampoline attach is slow under TCG, so the second kernel runs what differs
+    // between kernels (verifier, BTF, trampolines): enforcement settled by fexit, the
+    // upgrade across backends (tracepoints included), the tracing programs per backend.
+    Boot {
+        name: BootName::LsmBpf612,
+        lsm: "lockdown,capability,bpf",
+        runs: &[
+            ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
+            ("vm_enforce", Tracing::Auto, &["--ignored", "vm_enforce::enforce"]),
+            ("vm_enforce", Tracing::Auto, UPGRADE_TEST),
+            ("host_trace", Tracing::Both, &["host_trace::"]),
+            ("host_trace_backend", Tracing::Auto, &["host_trace_backend::"]),
+        ],
+        agent_runs: &[],
+        cpus: 1,
+        kernel: VmKernel::Backports,
+        default: false,
     },
 ];
 
 /// `cargo xtask demo --vm`: the demo story on a kernel where BPF LSM enforces.
-const DEMO_BOOT: Boot =
-    Boot { name: BootName::LsmBpf, lsm: "lockdown,capability,bpf", runs: &[], agent_runs: &["demo"], cpus: 1 };
+const DEMO_BOOT: Boot = Boot {
+    name: BootName::LsmBpf,
+    lsm: "lockdown,capability,bpf",
+    runs: &[],
+    agent_runs: &["demo"],
+    cpus: 1,
+    kernel: VmKernel::Stable,
+    default: true,
+};
 
 /// `cargo xtask bench`: the LSM hooks' mount overhead. Two CPUs, as on the host, so the
 /// agent's userspace does not take its turns from the measured loop.
 const BENCH_BOOT: Boot = Boot {
     name: BootName::LsmBpf,
     lsm: "lockdown,capability,bpf",
-    runs: &[("vm_bench", &["--ignored", "--exact", "vm_bench::enforcement_overhead_per_mount_syscall", "--nocapture"])],
+    runs: &[(
+        "vm_bench",
+        Tracing::Auto,
+        &["--ignored", "--exact", "vm_bench::enforcement_overhead_per_mount_syscall", "--nocapture"],
+    )],
     agent_runs: &[],
     cpus: 2,
+    kernel: VmKernel::Stable,
+    default: true,
 };
 
 /// What `vm_bench::enforcement_overhead_per_mount_syscall` prints for `cargo xtask bench` to read.
@@ -156,23 +244,41 @@ fn vm_kernel() -> anyhow::Result<PathBuf> {
 const VERDICT: &str = "volguard-vm: result failed=";
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
-    let kernel = match &options.kernel {
+    let stable = match &options.kernel {
         Some(k) => k.clone(),
         None => vm_kernel()?,
     };
     let binaries = build_test_binaries()?;
+    let all_started = Instant::now();
     let mut failed = Vec::new();
-    for boot in BOOTS.iter().filter(|b| options.boots.is_empty() || options.boots.contains(&b.name)) {
+    let mut summary = Vec::new();
+    let chosen = |b: &&Boot| if options.boots.is_empty() { b.default } else { options.boots.contains(&b.name) };
+    for boot in BOOTS.iter().filter(chosen) {
+        // `--kernel` boots every variant on that kernel.
+        let kernel = match (boot.kernel, &options.kernel) {
+            (VmKernel::Backports, None) => match setup::backports_kernel() {
+                Some(k) => k,
+                None => bail!("no 6.12 VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR),
+            },
+            _ => stable.clone(),
+        };
         let work = target_dir().join("vm").join(format!("{:?}", boot.name));
         let initrd = build_initramfs(&work, boot, &binaries)?;
+        let name = kernel.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         println!("vm-test: booting {} with lsm={} ({:?})", kernel.display(), boot.lsm, boot.name);
         let started = Instant::now();
         let (passed, _) = boot_and_judge(&kernel, &initrd, boot, Duration::from_secs(options.timeout))?;
         let seconds = started.elapsed().as_secs_f64();
-        println!("vm-test: {:?} {} in {seconds:.1} s", boot.name, if passed { "passed" } else { "FAILED" });
+        let line = format!("{:?} on {name}: {} in {seconds:.1} s", boot.name, if passed { "passed" } else { "FAILED" });
+        println!("vm-test: {line}");
+        summary.push(line);
         if !passed {
-            failed.push(boot.name);
+            failed.push(format!("{:?} on {name}", boot.name));
         }
+    }
+    println!("vm-test: {} boots in {:.1} s", summary.len(), all_started.elapsed().as_secs_f64());
+    for line in &summary {
+        println!("vm-test:   {line}");
     }
     if !failed.is_empty() {
         bail!("VM tests failed in {failed:?}");
@@ -214,12 +320,18 @@ fn build_test_binaries() -> anyhow::Result<BTreeMap<String, PathBuf>> {
 
 fn init_script(boot: &Boot) -> String {
     let mut plan = String::new();
-    for (area, args) in boot.runs {
-        plan.push_str(&format!(
-            "echo 'volguard-vm: running {area}: {args}'\n\
-             {TEST_IN_VM} --test-threads=1 {args} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED {area}'; }}\n",
-            args = args.join(" ")
-        ));
+    for (area, tracing, args) in boot.runs {
+        for backend in backends(*tracing) {
+            let (env, label) = match backend {
+                Some(b) => (format!("VOLGUARD_TRACE_BACKEND={b} "), format!("{area} ({b})")),
+                None => (String::new(), (*area).to_owned()),
+            };
+            plan.push_str(&format!(
+                "echo 'volguard-vm: running {label}: {args}'\n\
+                 {env}{TEST_IN_VM} --test-threads=1 {args} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED {label}'; }}\n",
+                args = args.join(" ")
+            ));
+        }
     }
     for command in boot.agent_runs {
         plan.push_str(&format!(

@@ -4,7 +4,8 @@
 //! (BPF_NOEXIST insert into `OWNERS`); a publish of an owned volume into another pod is
 //! refused with EBUSY before anything is mounted. The claim is rolled back if the
 //! claiming syscall fails, and released when the owner's publish target is unmounted;
-//! both are settled at syscall exit (`settle_claim`, called by the exit tracepoint).
+//! both are settled at syscall exit (`settle_claim`, called by the exit tracepoint or the
+//! fexit program, whichever backend traces the syscall).
 //!
 //! match-proto: int security_sb_mount(const char *dev_name, const struct path *path,
 //!                                    const char *type, unsigned long flags, void *data)
@@ -16,7 +17,6 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
-        bpf_probe_read_kernel,
     },
     macros::lsm,
     programs::LsmContext,
@@ -32,7 +32,7 @@ use volguard_common::{
 
 use super::kernel_path::{identity, owning_pod, parent, publish_identity, read_field};
 use crate::{
-    helpers::count,
+    helpers::{count, ctx_arg_address},
     maps::{CLAIMS, CONFIG, ENFORCE_SCRATCH, EVENTS, EnforceScratch, OWNERS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES},
 };
 
@@ -125,14 +125,10 @@ pub fn sb_umount_release(ctx: LsmContext) -> i32 {
     0
 }
 
-/// Hook argument `n` as a plain address. Read as a typed BTF pointer, the verifier
-/// forbids the arithmetic we need (e.g. from a `vfsmount` back to its `struct mount`);
-/// every dereference goes through `bpf_probe_read_kernel` anyway.
+/// Hook argument `n` as a plain address (see [`ctx_arg_address`]).
 #[inline(always)]
 fn arg_address(ctx: &LsmContext, n: usize) -> *const u8 {
-    let slot = (ctx.as_ptr() as *const u64).wrapping_add(n);
-    // SAFETY: reading the hook's own argument slot; the helper faults cleanly.
-    unsafe { bpf_probe_read_kernel(slot) }.unwrap_or(0) as *const u8
+    ctx_arg_address(ctx.as_ptr(), n)
 }
 
 fn config() -> Option<&'static EnforceConfig> {

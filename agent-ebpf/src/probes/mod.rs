@@ -4,3 +4,4 @@ pub mod enforce;
 pub mod kernel_path;
 mod lsm_probe;
 mod syscalls;
+mod trampolines;

@@ -1,6 +1,8 @@
-//! Mount-family syscalls: each `sys_enter_<name>` program remembers its syscall's
-//! arguments per thread (as its `SyscallSpec` says); the one `sys_exit` program, attached
-//! to every matching `sys_exit_<name>`, adds the result and duration and emits one event.
+//! Mount-family syscalls, traced with syscall tracepoints: each `sys_enter_<name>`
+//! program remembers its syscall's arguments per thread (as its `SyscallSpec` says); the
+//! one `sys_exit` program, attached to every matching `sys_exit_<name>`, adds the result
+//! and duration and emits one event. The records are built by [`enter`] and [`exit`],
+//! which the trampoline backend (`trampolines.rs`) shares.
 //!
 //! Syscall tracepoint records put argument i at offset 16 + 8 * i and the exit's `ret`
 //! at 16 (see /sys/kernel/tracing/events/syscalls/*/format); stable since they exist.
@@ -30,7 +32,8 @@ macro_rules! enter_programs {
     ($($program:ident => $spec:path;)*) => {$(
         #[tracepoint]
         pub fn $program(ctx: TracePointContext) -> u32 {
-            let _ = enter(&ctx, &$spec);
+            // SAFETY: reading this tracepoint's own argument slots (enter asks for i < nargs).
+            let _ = enter(&$spec, |i| unsafe { ctx.read_at::<u64>(ARG0 + i * ARG_SIZE) }.unwrap_or(0));
             0
         }
     )*};
@@ -49,20 +52,17 @@ enter_programs! {
     sys_enter_mount_setattr => event::MOUNT_SETATTR;
 }
 
+/// Parks this thread's record of a `spec` call in `PENDING`; `arg(i)` reads argument `i`
+/// (asked only for `i < spec.nargs`).
 #[inline(always)]
-fn enter(ctx: &TracePointContext, spec: &SyscallSpec) -> Result<(), i32> {
+pub fn enter(spec: &SyscallSpec, arg: impl Fn(usize) -> u64) -> Result<(), i32> {
     let event = SCRATCH.get_ptr_mut(0).ok_or(0)?;
     // SAFETY: per-CPU scratch entry, used only for the duration of this program.
     let event = unsafe { &mut *event };
     let pid_tgid = bpf_get_current_pid_tgid();
 
     for i in 0..MAX_ARGS {
-        event.args[i] = if i < spec.nargs {
-            // SAFETY: reading this tracepoint's own argument slots (i < nargs).
-            unsafe { ctx.read_at::<u64>(ARG0 + i * ARG_SIZE) }.unwrap_or(0)
-        } else {
-            0
-        };
+        event.args[i] = if i < spec.nargs { arg(i) } else { 0 };
     }
     let header = &mut event.header;
     header.kind = spec.kind;
@@ -112,20 +112,24 @@ fn copy_arg(args: &[u64; MAX_ARGS], index: Option<usize>, dst: &mut [u8]) -> boo
 /// Shared by every `sys_exit_<name>` of the traced syscalls.
 #[tracepoint]
 pub fn sys_exit(ctx: TracePointContext) -> u32 {
-    let _ = exit(&ctx);
+    // SAFETY: reading this tracepoint's own return-value slot.
+    if let Ok(ret) = unsafe { ctx.read_at::<i64>(EXIT_RET) } {
+        exit(ret);
+    }
     0
 }
 
-fn exit(ctx: &TracePointContext) -> Result<(), i32> {
+/// At the exit of a traced call that returned `ret`: settles this thread's claim, then
+/// completes and emits the record its entry parked.
+#[inline(always)]
+pub fn exit(ret: i64) {
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
-    // SAFETY: reading this tracepoint's own return-value slot.
-    let ret = unsafe { ctx.read_at::<i64>(EXIT_RET)? };
     settle_claim(pid_tgid, ret);
     let Some(event) = PENDING.get_ptr_mut(&pid_tgid) else {
         count(Counter::ExitWithoutEntry);
-        return Ok(());
+        return;
     };
     // SAFETY: this thread's own entry; no other thread uses its key.
     let event = unsafe { &mut *event };
@@ -135,5 +139,4 @@ fn exit(ctx: &TracePointContext) -> Result<(), i32> {
         count(Counter::EventsLost);
     }
     let _ = PENDING.remove(&pid_tgid);
-    Ok(())
 }

@@ -29,6 +29,7 @@ use crate::{
     facts::inventory::InventoryError,
     kernel::btf::{Btf, BtfError, VMLINUX_BTF},
     kernel::lsm_probe::{self, ProbeError},
+    kernel::trace_backend::{self, BackendChoice, BackendError},
     kernel::{
         loader::{LoadError, LoadedObject},
         reader::EventSource,
@@ -68,6 +69,8 @@ pub struct RunOptions {
     pub kubelet_root: PathBuf,
     pub single_pod_volumes: Vec<String>,
     pub mode: ModeChoice,
+    /// Which programs trace the mount syscalls: trampolines where allowed, or as forced.
+    pub trace_backend: BackendChoice,
     pub pin_root: PathBuf,
     pub keep_enforcement_on_exit: bool,
     pub print_events: bool,
@@ -100,6 +103,7 @@ impl RunOptions {
             "kubeletRoot": self.kubelet_root,
             "singlePodVolumes": self.single_pod_volumes,
             "mode": format!("{:?}", self.mode).to_lowercase(),
+            "traceBackend": format!("{:?}", self.trace_backend).to_lowercase(),
             "pinRoot": self.pin_root,
             "keepEnforcementOnExit": self.keep_enforcement_on_exit,
             "mountinfo": self.mountinfo,
@@ -119,6 +123,8 @@ pub enum AgentError {
     Load(#[from] LoadError),
     #[error(transparent)]
     Mode(#[from] ModeError),
+    #[error(transparent)]
+    TraceBackend(#[from] BackendError),
     #[error("probing BPF LSM: {0}")]
     Probe(#[from] ProbeError),
     #[error("reading kernel BTF: {0}")]
@@ -157,14 +163,24 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     if !opts.kubelet_root.is_dir() {
         return Err(AgentError::KubeletRoot(opts.kubelet_root.display().to_string()));
     }
-    let probe = match enforce::needs_probe(opts.mode) {
-        true => Some(lsm_probe::probe(&mut LoadedObject::load()?)?),
-        false => None,
+    // One throw-away object for both probes; its links detach when it is dropped.
+    let (probe, trampolines) = match (enforce::needs_probe(opts.mode), trace_backend::needs_probe(opts.trace_backend)) {
+        (false, false) => (None, None),
+        (lsm, tramp) => {
+            let mut object = LoadedObject::load()?;
+            let trampolines = tramp.then(|| trace_backend::probe(&mut object));
+            let lsm = if lsm { Some(lsm_probe::probe(&mut object)?) } else { None };
+            (lsm, trampolines)
+        }
     };
     let decision = enforce::decide(opts.mode, probe.as_ref())?;
     info!("mode {}: {}", decision.mode, decision.reason);
+    let tracing = trace_backend::decide(opts.trace_backend, trampolines.as_ref())?;
+    tracing.log();
     let shared = Arc::new(ServedState::new(opts.effective()));
     shared.metrics.set_mode(&decision);
+    shared.metrics.set_trace_backend(&tracing);
+    shared.set_tracing(&tracing);
     serve_http(&opts, &shared).await?;
 
     let source = start_facts_source(&opts.facts_source).await?;
@@ -176,7 +192,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let pins = Pins::new(&opts.pin_root);
     let layout = Btf::from_file(Path::new(VMLINUX_BTF)).and_then(|btf| btf.kernel_layout());
     let (mut object, owners) = match decision.in_kernel() {
-        true => start_in_kernel(&opts, &decision, &pins, layout?, &mut model)?,
+        true => start_in_kernel(&opts, &decision, &tracing, &pins, layout?, &mut model)?,
         // Userspace modes use the offsets only to note each caller's mount namespace.
         false => {
             let layout = layout.unwrap_or_else(|e| {
@@ -187,7 +203,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
                 KernelLayout::default()
             });
             let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().clone()));
-            let object = start_userspace(&opts, &decision, layout, &model)?;
+            let object = start_userspace(&opts, &decision, &tracing, layout, &model)?;
             for fix in model.plan_owners(&BTreeMap::new()) {
                 owners.apply(&fix)?;
             }
@@ -225,7 +241,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     // Built here, before readiness: the first request after `ready` sees the volumes.
     view::build(agent.view_inputs()?, &view_sinks);
     shared.set_ready();
-    eprintln!("{READY} mode={} ({})", decision.mode, decision.reason);
+    eprintln!("{READY} mode={} ({}) trace-backend={} ({tracing})", decision.mode, decision.reason, tracing.backend);
 
     let result = agent.event_loop(&mut events, facts, &mut stop).await;
     // Unpinned links (the userspace modes') detach here.

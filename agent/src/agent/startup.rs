@@ -16,6 +16,7 @@ use crate::{
         loader::{self, Hook, LoadedObject},
         maps::EnforcementMaps,
         pins::Pins,
+        trace_backend::TraceDecision,
     },
     model::explain::{self},
     model::node::NodeModel,
@@ -102,6 +103,7 @@ pub(super) async fn start_facts_source(source: &FactsSource) -> Result<StartedSo
 pub(super) fn start_in_kernel(
     opts: &RunOptions,
     decision: &ModeDecision,
+    tracing: &TraceDecision,
     pins: &Pins,
     layout: KernelLayout,
     model: &mut NodeModel,
@@ -118,8 +120,9 @@ pub(super) fn start_in_kernel(
     for fix in model.plan_owners(&store.owners()?) {
         store.apply(&fix)?;
     }
-    // Tracing first: the exit tracepoints settle the claims the LSM programs make.
-    let hooks: Vec<Hook> = loader::trace_hooks().into_iter().chain(loader::enforce_hooks()).collect();
+    // Tracing first: the exit programs settle the claims the LSM programs make. An earlier
+    // agent's links of the other backend go only once ours are attached (see `Pins`).
+    let hooks: Vec<Hook> = tracing.hooks().into_iter().chain(loader::enforce_hooks()).collect();
     let replaced = object.attach_pinned(&hooks, pins)?;
     let owners = store.owners()?;
     if adopting {
@@ -135,11 +138,12 @@ pub(super) fn start_in_kernel(
     Ok((object, store))
 }
 
-/// Loads without pins and attaches the tracepoints only; the LSM programs stay off (the
+/// Loads without pins and attaches the tracing programs only; the LSM programs stay off (the
 /// layout is still written: events carry the caller's mount namespace).
 pub(super) fn start_userspace(
     opts: &RunOptions,
     decision: &ModeDecision,
+    tracing: &TraceDecision,
     layout: KernelLayout,
     model: &NodeModel,
 ) -> Result<LoadedObject, AgentError> {
@@ -147,7 +151,7 @@ pub(super) fn start_userspace(
     object.start_kernel_log();
     let mut maps = EnforcementMaps::take(&mut object)?;
     maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
-    object.attach(&loader::trace_hooks())?;
+    object.attach(&tracing.hooks())?;
     drop(maps); // only now: the programs were loaded against its descriptors
     Ok(object)
 }

@@ -156,6 +156,7 @@ fn status(b: &Value) -> String {
     let rows = vec![
         vec!["ready".into(), s(&b["ready"])],
         vec!["mode".into(), format!("{} ({})", s(&b["mode"]), s(&b["modeReason"]))],
+        vec!["tracing".into(), format!("{} ({})", s(&b["traceBackend"]), s(&b["traceBackendReason"]))],
         vec![
             "facts source".into(),
             format!("{} — {stale}, synced {}", s(&source["origin"]), ago(&source["synced_at"])),
@@ -359,10 +360,12 @@ mod tests {
         assert_eq!(csi, "no CSI drivers found on this node\n\nno CSI findings\n");
         let st = View::Status.render(
             &json!({"ready": true, "mode": "enforce", "modeReason": "auto",
+            "traceBackend": "tracepoints", "traceBackendReason": "auto: the kernel refuses trampolines (EPERM)",
             "source": {"origin": "inventory", "stale": "bad line 3", "synced_at": null}, "enforceErrors": 3}),
             false,
         );
         assert!(st.contains("mode") && st.contains("enforce (auto)") && st.contains("STALE (bad line 3)"), "{st}");
+        assert!(st.contains("tracepoints (auto: the kernel refuses trampolines (EPERM))"), "{st}");
         assert!(st.lines().any(|l| l.contains("let through undecided") && l.trim_end().ends_with(" 3")), "{st}");
     }
 

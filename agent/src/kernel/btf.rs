@@ -17,6 +17,7 @@ const KIND_TYPEDEF: u8 = 8;
 const KIND_VOLATILE: u8 = 9;
 const KIND_CONST: u8 = 10;
 const KIND_RESTRICT: u8 = 11;
+const KIND_FUNC: u8 = 12;
 const KIND_TYPE_TAG: u8 = 18;
 
 /// Why BTF could not be read or lacks what we need.
@@ -189,6 +190,11 @@ impl Btf {
         None
     }
 
+    /// Whether the kernel has a function `name` that trampolines can attach to.
+    pub fn has_function(&self, name: &str) -> bool {
+        self.types.iter().any(|t| t.kind == KIND_FUNC && self.name(t.name_off) == name)
+    }
+
     /// The offsets the enforcement programs need.
     pub fn kernel_layout(&self) -> Result<KernelLayout, BtfError> {
         Ok(KernelLayout {
@@ -291,5 +297,23 @@ mod tests {
         assert_eq!((layout.path_dentry, layout.qstr_len, layout.qstr_name), (8, 4, 8));
         assert!(layout.dentry_d_name > layout.dentry_d_parent);
         assert!(layout.mount_mnt_mountpoint < layout.mount_mnt, "mountpoint precedes the embedded vfsmount");
+    }
+
+    #[test]
+    fn the_trampolines_read_syscall_arguments_where_the_running_kernel_keeps_them() {
+        use volguard_common::programs::{PT_REGS_ARG_NAMES, PT_REGS_ARG_OFFSETS};
+        let Ok(btf) = Btf::from_file(Path::new(VMLINUX_BTF)) else {
+            eprintln!("SKIPPED: no {VMLINUX_BTF} on this machine");
+            return;
+        };
+        for (name, offset) in PT_REGS_ARG_NAMES.iter().zip(PT_REGS_ARG_OFFSETS) {
+            assert_eq!(btf.member_offset("pt_regs", name), Ok(offset as u32), "pt_regs.{name}");
+        }
+        for spec in volguard_common::event::SYSCALLS {
+            let function = format!("{}{}", volguard_common::programs::SYSCALL_FUNCTION_PREFIX, spec.name);
+            let optional = spec.name == "open_tree_attr"; // Linux 6.15
+            assert!(optional || btf.has_function(&function), "no {function} in this kernel's BTF");
+        }
+        assert!(!btf.has_function("__x64_sys_no_such_call"));
     }
 }

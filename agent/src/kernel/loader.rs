@@ -4,15 +4,16 @@ use std::path::{Path, PathBuf};
 
 use aya::{
     Btf, Ebpf, EbpfError, EbpfLoader,
-    programs::{Lsm, ProgramError, TracePoint, links::FdLink},
+    programs::{FEntry, FExit, Lsm, ProgramError, TracePoint, links::FdLink},
 };
 use tokio::io::{Interest, unix::AsyncFd};
 use tracing::{debug, info, warn};
 use volguard_common::{
-    event::SYSCALLS,
+    event::{SYSCALLS, SyscallSpec},
     maps::{EVENTS, PINNED_MAPS},
     programs::{
-        MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE, SYSCALL_ENTER_PREFIX, SYSCALL_EXIT,
+        FENTRY_PREFIX, FEXIT_PREFIX, MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE,
+        SYSCALL_ENTER_PREFIX, SYSCALL_EXIT, SYSCALL_FUNCTION_PREFIX,
     },
 };
 
@@ -26,6 +27,10 @@ pub enum Attach {
     TracePoint { category: &'static str, name: String },
     /// A BPF LSM hook (`security_<hook>` in the kernel).
     Lsm { hook: &'static str },
+    /// A trampoline at the entry of a kernel function (by its BTF name).
+    FEntry { function: String },
+    /// A trampoline at the return of a kernel function (by its BTF name).
+    FExit { function: String },
 }
 
 /// A program of the object and one place it attaches (a program may have several).
@@ -42,26 +47,46 @@ const OPTIONAL_SYSCALLS: &[&str] = &["open_tree_attr"]; // Linux 6.15
 
 /// Entry and exit tracepoints of every traced syscall (`volguard_common::event::SYSCALLS`).
 pub fn trace_hooks() -> Vec<Hook> {
-    SYSCALLS
-        .iter()
-        .flat_map(|spec| {
-            let optional = OPTIONAL_SYSCALLS.contains(&spec.name);
-            let enter = format!("{SYSCALL_ENTER_PREFIX}{}", spec.name);
-            let exit = format!("sys_exit_{}", spec.name);
-            [
-                Hook {
-                    program: enter.clone(),
-                    attach: Attach::TracePoint { category: "syscalls", name: enter },
-                    optional,
-                },
-                Hook {
-                    program: SYSCALL_EXIT.to_owned(),
-                    attach: Attach::TracePoint { category: "syscalls", name: exit },
-                    optional,
-                },
-            ]
-        })
-        .collect()
+    SYSCALLS.iter().flat_map(tracepoint_hooks).collect()
+}
+
+/// Whether syscall `name` is younger than the oldest kernel we support.
+pub fn is_optional_syscall(name: &str) -> bool {
+    OPTIONAL_SYSCALLS.contains(&name)
+}
+
+/// The entry and exit tracepoints of one syscall.
+pub fn tracepoint_hooks(spec: &SyscallSpec) -> [Hook; 2] {
+    let optional = is_optional_syscall(spec.name);
+    let enter = format!("{SYSCALL_ENTER_PREFIX}{}", spec.name);
+    let exit = format!("sys_exit_{}", spec.name);
+    [
+        Hook { program: enter.clone(), attach: Attach::TracePoint { category: "syscalls", name: enter }, optional },
+        Hook {
+            program: SYSCALL_EXIT.to_owned(),
+            attach: Attach::TracePoint { category: "syscalls", name: exit },
+            optional,
+        },
+    ]
+}
+
+/// The kernel function of syscall `name` (`__x64_sys_<name>`).
+pub fn syscall_function(name: &str) -> String {
+    format!("{SYSCALL_FUNCTION_PREFIX}{name}")
+}
+
+/// The fentry and fexit programs of one syscall, on its kernel function. Not optional:
+/// the caller traces a syscall this way only where the kernel's BTF has the function.
+pub fn trampoline_hooks(spec: &SyscallSpec) -> [Hook; 2] {
+    let function = syscall_function(spec.name);
+    [
+        Hook {
+            program: format!("{FENTRY_PREFIX}{}", spec.name),
+            attach: Attach::FEntry { function: function.clone() },
+            optional: false,
+        },
+        Hook { program: format!("{FEXIT_PREFIX}{}", spec.name), attach: Attach::FExit { function }, optional: false },
+    ]
 }
 
 /// The enforcement programs (see `agent-ebpf/src/probes/enforce.rs`).
@@ -78,6 +103,16 @@ impl Hook {
         match &self.attach {
             Attach::TracePoint { name, .. } => format!("tp-{name}"),
             Attach::Lsm { .. } => format!("lsm-{}", self.program),
+            Attach::FEntry { .. } | Attach::FExit { .. } => format!("tramp-{}", self.program),
+        }
+    }
+
+    /// Whether this attachment settles claims at syscall exit (see `settle_claim`).
+    pub fn settles_claims(&self) -> bool {
+        match &self.attach {
+            Attach::TracePoint { .. } => self.program == SYSCALL_EXIT,
+            Attach::FExit { .. } => true,
+            Attach::Lsm { .. } | Attach::FEntry { .. } => false,
         }
     }
 }
@@ -240,6 +275,8 @@ fn attach_hooks(ebpf: &mut Ebpf, hooks: &[Hook], take: bool) -> Result<Vec<(Stri
     let mut links = Vec::new();
     let needs_tracefs = hooks.iter().any(|h| matches!(h.attach, Attach::TracePoint { .. }));
     let events = if needs_tracefs { Some(ensure_tracefs()?) } else { None };
+    // Parsed once, for every BTF-typed program (LSM, fentry, fexit).
+    let mut btf = None;
     for hook in hooks {
         if let (Attach::TracePoint { category, name }, Some(events)) = (&hook.attach, &events)
             && hook.optional
@@ -248,7 +285,7 @@ fn attach_hooks(ebpf: &mut Ebpf, hooks: &[Hook], take: bool) -> Result<Vec<(Stri
             info!("{category}/{name} does not exist on this kernel: not traced");
             continue;
         }
-        if let Some(link) = attach(ebpf, hook, take)? {
+        if let Some(link) = attach(ebpf, hook, take, &mut btf)? {
             links.push((hook.link_name(), link));
         }
         debug!(program = hook.program, attach = ?hook.attach, "attached");
@@ -256,10 +293,23 @@ fn attach_hooks(ebpf: &mut Ebpf, hooks: &[Hook], take: bool) -> Result<Vec<(Stri
     Ok(links)
 }
 
-fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool) -> Result<Option<FdLink>, LoadError> {
+fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Result<Option<FdLink>, LoadError> {
     let program = hook.program.as_str();
     let failed = |action| move |source| LoadError::Program { program: program.to_owned(), action, source };
     let prog = ebpf.program_mut(program).ok_or_else(|| LoadError::MissingProgram { program: program.to_owned() })?;
+    // LSM, fentry and fexit programs load against the kernel's BTF and attach alike (aya
+    // gives them no common trait).
+    macro_rules! attach_btf_typed {
+        ($kind:ty, $target:expr) => {{
+            let btf = kernel_btf(btf)?;
+            let typed: &mut $kind = prog.try_into().map_err(failed("type check"))?;
+            typed.load($target, btf).map_err(failed("load"))?;
+            let id = typed.attach().map_err(failed("attach"))?;
+            if take {
+                return Ok(Some(typed.take_link(id).map_err(failed("take link"))?.into()));
+            }
+        }};
+    }
     match &hook.attach {
         Attach::TracePoint { category, name } => {
             let tp: &mut TracePoint = prog.try_into().map_err(failed("type check"))?;
@@ -275,17 +325,19 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool) -> Result<Option<FdLink>, Lo
                 return Ok(Some(link));
             }
         }
-        Attach::Lsm { hook: lsm_hook } => {
-            let btf = Btf::from_sys_fs().map_err(LoadError::Btf)?;
-            let lsm: &mut Lsm = prog.try_into().map_err(failed("type check"))?;
-            lsm.load(lsm_hook, &btf).map_err(failed("load"))?;
-            let id = lsm.attach().map_err(failed("attach"))?;
-            if take {
-                return Ok(Some(lsm.take_link(id).map_err(failed("take link"))?.into()));
-            }
-        }
+        Attach::Lsm { hook } => attach_btf_typed!(Lsm, hook),
+        Attach::FEntry { function } => attach_btf_typed!(FEntry, function),
+        Attach::FExit { function } => attach_btf_typed!(FExit, function),
     }
     Ok(None)
+}
+
+/// The running kernel's BTF, read on first use.
+fn kernel_btf(btf: &mut Option<Btf>) -> Result<&Btf, LoadError> {
+    if btf.is_none() {
+        *btf = Some(Btf::from_sys_fs().map_err(LoadError::Btf)?);
+    }
+    Ok(btf.as_ref().expect("set above"))
 }
 
 #[cfg(test)]
@@ -295,9 +347,11 @@ mod tests {
     #[test]
     fn every_hook_names_a_program_of_the_built_object() {
         let object = aya_obj::Object::parse(OBJECT).expect("the embedded object parses");
-        let hooks = trace_hooks().into_iter().chain(enforce_hooks()).chain([lsm_probe_hook()]);
+        let trampolines = SYSCALLS.iter().flat_map(trampoline_hooks);
+        let hooks = trace_hooks().into_iter().chain(trampolines).chain(enforce_hooks()).chain([lsm_probe_hook()]);
         for hook in hooks {
             assert!(object.programs.contains_key(&hook.program), "{} is not in the object", hook.program);
+            assert_eq!(super::super::pins::settles_claims(&hook.link_name()), hook.settles_claims(), "{hook:?}");
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The kernel boundary: the only folder that imports aya. The embedded object, loading
 //! and attaching, pins, the maps the LSM programs decide from, reading and decoding the
 //! ring buffer, the kernel's counters, and the probes of what the running kernel allows
-//! (BTF offsets, whether BPF LSM really runs).
+//! (BTF offsets, whether BPF LSM really runs, whether trampolines are allowed).
 
 pub mod btf;
 pub mod counters;
@@ -12,6 +12,7 @@ pub mod lsm_probe;
 pub mod maps;
 pub mod pins;
 pub mod reader;
+pub mod trace_backend;
 
 /// The eBPF object built by build.rs from ../agent-ebpf, embedded in the binary.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/volguard.bpf.o"));

@@ -9,16 +9,42 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use aya::programs::links::{FdLink, PinnedLink};
+use std::time::{Duration, Instant};
+
+use aya::{
+    maps::{HashMap as AyaHashMap, Map, MapData},
+    programs::{
+        links::{FdLink, PinnedLink},
+        loaded_links, loaded_programs,
+    },
+};
 use nix::sys::statfs::{BPF_FS_MAGIC, statfs};
-use tracing::{debug, info};
-use volguard_common::maps::{OWNERS, PIN_LAYOUT_VERSION};
+use tracing::{debug, info, warn};
+use volguard_common::{
+    enforce::PendingClaim,
+    maps::{CLAIMS, OWNERS, PIN_LAYOUT_VERSION},
+};
 
 /// Where pins live unless configured otherwise.
 pub const DEFAULT_PIN_ROOT: &str = "/sys/fs/bpf/volguard";
 const BPFFS: &str = "/sys/fs/bpf";
 /// Suffix of a link pinned beside the one it replaces (bpffs refuses dots in names).
 const NEW_SUFFIX: &str = "~new";
+/// Names of the pinned links that settle claims at syscall exit (`Hook::link_name`).
+const EXIT_TRACEPOINT_LINK_PREFIX: &str = "tp-sys_exit_";
+const FEXIT_LINK_PREFIX: &str = "tramp-fexit_";
+/// How long an earlier agent's exit programs stay at least, and at most, after ours
+/// (fexit) are attached: see [`Pins::install_links`].
+const SETTLE_GRACE: Duration = Duration::from_millis(500);
+const SETTLE_LIMIT: Duration = Duration::from_secs(10);
+/// How long [`Pins::uninstall`] waits for the kernel to detach the unpinned links.
+const DETACH_LIMIT: Duration = Duration::from_secs(30);
+
+/// Whether the link pinned under `name` settles claims at syscall exit.
+pub fn settles_claims(name: &str) -> bool {
+    let name = name.strip_suffix(NEW_SUFFIX).unwrap_or(name);
+    name.starts_with(EXIT_TRACEPOINT_LINK_PREFIX) || name.starts_with(FEXIT_LINK_PREFIX)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
@@ -94,41 +120,131 @@ impl Pins {
 
     /// Pins `links` (by name), replacing what an earlier agent pinned, and removes pins
     /// of links this agent no longer has. Returns how many earlier pins were replaced.
+    ///
+    /// When our exit programs are fexit trampolines, an earlier agent's exit programs go
+    /// last, once no claim waits for settlement (see [`Self::wait_for_claims`]): a
+    /// trampoline sees only the calls that entered its function after it was attached, so
+    /// a mount in flight across the switch is settled by the earlier exit program.
     pub fn install_links(&self, links: Vec<(String, FdLink)>) -> Result<usize, PinError> {
         let dir = self.links_dir();
+        let fexit_exits = links.iter().any(|(name, _)| name.starts_with(FEXIT_LINK_PREFIX));
         let mut replaced = 0;
         let mut names = HashSet::new();
+        // (ours, pinned beside; the earlier one) kept until the claims are settled.
+        let mut swaps = Vec::new();
         for (name, link) in links {
             let final_path = dir.join(&name);
             let new_path = dir.join(format!("{name}{NEW_SUFFIX}"));
             remove_pinned_link(&new_path)?;
             link.pin(&new_path).map_err(|source| PinError::Pin { name: name.clone(), source })?;
+            names.insert(name.clone());
+            if fexit_exits && settles_claims(&name) && final_path.exists() {
+                swaps.push((new_path, final_path));
+                continue;
+            }
             // Ours is attached and pinned: the earlier one can go now.
             if remove_pinned_link(&final_path)? {
                 replaced += 1;
             }
             fs::rename(&new_path, &final_path).map_err(io_error("renaming", &new_path))?;
-            names.insert(name);
         }
+        let mut draining = Vec::new();
         for entry in fs::read_dir(&dir).map_err(io_error("listing", &dir))? {
             let entry = entry.map_err(io_error("listing", &dir))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if !names.contains(&name) {
-                info!("removing stale pinned link {name}");
-                remove_pinned_link(&entry.path())?;
+            if names.contains(&name) || swaps.iter().any(|(new, _)| new == &entry.path()) {
+                continue;
             }
+            if fexit_exits && settles_claims(&name) {
+                draining.push(entry.path());
+                continue;
+            }
+            info!("removing stale pinned link {name}");
+            remove_pinned_link(&entry.path())?;
+        }
+        if !swaps.is_empty() || !draining.is_empty() {
+            self.wait_for_claims(swaps.len() + draining.len());
+        }
+        for path in draining {
+            info!("removing the earlier agent's exit program {}", path.display());
+            remove_pinned_link(&path)?;
+        }
+        for (new_path, final_path) in swaps {
+            if remove_pinned_link(&final_path)? {
+                replaced += 1;
+            }
+            fs::rename(&new_path, &final_path).map_err(io_error("renaming", &new_path))?;
         }
         Ok(replaced)
     }
 
+    /// Waits (at least [`SETTLE_GRACE`], at most [`SETTLE_LIMIT`]) until the pinned claims
+    /// map holds no claim waiting for its syscall's exit.
+    fn wait_for_claims(&self, kept: usize) {
+        let started = Instant::now();
+        let path = self.map_path(CLAIMS);
+        let pending = || -> Option<usize> {
+            let data = MapData::from_pin(&path).ok()?;
+            let claims: AyaHashMap<MapData, u64, PendingClaim> = AyaHashMap::try_from(Map::LruHashMap(data)).ok()?;
+            Some(claims.keys().count())
+        };
+        loop {
+            let waiting = pending().unwrap_or(0);
+            let elapsed = started.elapsed();
+            if (waiting == 0 && elapsed >= SETTLE_GRACE) || elapsed >= SETTLE_LIMIT {
+                info!(
+                    "kept {kept} earlier exit program(s) for {:.1} s while claims settled; {waiting} claim(s) pending",
+                    elapsed.as_secs_f64()
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Removes every pin: the programs detach and the state is freed once no agent holds
-    /// them. Returns false if there was nothing to remove.
+    /// them. Returns false if there was nothing to remove. Returns once the kernel has
+    /// detached the links (it does so from a work queue, and each trampoline's detach
+    /// waits for a grace period), or after [`DETACH_LIMIT`] with a warning.
     pub fn uninstall(&self) -> Result<bool, PinError> {
         if !self.root.exists() {
             return Ok(false);
         }
+        let ids = self.pinned_link_ids();
         fs::remove_dir_all(&self.root).map_err(io_error("removing", &self.root))?;
+        wait_for_detach(&ids);
         Ok(true)
+    }
+
+    /// The kernel ids of the links pinned now and of their programs (the descriptors
+    /// opened to ask are closed).
+    fn pinned_link_ids(&self) -> Vec<(u32, u32)> {
+        let Ok(entries) = fs::read_dir(self.links_dir()) else { return Vec::new() };
+        entries
+            .filter_map(|e| PinnedLink::from_pin(e.ok()?.path()).ok())
+            .filter_map(|pinned| FdLink::from(pinned).info().ok().map(|info| (info.id(), info.program_id())))
+            .collect()
+    }
+}
+
+/// Waits until none of the links `ids` (link id, program id) nor their programs is in the
+/// kernel any more: a link's id goes before its program is detached, the program's once
+/// it is.
+fn wait_for_detach(ids: &[(u32, u32)]) {
+    let started = Instant::now();
+    loop {
+        let links: HashSet<u32> = loaded_links().filter_map(|l| l.ok().map(|info| info.id())).collect();
+        let programs: HashSet<u32> = loaded_programs().filter_map(|p| p.ok().map(|info| info.id())).collect();
+        let left = ids.iter().filter(|(link, program)| links.contains(link) || programs.contains(program)).count();
+        if left == 0 {
+            info!("{} links and their programs detached in {:.1} s", ids.len(), started.elapsed().as_secs_f64());
+            return;
+        }
+        if started.elapsed() >= DETACH_LIMIT {
+            warn!("{left} of {} unpinned links still attached after {} s", ids.len(), DETACH_LIMIT.as_secs());
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -127,10 +127,14 @@ async fn status(State(shared): AppState) -> Response {
     let single_pod = snap.volumes.iter().filter(|v| v.view.single_pod.is_some()).count();
     // The metrics' classification, so status and metrics never disagree.
     let counts = SinglePodCounts::of(snap.volumes.iter().map(|v| &v.view));
+    let tracing = shared.tracing();
     ok(json!({
         "ready": shared.is_ready(),
         "mode": snap.mode,
         "modeReason": snap.mode_reason,
+        "traceBackend": tracing.as_ref().map(|t| t.backend),
+        "traceBackendReason": tracing.as_ref().map(|t| t.reason.clone()),
+        "traceFallbacks": tracing.as_ref().map(|t| t.fallbacks.clone()).unwrap_or_default(),
         "source": snap.source,
         "volumes": snap.volumes.len(),
         "singlePodVolumes": single_pod,

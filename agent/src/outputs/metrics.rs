@@ -21,6 +21,7 @@ use super::kernel_metrics::KernelMetrics;
 use crate::{
     enforce::ModeDecision,
     facts::{ClaimRef, Origin},
+    kernel::trace_backend::TraceDecision,
     model::checks::Finding,
     model::explain::ConflictAction,
     model::mounts::{SinglePodState, VolumeView},
@@ -66,6 +67,12 @@ struct StateLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModeLabels {
     mode: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TraceBackendLabels {
+    backend: String,
     reason: String,
 }
 
@@ -154,6 +161,8 @@ pub struct Metrics {
     syscalls: Family<SyscallLabels, Counter>,
     single_pod: Family<StateLabels, Gauge>,
     mode: Family<ModeLabels, Gauge>,
+    trace_backend: Family<TraceBackendLabels, Gauge>,
+    trace_fallbacks: Gauge,
     csi_driver_info: Family<DriverInfoLabels, Gauge>,
     csi_findings: Family<CsiFindingLabels, Gauge>,
     node_findings: Family<FindingLabels, Gauge>,
@@ -215,6 +224,18 @@ impl Metrics {
         );
         let mode = Family::<ModeLabels, Gauge>::default();
         registry.register("volguard_enforcement_mode", "1 for the active enforcement mode, with why", mode.clone());
+        let trace_backend = Family::<TraceBackendLabels, Gauge>::default();
+        registry.register(
+            "volguard_trace_backend",
+            "1 for the backend that traces the mount syscalls (trampolines or tracepoints), with why",
+            trace_backend.clone(),
+        );
+        let trace_fallbacks = Gauge::default();
+        registry.register(
+            "volguard_trace_fallback_syscalls",
+            "Mount-family syscalls traced by their tracepoints although the backend is trampolines",
+            trace_fallbacks.clone(),
+        );
         let csi_driver_info = Family::<DriverInfoLabels, Gauge>::default();
         registry.register(
             "volguard_csi_driver_info",
@@ -266,6 +287,8 @@ impl Metrics {
             syscalls,
             single_pod,
             mode,
+            trace_backend,
+            trace_fallbacks,
             csi_driver_info,
             csi_findings,
             node_findings,
@@ -358,6 +381,14 @@ impl Metrics {
         self.mode.get_or_create(&labels).set(1);
     }
 
+    pub fn set_trace_backend(&self, decision: &TraceDecision) {
+        self.trace_backend.clear();
+        let labels =
+            TraceBackendLabels { backend: decision.backend.to_string(), reason: decision.reason.label().into() };
+        self.trace_backend.get_or_create(&labels).set(1);
+        self.trace_fallbacks.set(decision.fallbacks.len() as i64);
+    }
+
     /// Replaces the node-model findings.
     pub fn set_node_findings<'a>(&self, findings: impl IntoIterator<Item = &'a Finding>) {
         self.node_findings.clear();
@@ -431,6 +462,10 @@ pub fn reference() -> Vec<MetricDoc> {
     m.set_single_pod(SinglePodCounts::default());
     m.mask_removed(MaskRemoval::PodGone);
     m.set_mode(&crate::enforce::decide(crate::enforce::ModeChoice::Quarantine, None).expect("quarantine always runs"));
+    m.set_trace_backend(
+        &crate::kernel::trace_backend::decide(crate::kernel::trace_backend::BackendChoice::Tracepoints, None)
+            .expect("tracepoints always run"),
+    );
     let finding = Finding {
         check: Check::VolDataUnreadable,
         severity: Severity::Info,
@@ -571,6 +606,8 @@ mod tests {
                 "volguard_quarantined_publishes",
                 "volguard_quarantine_masks_removed_total",
                 "volguard_enforcement_mode",
+                "volguard_trace_backend",
+                "volguard_trace_fallback_syscalls",
                 "volguard_csi_driver_info",
                 "volguard_csi_findings",
                 "volguard_node_findings",
@@ -620,6 +657,10 @@ mod tests {
         let decided = |mode, reason| ModeDecision { mode, decided_in: crate::enforce::DecidedIn::Kernel, reason };
         m.set_mode(&decided(Mode::Quarantine, crate::enforce::ModeReason::NoBpfLsm("EPERM".into())));
         m.set_mode(&decided(Mode::Enforce, crate::enforce::ModeReason::LsmActive));
+        use crate::kernel::trace_backend::{BackendChoice, TrampolineProbe, decide};
+        m.set_trace_backend(&decide(BackendChoice::Tracepoints, None).unwrap());
+        let works = TrampolineProbe::Works { missing: vec!["umount"] };
+        m.set_trace_backend(&decide(BackendChoice::Auto, Some(&works)).unwrap());
         let finding = Finding {
             check: Check::InlineHandleMismatch,
             severity: Severity::Error,
@@ -635,6 +676,12 @@ mod tests {
         let text = m.encode();
         assert!(text.contains("volguard_enforcement_mode{mode=\"enforce\",reason=\"lsm_active\"} 1"), "{text}");
         assert!(!text.contains("mode=\"quarantine\""));
+        assert!(
+            text.contains("volguard_trace_backend{backend=\"trampolines\",reason=\"trampolines_work\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("backend=\"tracepoints\""));
+        assert!(text.contains("volguard_trace_fallback_syscalls 1"), "{text}");
         assert!(text.contains("volguard_node_findings{check=\"inline_handle_mismatch\",severity=\"error\"} 2"));
         assert!(text.contains("volguard_inventory_info{source=\"kubernetes_api\"} 1"));
         assert!(text.contains("volguard_inventory_stale 1"));

@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::{
     enforce::Mode,
     facts::ClaimRef,
+    kernel::trace_backend::{Backend, Fallback, TraceDecision},
     model::checks::Finding,
     model::explain::{Conflict, ConflictAction},
     model::mounts::VolumeView,
@@ -166,6 +167,18 @@ pub struct ServedState {
     snapshot: RwLock<Arc<DebugView>>,
     conflicts: Mutex<VecDeque<ConflictRecord>>,
     mounts: Mutex<VecDeque<MountRecord>>,
+    /// The tracing backend, once chosen.
+    tracing: RwLock<Option<TracingStatus>>,
+}
+
+/// The tracing backend as `/debug/status` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct TracingStatus {
+    pub backend: Backend,
+    /// Prose: why this backend, and each syscall traced otherwise.
+    pub reason: String,
+    /// Syscalls traced by their tracepoints although the backend is trampolines.
+    pub fallbacks: Vec<Fallback>,
 }
 
 impl ServedState {
@@ -177,7 +190,23 @@ impl ServedState {
             snapshot: RwLock::default(),
             conflicts: Mutex::default(),
             mounts: Mutex::default(),
+            tracing: RwLock::default(),
         }
+    }
+
+    /// Records the tracing backend chosen at start-up.
+    pub fn set_tracing(&self, decision: &TraceDecision) {
+        let status = TracingStatus {
+            backend: decision.backend,
+            reason: decision.to_string(),
+            fallbacks: decision.fallbacks.clone(),
+        };
+        *self.tracing.write().unwrap_or_else(|e| e.into_inner()) = Some(status);
+    }
+
+    /// The tracing backend, once chosen.
+    pub fn tracing(&self) -> Option<TracingStatus> {
+        self.tracing.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Programs attached and the state built.

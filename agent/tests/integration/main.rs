@@ -7,7 +7,8 @@
 //!   real-node samples in `agent/tests/fixtures/`);
 //! - `host_*` (root; each says why it skips without): the real kernel and a real agent,
 //!   mounts only in private mount namespaces; `host_trace`, `host_mount_api`,
-//!   `host_node_model`, `host_demo`, `host_hostile` and `host_quarantine` run again in the VM;
+//!   `host_node_model`, `host_demo`, `host_hostile`, `host_quarantine` and
+//!   `host_trace_backend` run again in the VM (the tracing ones once per tracing backend);
 //! - `k8s_scale_bench` (ignored; root): the agent's memory with a large cluster behind a
 //!   fake API server, run by `cargo xtask bench`;
 //! - `vm_*` (ignored here): BPF LSM, which this host's kernel refuses; `cargo xtask
@@ -35,6 +36,7 @@ mod host_overflow;
 mod host_prometheus;
 mod host_quarantine;
 mod host_trace;
+mod host_trace_backend;
 mod k8s_fake_api;
 mod k8s_scale_bench;
 mod vm_bench;

@@ -16,6 +16,15 @@ fn pinned_owners(pin_root: &Path) -> Vec<(String, String)> {
     EnforcementMaps::open_pinned(&Pins::new(pin_root)).unwrap().owners().unwrap()
 }
 
+fn pinned_links(pins: &Path) -> Vec<String> {
+    let mut links: Vec<String> = fs::read_dir(pins.join("links"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    links.sort();
+    links
+}
+
 fn owners(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter().map(|(v, p)| (v.to_string(), p.to_string())).collect()
 }
@@ -139,10 +148,7 @@ fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
     });
     assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "enforced by the new agent");
     assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "exactly one owner, unchanged");
-    let links: Vec<String> = fs::read_dir(pins.join("links"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let links = pinned_links(&pins);
     assert!(links.iter().all(|l| !l.ends_with("~new")), "no half-swapped pins: {links:?}");
     assert!(links.contains(&"lsm-sb_mount_enforce".to_owned()), "{links:?}");
 
@@ -238,4 +244,62 @@ fn enforce_lets_no_second_publish_through_while_the_agent_is_sigkilled_mid_storm
     assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "ownership unchanged");
     uninstall(&pins);
     assert_eq!(ns.umount(&a), Ok(()));
+}
+
+/// An upgrade that changes the tracing backend (tracepoints → trampolines → tracepoints)
+/// loses no owner, and claims keep being settled at exit (rollback of a failed claim,
+/// release on the owner's unmount) by the new backend's exit programs.
+#[test]
+#[ignore = "needs BPF LSM and trampolines: runs in the VM (cargo xtask vm-test)"]
+fn upgrade_across_a_change_of_tracing_backend_keeps_owners_and_settles_claims() {
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    let tree = KubeletTree::new();
+    let pins = pin_root("backend-switch");
+    let ns = MountNs::new();
+    let rwop = tree.volume("pv-rwop");
+    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+    let single_pod = ["pv-rwop", "pv-other"];
+    let start = |backend: &str| Agent::start_in(&ns, &tree.root(), &pins, &single_pod, &["--trace-backend", backend]);
+
+    // Agent A, on tracepoints, sees pod-a claim pv-rwop.
+    let first = start("tracepoints");
+    assert_eq!(first.trace_backend(), "tracepoints");
+    assert_eq!(ns.bind(&rwop, &a), Ok(()));
+    first.wait_for_line("pod-a's publish", |l| l.contains("volume pv-rwop published for pod pod-a"));
+    assert!(pinned_links(&pins).contains(&"tp-sys_exit_mount".to_owned()), "{:?}", pinned_links(&pins));
+    first.stop();
+
+    // Agent B, on trampolines, adopts it: same owner, still enforced.
+    let second = start("trampolines");
+    assert_eq!(second.trace_backend(), "trampolines");
+    second.wait_for_line("adoption", |l| l.contains("adopted the pinned enforcement state") && l.contains("1 owned"));
+    // A's exit tracepoints went last, once no claim waited for them.
+    second.wait_for_line("the drain", |l| l.contains("earlier exit program(s)") && l.contains("0 claim(s) pending"));
+    let links = pinned_links(&pins);
+    assert!(links.contains(&"tramp-fexit_mount".to_owned()) && links.contains(&"tramp-fentry_umount".to_owned()));
+    assert!(links.iter().all(|l| !l.starts_with("tp-") && !l.ends_with("~new")), "stale or half-swapped: {links:?}");
+    assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "the owner survived the switch");
+    assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "enforced across the switch");
+    // Settled by fexit: a failed claim is rolled back, and the events reach the agent.
+    let missing = tree.tmp.path().join("no-such-volume");
+    assert_eq!(ns.bind(&missing, &tree.publish_dir("pod-c", "pv-other")), Err(Errno::ENOENT));
+    assert_eq!(ns.bind(&tree.volume("pv-other"), &tree.publish_dir("pod-d", "pv-other")), Ok(()), "rolled back");
+    second.wait_for_line("pod-d's publish, traced by fentry/fexit", |l| {
+        l.contains("volume pv-other published for pod pod-d")
+    });
+    // The owner's unmount releases its claim.
+    ns.umount(&a).unwrap();
+    assert_eq!(ns.bind(&rwop, &b), Ok(()), "released at fexit of umount");
+    second.stop();
+
+    // And back to tracepoints: nothing of the trampolines is left, the owners stay.
+    let third = start("tracepoints");
+    let links = pinned_links(&pins);
+    assert!(links.iter().all(|l| !l.starts_with("tramp-") && !l.ends_with("~new")), "stale: {links:?}");
+    assert_eq!(pinned_owners(&pins), owners(&[("pv-other", "pod-d"), ("pv-rwop", "pod-b")]));
+    assert_eq!(ns.bind(&rwop, &a), Err(Errno::EBUSY));
+    ns.umount(&b).unwrap();
+    assert_eq!(ns.bind(&rwop, &a), Ok(()), "released at the exit tracepoint again");
+    third.stop();
+    uninstall(&pins);
 }

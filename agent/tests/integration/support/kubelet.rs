@@ -270,6 +270,13 @@ impl Agent {
         mode.unwrap_or_default().to_owned()
     }
 
+    /// The tracing backend named in the ready line.
+    pub fn trace_backend(&self) -> String {
+        let ready = self.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
+        let backend = ready.split("trace-backend=").nth(1).and_then(|m| m.split_whitespace().next());
+        backend.unwrap_or_default().to_owned()
+    }
+
     /// Starts `volguard run` in `mode` with more arguments, and waits for its ready line.
     pub fn start_with(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str, extra: &[&str]) -> Self {
         Self::start_with_env(kubelet_root, pin_root, single_pod, mode, extra, &[])

@@ -13,8 +13,9 @@ use volguard::{
     cli::client,
     kernel::decode::{Call, Conflict, Event, Record},
     kernel::{
-        loader::{self, LoadedObject},
+        loader::LoadedObject,
         reader::EventReader,
+        trace_backend::{self, BackendChoice},
     },
 };
 
@@ -76,13 +77,25 @@ pub fn own_cgroup_id() -> u64 {
     fs::metadata(root.join(path.trim_start_matches('/'))).unwrap().ino()
 }
 
-/// Loads the object and attaches every syscall tracepoint.
+/// Forces the tracing backend of the tests' tracers and of the agents they start (the
+/// agent reads it as `--trace-backend`); `cargo xtask vm-test` runs areas once per backend.
+pub const TRACE_BACKEND_ENV: &str = "VOLGUARD_TRACE_BACKEND";
+
+/// The backend the harness asked for (`auto` when it did not).
+pub fn trace_backend_choice() -> BackendChoice {
+    use clap::ValueEnum as _;
+    std::env::var(TRACE_BACKEND_ENV)
+        .map_or(BackendChoice::Auto, |v| BackendChoice::from_str(&v, true).expect("a --trace-backend value"))
+}
+
+/// Loads the object and attaches the tracing programs (of the backend the harness chose).
 pub fn tracer() -> (LoadedObject, Recorder) {
     tracer_with(LoadedObject::load().expect("load the embedded eBPF object"))
 }
 
 pub fn tracer_with(mut ebpf: LoadedObject) -> (LoadedObject, Recorder) {
-    ebpf.attach(&loader::trace_hooks()).expect("attach the syscall tracepoints");
+    let tracing = trace_backend::choose(trace_backend_choice()).expect("a tracing backend");
+    ebpf.attach(&tracing.hooks()).expect("attach the tracing programs");
     let reader = EventReader::new(&mut ebpf).unwrap();
     (ebpf, Recorder::new(reader))
 }

@@ -1,0 +1,82 @@
+//! The tracing backend chosen at start-up (root): trampolines where the kernel allows
+//! them, else syscall tracepoints, and the agent says which and why. This host's kernel
+//! refuses trampolines (BPF_PROG_LOAD of fentry: EPERM), so here the fallback is what is
+//! tested; the VM's kernels allow them (`cargo xtask vm-test` runs this area there too).
+
+use std::process::Command;
+
+use volguard::kernel::{
+    loader::LoadedObject,
+    trace_backend::{self, Backend, BackendChoice, TrampolineProbe},
+};
+
+use crate::support::{
+    have_root, http_get,
+    kubelet::{Agent, KubeletTree, agent_binary, pin_root},
+};
+
+fn in_vm() -> bool {
+    std::env::var_os("VOLGUARD_IN_VM").is_some()
+}
+
+#[test]
+fn auto_takes_trampolines_where_allowed_else_tracepoints_and_the_agent_says_why() {
+    if !have_root("auto_takes_trampolines_where_allowed_else_tracepoints_and_the_agent_says_why") {
+        return;
+    }
+    let probe = trace_backend::probe(&mut LoadedObject::load().unwrap());
+    let decision = trace_backend::decide(BackendChoice::Auto, Some(&probe)).unwrap();
+    eprintln!("probe: {probe:?}; decision: {} ({decision})", decision.backend);
+    let refused = match &probe {
+        TrampolineProbe::Refused(why) => Some(why.clone()),
+        TrampolineProbe::Works { .. } => None,
+    };
+    match &refused {
+        Some(why) => {
+            assert!(!in_vm(), "the VM's kernels allow trampolines: {why}");
+            assert_eq!((decision.backend, decision.reason.label()), (Backend::Tracepoints, "trampolines_refused"));
+            assert!(decision.to_string().contains(why.as_str()), "{decision}");
+        }
+        None => {
+            assert_eq!((decision.backend, decision.reason.label()), (Backend::Trampolines, "trampolines_work"));
+            assert!(decision.fallbacks.is_empty(), "every syscall function is in BTF: {:?}", decision.fallbacks);
+        }
+    }
+
+    // The real agent, told `auto` whatever the harness forces: ready line, status, metric.
+    let tree = KubeletTree::new();
+    let agent =
+        Agent::start_with(&tree.root(), &pin_root("trace-backend"), &[], "quarantine", &["--trace-backend", "auto"]);
+    let expected = decision.backend.to_string();
+    assert_eq!(agent.trace_backend(), expected);
+    agent.wait_for_line("the backend's log line", |l| l.contains(&format!("tracing backend {expected}: auto")));
+    let (_, status) = http_get(&agent.address("debug API"), "/debug/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["traceBackend"], expected.as_str(), "{status}");
+    let reason = status["traceBackendReason"].as_str().unwrap_or_default();
+    match &refused {
+        Some(why) => assert!(reason.contains("refuses trampolines") && reason.contains(why.as_str()), "{reason}"),
+        None => assert!(reason.contains("fentry/fexit load and attach"), "{reason}"),
+    }
+    let (_, metrics) = http_get(&agent.address("metrics"), "/metrics");
+    let label = if refused.is_some() { "trampolines_refused" } else { "trampolines_work" };
+    let series = format!("volguard_trace_backend{{backend=\"{expected}\",reason=\"{label}\"}} 1");
+    assert!(metrics.contains(&series), "{series} not in {metrics}");
+    agent.stop();
+
+    // Forcing trampolines where the kernel refuses them stops the start, saying why.
+    if let Some(why) = refused {
+        let out = Command::new(agent_binary())
+            .args(["run", "--mode", "quarantine", "--trace-backend", "trampolines", "--kubelet-root"])
+            .arg(tree.root())
+            .args(["--metrics-address", "127.0.0.1:0", "--debug-address", "127.0.0.1:0"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("--trace-backend trampolines: the kernel refuses trampolines") && stderr.contains(&why),
+            "{stderr}"
+        );
+    }
+}
