@@ -27,6 +27,7 @@ mod csi_driver;
 mod fixtures_real_world;
 mod host_busy_node;
 mod host_demo;
+mod host_fanotify;
 mod host_hostile;
 mod host_kubernetes;
 mod host_mask_lifecycle;
