@@ -379,6 +379,11 @@ impl Agent {
         line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("VmRSS in kB")
     }
 
+    /// The agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn sigkill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();

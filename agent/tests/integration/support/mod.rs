@@ -94,7 +94,7 @@ pub fn tracer() -> (LoadedObject, Recorder) {
 }
 
 pub fn tracer_with(mut ebpf: LoadedObject) -> (LoadedObject, Recorder) {
-    let tracing = trace_backend::choose(trace_backend_choice()).expect("a tracing backend");
+    let tracing = trace_backend::choose_syscall_backend(trace_backend_choice()).expect("a syscall tracing backend");
     ebpf.attach(&tracing.hooks()).expect("attach the tracing programs");
     let reader = EventReader::new(&mut ebpf).unwrap();
     (ebpf, Recorder::new(reader))
