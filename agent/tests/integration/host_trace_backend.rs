@@ -22,8 +22,8 @@ fn in_vm() -> bool {
 }
 
 #[test]
-fn auto_takes_trampolines_where_allowed_else_tracepoints_and_the_agent_says_why() {
-    if !have_root("auto_takes_trampolines_where_allowed_else_tracepoints_and_the_agent_says_why") {
+fn auto_takes_trampolines_where_allowed_else_fanotify_else_tracepoints_and_the_agent_says_why() {
+    if !have_root("auto_takes_trampolines_where_allowed_else_fanotify_else_tracepoints_and_the_agent_says_why") {
         return;
     }
     let probe = trace_backend::probe(&mut LoadedObject::load().unwrap());

@@ -9,6 +9,10 @@
 //!   mounts only in private mount namespaces; `host_trace`, `host_mount_api`,
 //!   `host_node_model`, `host_demo`, `host_hostile`, `host_quarantine` and
 //!   `host_trace_backend` run again in the VM (the tracing ones once per tracing backend);
+//!   `host_fanotify` (Linux 6.15+) checks the mount-notification backend, which auto
+//!   picks on a host that refuses trampolines; tests about what only a traced syscall
+//!   tells (its caller, its duration, the ring buffer) force a syscall backend
+//!   ([`support::kubelet::syscall_backend`]);
 //! - `k8s_scale_bench` (ignored; root): the agent's memory with a large cluster behind a
 //!   fake API server, run by `cargo xtask bench`;
 //! - `vm_*` (ignored here): BPF LSM, which this host's kernel refuses; `cargo xtask

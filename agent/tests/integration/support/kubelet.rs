@@ -250,6 +250,16 @@ pub fn agent_binary() -> PathBuf {
     std::env::var_os("VOLGUARD_AGENT_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_volguard")), PathBuf::from)
 }
 
+/// `--trace-backend` for a test of what only a traced syscall tells (its caller, its
+/// duration, the ring buffer): the syscall backend the harness named, else tracepoints
+/// (where the kernel refuses trampolines, auto picks fanotify, which tells none of it).
+pub fn syscall_backend() -> [&'static str; 2] {
+    match std::env::var(super::TRACE_BACKEND_ENV).as_deref() {
+        Ok("trampolines") => ["--trace-backend", "trampolines"],
+        _ => ["--trace-backend", "tracepoints"],
+    }
+}
+
 /// A bpffs pin directory of this test's own.
 pub fn pin_root(test: &str) -> PathBuf {
     PathBuf::from(format!("/sys/fs/bpf/volguard-test-{test}-{}", std::process::id()))
