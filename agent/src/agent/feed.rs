@@ -174,7 +174,7 @@ impl NoticeFeed {
         self.unlogged_skips += 1;
         let now = Instant::now();
         if self.last_skip_log.is_none_or(|at| now.duration_since(at) >= SKIP_LOG_EVERY) {
-            info!("{} mount notification(s) skipped ({reason:?}), the last: {why}", self.unlogged_skips);
+            info!("{} mount notification(s) skipped ({}), the last: {why}", self.unlogged_skips, reason.label());
             self.unlogged_skips = 0;
             self.last_skip_log = Some(now);
         }

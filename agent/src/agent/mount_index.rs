@@ -32,6 +32,19 @@ pub enum MountChange {
     },
 }
 
+impl std::fmt::Display for MountChange {
+    /// One line, as `--print-events` shows it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Attached { mount_point, mask: false } => write!(f, "attached  {}", mount_point.display()),
+            Self::Attached { mount_point, mask: true } => {
+                write!(f, "attached  {} (quarantine mask)", mount_point.display())
+            }
+            Self::Detached { mount_point } => write!(f, "detached  {}", mount_point.display()),
+        }
+    }
+}
+
 /// What one notice amounts to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {

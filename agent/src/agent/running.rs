@@ -118,6 +118,8 @@ impl Running<'_> {
                 }) => {
                     batch.map_err(io("reading the kernel's mount events"))?;
                     if std::mem::take(&mut resync) {
+                        // Notices of our own detaches may be among those dropped.
+                        self.own_detaches.clear();
                         reads.start(&self.model);
                     }
                     continue
@@ -304,6 +306,9 @@ impl Running<'_> {
 
     /// A mount attached at or detached from one of kubelet's volume paths (fanotify).
     fn mount_change(&mut self, change: &MountChange) {
+        if self.opts.print_events {
+            println!("{change}");
+        }
         let root = self.model.kubelet_root();
         let target = match change {
             MountChange::Attached { mask: true, mount_point } => {

@@ -27,6 +27,17 @@ pub enum SkipReason {
     Undecodable,
 }
 
+impl SkipReason {
+    /// The `reason` label, also used in the log.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::GoneBeforeRead => "gone_before_read",
+            Self::StatmountFailed => "statmount_failed",
+            Self::Undecodable => "undecodable",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
     event: String,
@@ -77,12 +88,7 @@ impl NotificationMetrics {
     }
 
     pub fn skipped(&self, why: SkipReason) {
-        let reason = match why {
-            SkipReason::GoneBeforeRead => "gone_before_read",
-            SkipReason::StatmountFailed => "statmount_failed",
-            SkipReason::Undecodable => "undecodable",
-        };
-        self.skipped.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
+        self.skipped.get_or_create(&ReasonLabels { reason: why.label().into() }).inc();
     }
 
     pub fn resynced(&self) {

@@ -123,9 +123,17 @@ fn the_fanotify_agent_attaches_no_program_and_quarantines_a_second_publish() {
     });
     quarantine_end_to_end(&tree, &ns, &agent);
 
-    // The agent's own detach and mask came back as notices: pod-b's quarantine stands.
-    let (_, status) = http_get(&agent.address("debug API"), "/debug/status");
-    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    // The agent's own detach and mask came back as notices: pod-b's quarantine stands
+    // (read once the view has caught up with pod-c's claim, the last change).
+    let status = || -> serde_json::Value {
+        serde_json::from_str(&http_get(&agent.address("debug API"), "/debug/status").1).unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while status()["ownedVolumes"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "pod-c's claim never reached the view: {}", status());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = status();
     assert_eq!(status["quarantinedPublishes"], 1, "{status}");
     assert!(status["traceBackendLosses"].as_array().is_some_and(|l| !l.is_empty()), "{status}");
     let (_, conflicts) = http_get(&agent.address("debug API"), "/debug/conflicts");
