@@ -37,6 +37,7 @@ use crate::{
     kernel::{
         maps::KernelError,
         pins::{PinError, Pins},
+        program_stats::ProgramStats,
     },
     model::explain::{self, RateLimiter},
     model::node::NodeModel,
@@ -87,6 +88,8 @@ pub struct RunOptions {
     pub csi_sockets: Vec<PathBuf>,
     /// The event ring buffer's size in bytes (default `EVENTS_BYTES`, 4 MiB).
     pub ring_buffer_bytes: Option<u32>,
+    /// Turn the kernel's BPF run-time statistics on (node-wide) for the program metrics.
+    pub bpf_stats: bool,
 }
 
 impl RunOptions {
@@ -113,6 +116,7 @@ impl RunOptions {
             "debugAddress": self.debug_address.to_string(),
             "csiSockets": self.csi_sockets,
             "ringBufferBytes": self.ring_buffer_bytes,
+            "bpfStats": self.bpf_stats,
         })
     }
 }
@@ -212,7 +216,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     };
     let mut events = EventSource::new(&mut object)?;
     let (counters, decode_errors) = events.shared_counts();
-    shared.metrics.kernel.attach(KernelCounts { counters, decode_errors });
+    let programs = Arc::new(ProgramStats::new(&object, opts.bpf_stats));
+    shared.metrics.kernel.attach(KernelCounts { counters, decode_errors, programs });
     // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
