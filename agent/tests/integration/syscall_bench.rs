@@ -16,6 +16,7 @@
 //!   and a 4 KiB `read` of /dev/zero + `write` to /dev/null.
 
 use std::{
+    collections::BTreeMap,
     fs::File,
     io::{Read, Write},
     path::{Path, PathBuf},
@@ -25,7 +26,10 @@ use std::{
 
 use nix::{sched::CpuSet, unistd::Pid};
 
-use crate::support::kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall};
+use crate::support::{
+    http_get,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+};
 
 const REPS: usize = 5;
 /// How long one run of a loop takes without the agent (loop lengths are calibrated to it:
@@ -41,6 +45,8 @@ struct Alternated {
     with: Vec<Vec<f64>>,
     backend: String,
     mode: String,
+    /// With `--bpf-stats`: each program's runs and seconds over the last agent's life.
+    program_runs: BTreeMap<String, (f64, f64)>,
 }
 
 /// Measures every case `REPS` times without the agent and with a fresh agent attached,
@@ -52,6 +58,7 @@ fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure
         with: vec![Vec::new(); cases],
         backend: String::new(),
         mode: String::new(),
+        program_runs: BTreeMap::new(),
     };
     for rep in 0..REPS {
         for case in 0..cases {
@@ -65,6 +72,9 @@ fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure
         for case in 0..cases {
             runs.with[case].push(measure(case));
         }
+        if bpf_stats() {
+            runs.program_runs = program_runs(&http_get(&agent.address("metrics"), "/metrics").1);
+        }
         agent.stop();
         // Enforcement outlives a clean stop (pinned): remove it for the next baseline.
         uninstall(&pins);
@@ -76,6 +86,28 @@ fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure
             runs.with.iter().map(|v| v[rep]).collect::<Vec<_>>()
         );
     }
+    runs
+}
+
+/// Whether the agent runs with `--bpf-stats` (it reads this variable).
+fn bpf_stats() -> bool {
+    std::env::var("VOLGUARD_BPF_STATS").is_ok_and(|v| v == "true")
+}
+
+/// Each program's (runs, seconds) from the agent's /metrics.
+fn program_runs(metrics: &str) -> BTreeMap<String, (f64, f64)> {
+    let mut runs = BTreeMap::<String, (f64, f64)>::new();
+    for line in metrics.lines() {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Some(program) = series.split("program=\"").nth(1).and_then(|p| p.split('"').next()) else { continue };
+        let value: f64 = value.parse().unwrap_or(0.0);
+        if series.starts_with("volguard_bpf_program_runs_total{") {
+            runs.entry(program.to_owned()).or_default().0 += value;
+        } else if series.starts_with("volguard_bpf_program_run_seconds_total{") {
+            runs.entry(program.to_owned()).or_default().1 += value;
+        }
+    }
+    runs.retain(|_, (n, _)| *n > 0.0);
     runs
 }
 
@@ -92,8 +124,7 @@ fn report(bench: &str, runs: &Alternated, cases: &[(&str, u64)], extra: impl Fn(
             "bench": bench,
             "backend": runs.backend,
             "mode": runs.mode,
-            // The agent reads it as --bpf-stats: the kernel's run-time statistics on.
-            "bpf_stats": std::env::var("VOLGUARD_BPF_STATS").is_ok_and(|v| v == "true"),
+            "bpf_stats": bpf_stats(),
             "case": case,
             "iterations": iterations,
             "without_s": runs.without[i],
@@ -157,12 +188,24 @@ fn mount_cycle_overhead() {
         cycles(&ns, &source, &targets[case].1, iterations[case], &retries[case])
     });
     let cases: Vec<(&str, u64)> = targets.iter().zip(&iterations).map(|((name, _), n)| (*name, *n)).collect();
-    report(
-        "mount_cycle",
-        &runs,
-        &cases,
-        |case| serde_json::json!({ "umount_busy_retries": retries[case].load(Ordering::Relaxed) }),
-    );
+    // The last agent ran every case once: each program's time per cycle of all cases.
+    let cycles_per_agent: u64 = iterations.iter().sum();
+    let bpf_per_cycle: BTreeMap<&str, String> = runs
+        .program_runs
+        .iter()
+        .map(|(program, (n, seconds))| {
+            let per =
+                format!("{:.2} runs, {:.2} µs", n / cycles_per_agent as f64, seconds * 1e6 / cycles_per_agent as f64);
+            (program.as_str(), per)
+        })
+        .collect();
+    report("mount_cycle", &runs, &cases, |case| {
+        let mut extra = serde_json::json!({ "umount_busy_retries": retries[case].load(Ordering::Relaxed) });
+        if !bpf_per_cycle.is_empty() {
+            extra["bpf_programs_per_cycle_of_both_cases"] = serde_json::json!(bpf_per_cycle);
+        }
+        extra
+    });
 }
 
 /// One tax loop: `n` iterations of a syscall workload.
