@@ -116,6 +116,10 @@ struct RunArgs {
     /// bpffs directory for pinned programs and state.
     #[arg(long, default_value = DEFAULT_PIN_ROOT)]
     pin_root: PathBuf,
+    /// Turn the kernel's BPF run-time statistics on, for the per-program run count and
+    /// time metrics. Node-wide: every BPF program on the node is then timed at each run.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "VOLGUARD_BPF_STATS")]
+    bpf_stats: bool,
     /// Leave enforcement in the kernel when the agent exits (a new agent adopts it).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     keep_enforcement_on_exit: bool,
@@ -221,6 +225,7 @@ async fn run_command() -> anyhow::Result<()> {
             debug_address: args.debug_address,
             csi_sockets: args.csi_sockets,
             ring_buffer_bytes: args.ring_buffer_size,
+            bpf_stats: args.bpf_stats,
         })
         .await?),
         Command::Uninstall { pin_root } => {

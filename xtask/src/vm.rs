@@ -180,23 +180,20 @@ const DEMO_BOOT: Boot = Boot {
     default: true,
 };
 
-/// `cargo xtask bench`: the LSM hooks' mount overhead. Two CPUs, as on the host, so the
-/// agent's userspace does not take its turns from the measured loop.
+/// `cargo xtask bench`: mount and unrelated syscalls with the LSM hooks, once per tracing
+/// backend. Two CPUs, as on the host, so the agent's userspace does not take its turns
+/// from the measured loop.
 const BENCH_BOOT: Boot = Boot {
     name: BootName::LsmBpf,
     lsm: "lockdown,capability,bpf",
-    runs: &[(
-        "vm_bench",
-        Tracing::Auto,
-        &["--ignored", "--exact", "vm_bench::enforcement_overhead_per_mount_syscall", "--nocapture"],
-    )],
+    runs: &[("syscall_bench", Tracing::Both, &["--ignored", "syscall_bench::", "--nocapture"])],
     agent_runs: &[],
     cpus: 2,
     kernel: VmKernel::Stable,
     default: true,
 };
 
-/// What `vm_bench::enforcement_overhead_per_mount_syscall` prints for `cargo xtask bench` to read.
+/// What `syscall_bench`'s tests print for `cargo xtask bench` to read.
 pub const BENCH_LINE: &str = "volguard-bench: ";
 
 /// Boots the VM kernel with BPF LSM, runs the enforcement benchmark, and returns the

@@ -40,6 +40,7 @@ use crate::{
     kernel::{
         maps::KernelError,
         pins::{PinError, Pins},
+        program_stats::ProgramStats,
     },
     model::explain::{self, RateLimiter},
     model::node::NodeModel,
@@ -90,6 +91,8 @@ pub struct RunOptions {
     pub csi_sockets: Vec<PathBuf>,
     /// The event ring buffer's size in bytes (default `EVENTS_BYTES`, 4 MiB).
     pub ring_buffer_bytes: Option<u32>,
+    /// Turn the kernel's BPF run-time statistics on (node-wide) for the program metrics.
+    pub bpf_stats: bool,
 }
 
 impl RunOptions {
@@ -116,6 +119,7 @@ impl RunOptions {
             "debugAddress": self.debug_address.to_string(),
             "csiSockets": self.csi_sockets,
             "ringBufferBytes": self.ring_buffer_bytes,
+            "bpfStats": self.bpf_stats,
         })
     }
 }
@@ -241,11 +245,17 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         }
     };
     let (mut feed, watched, object) = match (notices, object) {
-        (Some((notices, held)), object) => (Feed::Notices(notices), Some(held), object),
+        (Some((notices, held)), object) => {
+            if opts.bpf_stats {
+                info!("--bpf-stats: the fanotify backend runs no BPF program, so there is nothing to count");
+            }
+            (Feed::Notices(notices), Some(held), object)
+        }
         (None, Some(mut object)) => {
             let events = EventSource::new(&mut object)?;
             let (counters, decode_errors) = events.shared_counts();
-            shared.metrics.kernel.attach(KernelCounts { counters, decode_errors });
+            let programs = Arc::new(ProgramStats::new(&object, opts.bpf_stats));
+            shared.metrics.kernel.attach(KernelCounts { counters, decode_errors, programs });
             (Feed::Syscalls(events), None, Some(object))
         }
         (None, None) => unreachable!("a syscall backend always loads the object"),

@@ -8,7 +8,7 @@
 use std::{
     collections::HashSet,
     sync::{Arc, Mutex, atomic::AtomicU64},
-    time::SystemTime,
+    time::{Duration, SystemTime},
 };
 
 use prometheus_client::{
@@ -21,6 +21,7 @@ use super::{kernel_metrics::KernelMetrics, notification_metrics::NotificationMet
 use crate::{
     enforce::ModeDecision,
     facts::{ClaimRef, Origin},
+    kernel::program_stats::{FixedRuns, ProgramRuns},
     kernel::trace_backend::TraceDecision,
     model::checks::Finding,
     model::explain::ConflictAction,
@@ -493,8 +494,16 @@ pub fn reference() -> Vec<MetricDoc> {
             0
         }
     }
-    m.kernel
-        .attach(super::kernel_metrics::KernelCounts { counters: Arc::new(NoKernel), decode_errors: Arc::default() });
+    // Counting, so that the program-run families are documented too.
+    let programs = FixedRuns {
+        counting: true,
+        runs: vec![ProgramRuns { program: "sys_enter_mount".into(), runs: 0, run_time: Duration::ZERO }],
+    };
+    m.kernel.attach(super::kernel_metrics::KernelCounts {
+        counters: Arc::new(NoKernel),
+        decode_errors: Arc::default(),
+        programs: Arc::new(programs),
+    });
     let text = m.encode();
     let mut docs: Vec<MetricDoc> = Vec::new();
     // OpenMetrics writes HELP, then TYPE, then the samples.
@@ -633,6 +642,9 @@ mod tests {
                 "volguard_build_info",
                 "volguard_kernel_events_total",
                 "volguard_decode_errors_total",
+                "volguard_bpf_stats_enabled",
+                "volguard_bpf_program_runs_total",
+                "volguard_bpf_program_run_seconds_total",
             ]
         );
         assert_eq!(docs[0].labels, ["volume_plugin", "operation_name", "status", "migrated"]);

@@ -14,7 +14,7 @@ use volguard::kernel::{
 
 use crate::support::{
     have_root, http_get,
-    kubelet::{Agent, KubeletTree, agent_binary, pin_root},
+    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, syscall_backend},
 };
 
 fn in_vm() -> bool {
@@ -94,4 +94,61 @@ fn auto_takes_trampolines_where_allowed_else_fanotify_else_tracepoints_and_the_a
             "{stderr}"
         );
     }
+}
+
+/// The sum of a counter family's samples in a /metrics text.
+fn family_sum(metrics: &str, family: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn bpf_stats_on_request_count_each_programs_runs_and_time() {
+    if !have_root("bpf_stats_on_request_count_each_programs_runs_and_time") {
+        return;
+    }
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    // Programs to count: a syscall backend (auto picks fanotify, which runs none, on this host).
+    let [flag, backend] = syscall_backend();
+    let agent =
+        Agent::start_in(&ns, &tree.root(), &pin_root("bpf-stats"), &[], &["--bpf-stats", "true", flag, backend]);
+    agent.wait_for_line("the statistics' log line", |l| l.contains("BPF run-time statistics on"));
+    let (source, target) = (tree.volume("pv-a"), tree.tmp.path().join("stats-target"));
+    std::fs::create_dir_all(&target).unwrap();
+    ns.bind(&source, &target).unwrap();
+    ns.umount(&target).unwrap();
+    let metrics = || http_get(&agent.address("metrics"), "/metrics").1;
+    let text = metrics();
+    assert!(text.contains("volguard_bpf_stats_enabled 1"), "{text}");
+    // The mount and unmount ran the tracing programs: counted, and timed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while family_sum(&metrics(), "volguard_bpf_program_runs_total") < 2.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let text = metrics();
+    assert!(family_sum(&text, "volguard_bpf_program_runs_total") >= 2.0, "{text}");
+    assert!(family_sum(&text, "volguard_bpf_program_run_seconds_total") > 0.0, "{text}");
+    agent.stop();
+}
+
+#[test]
+fn bpf_stats_stay_off_unless_asked() {
+    if !have_root("bpf_stats_stay_off_unless_asked") {
+        return;
+    }
+    let tree = KubeletTree::new();
+    let agent = Agent::start_with(&tree.root(), &pin_root("bpf-stats-off"), &[], "quarantine", &[]);
+    let text = http_get(&agent.address("metrics"), "/metrics").1;
+    // The sysctl shows only what was written to it (not statistics another tool turned on
+    // with BPF_ENABLE_STATS); the agent reports it as is.
+    let expected = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").unwrap().trim().to_owned();
+    assert!(text.contains(&format!("volguard_bpf_stats_enabled {expected}")), "{text}");
+    if expected == "0" {
+        assert!(!text.contains("volguard_bpf_program_runs_total"), "no counts that stand still:\n{text}");
+    }
+    agent.stop();
 }

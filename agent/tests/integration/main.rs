@@ -15,6 +15,8 @@
 //!   ([`support::kubelet::syscall_backend`]);
 //! - `k8s_scale_bench` (ignored; root): the agent's memory with a large cluster behind a
 //!   fake API server, run by `cargo xtask bench`;
+//! - `syscall_bench` (ignored; root): what the agent costs mount syscalls and unrelated
+//!   syscalls, per tracing backend, run by `cargo xtask bench` on the host and in the VM;
 //! - `vm_*` (ignored here): BPF LSM, which this host's kernel refuses; `cargo xtask
 //!   vm-test` and `cargo xtask bench` run them in a VM, selected by module path.
 //!
@@ -44,6 +46,6 @@ mod host_trace;
 mod host_trace_backend;
 mod k8s_fake_api;
 mod k8s_scale_bench;
-mod vm_bench;
+mod syscall_bench;
 mod vm_enforce;
 mod vm_lsm;

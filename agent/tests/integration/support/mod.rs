@@ -20,7 +20,7 @@ use volguard::{
 };
 
 /// Set by `cargo xtask test`: a root test may not skip itself.
-const REQUIRE_ROOT: &str = "VOLGUARD_REQUIRE_ROOT_TESTS";
+pub const REQUIRE_ROOT: &str = "VOLGUARD_REQUIRE_ROOT_TESTS";
 
 /// True when running as root. Otherwise says why the test is skipped, or fails it when
 /// the harness demands that no root test be skipped.

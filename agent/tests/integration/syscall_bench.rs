@@ -1,0 +1,253 @@
+//! Benchmarks 1 and 8 of `cargo xtask bench`, run where the kernel under test is: on the
+//! host (`cargo xtask bench` runs this binary once per backend the host has) and in the
+//! VM with BPF LSM (the bench boot, once per backend). The tracing backend is the one
+//! `VOLGUARD_TRACE_BACKEND` forces; each test prints `volguard-bench:` JSON lines naming
+//! it and the mode, which `cargo xtask bench` turns into rows.
+//!
+//! Each measure alternates no agent / the real agent attached, `REPS` times:
+//! - `mount_cycle_overhead` (1): bind + umount cycles for two cases, a bind outside the
+//!   kubelet tree (the programs look at the target and let it go) and the owner
+//!   publishing its ReadWriteOncePod volume (the full decision: in enforce mode a claim at
+//!   each bind and a release at each unmount).
+//! - `tax_on_unrelated_syscalls` (8): what the backend costs syscalls that have nothing to
+//!   do with mounts. Syscall tracepoints put every thread of the node on the kernel's slow
+//!   syscall entry path; trampolines and fanotify should cost nothing. Two loops on one
+//!   pinned CPU: `getppid` (the cheapest syscall, so the entry path is most of its cost)
+//!   and a 4 KiB `read` of /dev/zero + `write` to /dev/null.
+
+use std::{
+    collections::BTreeMap,
+    fs::File,
+    io::{Read, Write},
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, Instant},
+};
+
+use nix::{sched::CpuSet, unistd::Pid};
+
+use crate::support::{
+    http_get,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+};
+
+const REPS: usize = 5;
+/// How long one run of a loop takes without the agent (loop lengths are calibrated to it:
+/// the VM's software emulation is some ten times slower than the host).
+const RUN_TIME: Duration = Duration::from_millis(400);
+/// The CPU the tax loops run on (the agent is free to run on the other).
+const LOOP_CPU: usize = 0;
+
+/// The seconds of each case's runs, without and with the agent, and the agent's
+/// backend and mode.
+struct Alternated {
+    without: Vec<Vec<f64>>,
+    with: Vec<Vec<f64>>,
+    backend: String,
+    mode: String,
+    /// With `--bpf-stats`: each program's runs and seconds over the last agent's life.
+    program_runs: BTreeMap<String, (f64, f64)>,
+}
+
+/// Measures every case `REPS` times without the agent and with a fresh agent attached,
+/// alternating, so that drifting load hits both sides alike.
+fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure: impl Fn(usize) -> f64) -> Alternated {
+    let pins = pin_root(test);
+    let mut runs = Alternated {
+        without: vec![Vec::new(); cases],
+        with: vec![Vec::new(); cases],
+        backend: String::new(),
+        mode: String::new(),
+        program_runs: BTreeMap::new(),
+    };
+    for rep in 0..REPS {
+        for case in 0..cases {
+            runs.without[case].push(measure(case));
+        }
+        let agent = Agent::start_in(ns, &tree.root(), &pins, &["pv-rwop"], &[]);
+        (runs.backend, runs.mode) = (agent.trace_backend(), agent.mode());
+        if lsm_enforces() {
+            assert_eq!(runs.mode, "enforce", "where BPF LSM works, the LSM hooks are part of what is measured");
+        }
+        for case in 0..cases {
+            runs.with[case].push(measure(case));
+        }
+        if bpf_stats() {
+            runs.program_runs = program_runs(&http_get(&agent.address("metrics"), "/metrics").1);
+        }
+        agent.stop();
+        // Enforcement outlives a clean stop (pinned): remove it for the next baseline.
+        uninstall(&pins);
+        eprintln!(
+            "{test} rep {rep} ({} {}): without {:?} s, with {:?} s",
+            runs.backend,
+            runs.mode,
+            runs.without.iter().map(|v| v[rep]).collect::<Vec<_>>(),
+            runs.with.iter().map(|v| v[rep]).collect::<Vec<_>>()
+        );
+    }
+    runs
+}
+
+/// Whether the agent runs with `--bpf-stats` (it reads this variable).
+fn bpf_stats() -> bool {
+    std::env::var("VOLGUARD_BPF_STATS").is_ok_and(|v| v == "true")
+}
+
+/// Each program's (runs, seconds) from the agent's /metrics.
+fn program_runs(metrics: &str) -> BTreeMap<String, (f64, f64)> {
+    let mut runs = BTreeMap::<String, (f64, f64)>::new();
+    for line in metrics.lines() {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Some(program) = series.split("program=\"").nth(1).and_then(|p| p.split('"').next()) else { continue };
+        let value: f64 = value.parse().unwrap_or(0.0);
+        if series.starts_with("volguard_bpf_program_runs_total{") {
+            runs.entry(program.to_owned()).or_default().0 += value;
+        } else if series.starts_with("volguard_bpf_program_run_seconds_total{") {
+            runs.entry(program.to_owned()).or_default().1 += value;
+        }
+    }
+    runs.retain(|_, (n, _)| *n > 0.0);
+    runs
+}
+
+/// Whether BPF LSM is active (the VM's bench boot; the host has no securityfs mounted).
+fn lsm_enforces() -> bool {
+    std::fs::read_to_string(volguard::kernel::lsm_probe::LSM_LIST)
+        .is_ok_and(|l| l.trim().split(',').any(|l| l == "bpf"))
+}
+
+/// Prints one `volguard-bench:` line per case.
+fn report(bench: &str, runs: &Alternated, cases: &[(&str, u64)], extra: impl Fn(usize) -> serde_json::Value) {
+    for (i, (case, iterations)) in cases.iter().enumerate() {
+        let line = serde_json::json!({
+            "bench": bench,
+            "backend": runs.backend,
+            "mode": runs.mode,
+            "bpf_stats": bpf_stats(),
+            "case": case,
+            "iterations": iterations,
+            "without_s": runs.without[i],
+            "with_s": runs.with[i],
+            "extra": extra(i),
+        });
+        println!("volguard-bench: {line}");
+    }
+}
+
+/// The iterations of `run` that take about `RUN_TIME` here (at least `floor`).
+fn calibrate(run: impl Fn(u64) -> f64, floor: u64) -> u64 {
+    let probe = floor / 10;
+    let seconds = run(probe).max(1e-9);
+    ((probe as f64 * RUN_TIME.as_secs_f64() / seconds) as u64).max(floor)
+}
+
+/// Seconds for `n` bind + umount cycles of `source` onto `target`, inside `ns`. (After an
+/// owner's publish the agent stats the new mount to record its tree root; an unmount in
+/// the same microseconds finds it busy. kubelet retries such an unmount; so does this
+/// loop, and `retries` counts them.)
+fn cycles(ns: &MountNs, source: &Path, target: &Path, n: u64, retries: &AtomicU64) -> f64 {
+    let (source, target) = (source.to_path_buf(), target.to_path_buf());
+    let (seconds, busy) = ns.run(move || {
+        let mut busy = 0;
+        let started = Instant::now();
+        for _ in 0..n {
+            let flags = nix::mount::MsFlags::MS_BIND;
+            nix::mount::mount(Some(&source), &target, None::<&str>, flags, None::<&str>).expect("bind");
+            loop {
+                match nix::mount::umount2(&target, nix::mount::MntFlags::empty()) {
+                    Ok(()) => break,
+                    Err(nix::errno::Errno::EBUSY) if busy < 100_000 => busy += 1,
+                    Err(e) => panic!("umount: {e}"),
+                }
+            }
+        }
+        (started.elapsed().as_secs_f64(), busy)
+    });
+    retries.fetch_add(busy, Ordering::Relaxed);
+    seconds
+}
+
+#[test]
+#[ignore = "a benchmark: cargo xtask bench runs it on the host and in the VM"]
+fn mount_cycle_overhead() {
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let source = tree.volume("pv-rwop");
+    let outside = tree.tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let targets: [(&str, PathBuf); 2] = [
+        ("outside the kubelet tree", outside),
+        ("owner publishes its RWOP volume", tree.publish_dir("pod-a", "pv-rwop")),
+    ];
+    let unused = AtomicU64::new(0);
+    let iterations: Vec<u64> =
+        targets.iter().map(|(_, target)| calibrate(|n| cycles(&ns, &source, target, n, &unused), 1000)).collect();
+    let retries: Vec<AtomicU64> = targets.iter().map(|_| AtomicU64::new(0)).collect();
+    let runs = alternate(&tree, &ns, "bench-mount", targets.len(), |case| {
+        cycles(&ns, &source, &targets[case].1, iterations[case], &retries[case])
+    });
+    let cases: Vec<(&str, u64)> = targets.iter().zip(&iterations).map(|((name, _), n)| (*name, *n)).collect();
+    // The last agent ran every case once: each program's time per cycle of all cases.
+    let cycles_per_agent: u64 = iterations.iter().sum();
+    let bpf_per_cycle: BTreeMap<&str, String> = runs
+        .program_runs
+        .iter()
+        .map(|(program, (n, seconds))| {
+            let per =
+                format!("{:.2} runs, {:.2} µs", n / cycles_per_agent as f64, seconds * 1e6 / cycles_per_agent as f64);
+            (program.as_str(), per)
+        })
+        .collect();
+    report("mount_cycle", &runs, &cases, |case| {
+        let mut extra = serde_json::json!({ "umount_busy_retries": retries[case].load(Ordering::Relaxed) });
+        if !bpf_per_cycle.is_empty() {
+            extra["bpf_programs_per_cycle_of_both_cases"] = serde_json::json!(bpf_per_cycle);
+        }
+        extra
+    });
+}
+
+/// One tax loop: `n` iterations of a syscall workload.
+type Workload = fn(u64);
+
+fn getppid_loop(n: u64) {
+    for _ in 0..n {
+        std::hint::black_box(nix::unistd::getppid());
+    }
+}
+
+fn read_write_loop(n: u64) {
+    let (mut zero, mut null) = (File::open("/dev/zero").unwrap(), File::create("/dev/null").unwrap());
+    let mut buf = [0u8; 4096];
+    for _ in 0..n {
+        zero.read_exact(&mut buf).unwrap();
+        null.write_all(&buf).unwrap();
+    }
+}
+
+/// Seconds for `n` iterations of `workload`, on a thread pinned to `LOOP_CPU`.
+fn pinned(workload: Workload, n: u64) -> f64 {
+    std::thread::spawn(move || {
+        let mut cpus = CpuSet::new();
+        cpus.set(LOOP_CPU).unwrap();
+        nix::sched::sched_setaffinity(Pid::from_raw(0), &cpus).expect("pin the loop to one CPU");
+        let started = Instant::now();
+        workload(n);
+        started.elapsed().as_secs_f64()
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+#[ignore = "a benchmark: cargo xtask bench runs it on the host and in the VM"]
+fn tax_on_unrelated_syscalls() {
+    let loops: [(&str, Workload); 2] = [("getppid", getppid_loop), ("read+write 4 KiB", read_write_loop)];
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let iterations: Vec<u64> = loops.iter().map(|(_, w)| calibrate(|n| pinned(*w, n), 100_000)).collect();
+    let runs = alternate(&tree, &ns, "bench-tax", loops.len(), |case| pinned(loops[case].1, iterations[case]));
+    let cases: Vec<(&str, u64)> = loops.iter().zip(&iterations).map(|((name, _), n)| (*name, *n)).collect();
+    report("tax", &runs, &cases, |_| serde_json::json!({ "loop_cpu": LOOP_CPU }));
+}

@@ -1,0 +1,230 @@
+//! Benchmarks 1 and 8: what the agent costs mount syscalls (1: bind + umount cycles) and
+//! syscalls that have nothing to do with mounts (8: the tax of the tracing backend), per
+//! backend. The measure is `agent/tests/integration/syscall_bench.rs`, run on the host
+//! here (once per backend) and in the VM by [`Bench::vm_syscalls`]; this module turns
+//! its `volguard-bench:` JSON lines into rows.
+
+use std::{fmt::Write as _, process::Stdio, time::Duration};
+
+use anyhow::{Context, bail};
+
+use super::{
+    Bench, REPS, Row,
+    agent::Loaded,
+    stats::{list, median},
+};
+use crate::{proc::cargo, vm::BENCH_LINE};
+
+/// The host's runs: every backend, cheapest first (those the kernel refuses are reported:
+/// this host refuses trampolines, EPERM), then the mount cycles again with the kernel's BPF
+/// run-time statistics on (`--bpf-stats`), to show what they cost.
+const HOST_RUNS: [(&str, Stats, &str); 4] = [
+    ("trampolines", Stats::Off, "syscall_bench::"),
+    ("fanotify", Stats::Off, "syscall_bench::"),
+    ("tracepoints", Stats::Off, "syscall_bench::"),
+    ("tracepoints", Stats::On, "syscall_bench::mount_cycle_overhead"),
+];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stats {
+    Off,
+    On,
+}
+/// Mount cycles: the issue's target, per backend, for both cases.
+const MOUNT_CYCLE_TARGET: f64 = 1.10;
+/// The tax on unrelated syscalls of the backends meant to have none.
+const TAX_TARGET: f64 = 1.01;
+
+/// One parsed `volguard-bench:` line.
+struct Measure {
+    bench: String,
+    backend: String,
+    bpf_stats: bool,
+    mode: String,
+    case: String,
+    iterations: f64,
+    without: Vec<f64>,
+    with: Vec<f64>,
+    extra: serde_json::Value,
+}
+
+impl Measure {
+    fn parse(line: &str) -> anyhow::Result<Self> {
+        let json: serde_json::Value = serde_json::from_str(line).with_context(|| format!("a bench line: {line}"))?;
+        let text = |key: &str| json[key].as_str().unwrap_or("?").to_owned();
+        let seconds = |key: &str| -> Vec<f64> {
+            json[key].as_array().map(|a| a.iter().filter_map(|v| v.as_f64()).collect()).unwrap_or_default()
+        };
+        let measure = Self {
+            bench: text("bench"),
+            backend: text("backend"),
+            bpf_stats: json["bpf_stats"].as_bool().unwrap_or(false),
+            mode: text("mode"),
+            case: text("case"),
+            iterations: json["iterations"].as_f64().unwrap_or(0.0),
+            without: seconds("without_s"),
+            with: seconds("with_s"),
+            extra: json["extra"].clone(),
+        };
+        if measure.without.is_empty() || measure.with.is_empty() || measure.iterations == 0.0 {
+            bail!("an incomplete bench line: {line}");
+        }
+        Ok(measure)
+    }
+}
+
+impl Bench {
+    /// 1 and 8 on the host, once per backend.
+    pub(super) fn host_syscalls(&mut self) -> anyhow::Result<Option<Loaded>> {
+        let args = ["test", "-p", "volguard", "--release", "--test", "integration"];
+        let _ = writeln!(
+            self.report.details,
+            "### 1 and 8 on the host\n\n`agent/tests/integration/syscall_bench.rs` (release) starting the release \
+             agent, once per tracing backend (`VOLGUARD_TRACE_BACKEND`; a backend the kernel refuses is reported as \
+             not measured), {REPS} repetitions alternating no agent / a fresh agent attached (mode auto: quarantine \
+             on this host). 1: `mount(src, tgt, MS_BIND)` + `umount2(tgt, 0)` cycles in a private mount namespace, \
+             outside the kubelet tree and as the owner publishing its ReadWriteOncePod volume. 8: a `getppid` loop \
+             and a 4 KiB `read` of /dev/zero + `write` to /dev/null loop, on a thread pinned to CPU 0. Every loop's \
+             length is calibrated to about 0.4 s without the agent. The mount cycles run once more with the \
+             kernel's BPF run-time statistics on (`--bpf-stats`), for what they cost.\n"
+        );
+        let mut measured = 0;
+        for (backend, stats, tests) in HOST_RUNS {
+            println!("  backend {backend}{}", if stats == Stats::On { " with --bpf-stats" } else { "" });
+            match self.run_syscall_bench(&args, tests, backend, stats) {
+                Ok(lines) => {
+                    measured += 1;
+                    self.syscall_rows("host", &lines)?;
+                }
+                Err(e) => {
+                    println!("  {backend}: not measured: {e:#}");
+                    let row = format!("1, 8. mount and unrelated syscalls (host, {backend})");
+                    self.report.rows.push(Row::not_measured(&row, "—", &format!("{e:#}")));
+                }
+            }
+        }
+        self.report.details.push('\n');
+        if measured == 0 {
+            bail!("no backend could be measured on the host");
+        }
+        self.report.commands.push(format!(
+            "VOLGUARD_TRACE_BACKEND=<backend> [VOLGUARD_BPF_STATS=true] cargo {} syscall_bench:: -- --ignored \
+             --nocapture --test-threads=1  # 1 and 8",
+            args.join(" ")
+        ));
+        Ok(None)
+    }
+
+    fn run_syscall_bench(
+        &self,
+        args: &[&str],
+        tests: &str,
+        backend: &str,
+        stats: Stats,
+    ) -> anyhow::Result<Vec<Measure>> {
+        let out = cargo()
+            .args(args)
+            .args([tests, "--", "--ignored", "--nocapture", "--test-threads=1"])
+            .env("VOLGUARD_AGENT_BIN", &self.agent)
+            .env("VOLGUARD_TRACE_BACKEND", backend)
+            .env("VOLGUARD_BPF_STATS", if stats == Stats::On { "true" } else { "false" })
+            .env("VOLGUARD_REQUIRE_ROOT_TESTS", "1")
+            .stdin(Stdio::null())
+            .output()
+            .context("running the syscall benchmarks")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            // The agent's refusal (a backend this kernel does not allow) is its `Error:`
+            // line, which the panic message quotes; else the panic or the last lines say why.
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let lines: Vec<&str> = stderr.lines().collect();
+            let agent_error = lines.iter().rev().find(|l| l.contains("Error: "));
+            let why: Vec<&str> = match (agent_error, lines.iter().position(|l| l.contains("panicked at"))) {
+                (Some(error), _) => vec![error.trim().trim_matches(['"', ','])],
+                (None, Some(at)) => lines[at + 1..].iter().take(2).copied().collect(),
+                (None, None) => lines[lines.len().saturating_sub(5)..].to_vec(),
+            };
+            bail!("{} ({})", why.join(" / "), out.status);
+        }
+        stdout.lines().filter_map(|l| l.split_once(BENCH_LINE)).map(|(_, json)| Measure::parse(json)).collect()
+    }
+
+    /// The VM's lines: 1 with the LSM hooks (enforce) and 8, once per backend.
+    pub(super) fn vm_syscalls(&mut self) -> anyhow::Result<Option<Loaded>> {
+        let lines = crate::vm::bench(Duration::from_secs(1800))?;
+        if lines.is_empty() {
+            bail!("the VM printed no benchmark line");
+        }
+        self.report.commands.push(
+            "qemu-system-x86_64 -smp 2 … -append 'lsm=lockdown,capability,bpf …'  # VOLGUARD_TRACE_BACKEND=<backend> \
+             /tests/integration --ignored syscall_bench:: (see 1b)"
+                .into(),
+        );
+        let _ = writeln!(
+            self.report.details,
+            "\n### 1b and 8 in the VM\n\nThe same tests in the VM: Debian's cloud kernel under qemu's software \
+             emulation (TCG, 2 vCPUs), booted with `bpf` in `lsm=`, so the agent runs in enforce mode (tracing and LSM \
+             programs attached; removed with `volguard uninstall` before each baseline); once per backend. Emulation \
+             makes every syscall slower than on hardware; the ratio is the figure.\n"
+        );
+        let measures = lines.iter().map(|l| Measure::parse(l)).collect::<anyhow::Result<Vec<_>>>()?;
+        self.syscall_rows("VM", &measures)?;
+        self.report.details.push('\n');
+        Ok(None)
+    }
+
+    fn syscall_rows(&mut self, place: &str, measures: &[Measure]) -> anyhow::Result<()> {
+        for m in measures {
+            let (b, w) = (median(&m.without), median(&m.with));
+            let ratio = w / b;
+            let (name, unit, per, target, met) = match m.bench.as_str() {
+                "mount_cycle" => (
+                    format!(
+                        "1. mount cycle ({place}, {}, {}{}): {}",
+                        m.backend,
+                        m.mode,
+                        if m.bpf_stats { ", --bpf-stats" } else { "" },
+                        m.case
+                    ),
+                    "µs/cycle",
+                    1e6,
+                    format!("≤ {MOUNT_CYCLE_TARGET:.2}×"),
+                    Some(ratio <= MOUNT_CYCLE_TARGET),
+                ),
+                "tax" => {
+                    let taxed = m.backend == "tracepoints";
+                    (
+                        format!("8. tax on unrelated syscalls ({place}, {}): {}", m.backend, m.case),
+                        "ns/call",
+                        1e9,
+                        if taxed { "reported".to_owned() } else { format!("≤ {TAX_TARGET:.2}×") },
+                        (!taxed).then_some(ratio <= TAX_TARGET),
+                    )
+                }
+                other => bail!("a bench line of an unknown benchmark: {other}"),
+            };
+            let per_iteration = |s: f64| s / m.iterations * per;
+            println!("  {name}: {:.2} → {:.2} {unit}: {ratio:.3}×", per_iteration(b), per_iteration(w));
+            self.report.rows.push(Row::new(
+                &name,
+                format!("{:.2} {unit} (no agent)", per_iteration(b)),
+                format!("{:.2} {unit} (agent)", per_iteration(w)),
+                format!("{ratio:.3}×"),
+                &target,
+                met,
+            ));
+            let _ = writeln!(
+                self.report.details,
+                "- {name}: {} iterations per run; seconds per run without {}, with {}; ratio of medians {ratio:.3}{}",
+                m.iterations,
+                list(&m.without, 3),
+                list(&m.with, 3),
+                match &m.extra {
+                    serde_json::Value::Object(o) if !o.is_empty() => format!("; {}", m.extra),
+                    _ => String::new(),
+                }
+            );
+        }
+        Ok(())
+    }
+}
