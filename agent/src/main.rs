@@ -47,7 +47,7 @@ enum Command {
     },
     /// Print every mount-family syscall on this node as it happens, one line each (needs root).
     Trace {
-        /// Which programs trace (see `run --trace-backend`).
+        /// Which programs trace (see `run --trace-backend`; not fanotify: it reports no syscalls).
         #[arg(long, value_enum, default_value = "auto", env = "VOLGUARD_TRACE_BACKEND")]
         trace_backend: BackendChoice,
     },
@@ -106,9 +106,11 @@ struct RunArgs {
     /// else quarantine.
     #[arg(long, value_enum, default_value = "auto")]
     mode: ModeChoice,
-    /// Which programs trace the mount syscalls: trampolines (fentry/fexit: only mount
-    /// calls pay), tracepoints (every syscall on the node pays); auto picks trampolines
-    /// where the kernel allows them.
+    /// What traces the mounts: trampolines (fentry/fexit: only mount calls pay),
+    /// tracepoints (every syscall on the node pays), fanotify (mount notifications on the
+    /// namespace of --mountinfo: nothing pays, but no caller, latency or failures); auto
+    /// picks trampolines where the kernel allows them, else fanotify where it works and the
+    /// mode does not decide in the kernel, else tracepoints.
     #[arg(long, value_enum, default_value = "auto", env = "VOLGUARD_TRACE_BACKEND")]
     trace_backend: BackendChoice,
     /// bpffs directory for pinned programs and state.
@@ -277,7 +279,7 @@ fn show(view: View, args: ViewArgs) -> anyhow::Result<()> {
 }
 
 async fn trace(choice: BackendChoice) -> anyhow::Result<()> {
-    let tracing = trace_backend::choose(choice)?;
+    let tracing = trace_backend::choose_syscall_backend(choice)?;
     tracing.log();
     let mut object = LoadedObject::load()?;
     object.start_kernel_log();

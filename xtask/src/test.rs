@@ -33,6 +33,15 @@ pub fn run() -> anyhow::Result<()> {
             // Root tests must not skip themselves here.
             run_cmd(cargo().env("VOLGUARD_REQUIRE_ROOT_TESTS", "1").args(["test", "--workspace", "--no-fail-fast"]))
         });
+        step("quarantine, node model and masks again with syscall tracepoints (auto picks fanotify here)", &mut || {
+            run_cmd(
+                cargo()
+                    .env("VOLGUARD_REQUIRE_ROOT_TESTS", "1")
+                    .env("VOLGUARD_TRACE_BACKEND", "tracepoints")
+                    .args(["test", "-p", "volguard", "--test", "integration", "--no-fail-fast", "--"])
+                    .args(["host_quarantine::", "host_node_model::", "host_mask_lifecycle::"]),
+            )
+        });
         step("dashboards (Grafana schema types, PromQL, metric names)", &mut dashboards::run);
         step("deploy (helm lint/template, schemas, yamllint, manifests, RBAC vs code)", &mut || deploy::run(false));
         step("real node (Kubernetes, containerd, a CSI driver; volguard from its chart and image)", &mut || {

@@ -13,6 +13,8 @@ use std::{
 use tracing::{info, warn};
 use volguard_common::enforce::KernelLayout;
 
+mod feed;
+mod mount_index;
 mod off_loop;
 mod own_calls;
 mod running;
@@ -21,6 +23,7 @@ mod table_namespace;
 mod unnamed;
 mod view;
 
+use feed::{Feed, NoticeFeed};
 use running::Running;
 use startup::{serve_http, start_facts_source, start_in_kernel, start_userspace};
 
@@ -29,7 +32,7 @@ use crate::{
     facts::inventory::InventoryError,
     kernel::btf::{Btf, BtfError, VMLINUX_BTF},
     kernel::lsm_probe::{self, ProbeError},
-    kernel::trace_backend::{self, BackendChoice, BackendError},
+    kernel::trace_backend::{self, Backend, BackendChoice, BackendError},
     kernel::{
         loader::{LoadError, LoadedObject},
         reader::EventSource,
@@ -43,7 +46,7 @@ use crate::{
     model::node::NodeModel,
     outputs::kernel_metrics::KernelCounts,
     outputs::served_state::ServedState,
-    sys::signals::StopSignals,
+    sys::{mountns::namespace_of, signals::StopSignals},
 };
 
 /// Where the facts about pods, PVs, PVCs and CSI objects come from.
@@ -179,13 +182,31 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     };
     let decision = enforce::decide(opts.mode, probe.as_ref())?;
     info!("mode {}: {}", decision.mode, decision.reason);
-    let tracing = trace_backend::decide(opts.trace_backend, trampolines.as_ref())?;
+    // Mount notices watch the namespace whose mount table the agent reads: kubelet's.
+    let (fanotify, watched) =
+        match trace_backend::needs_fanotify_probe(opts.trace_backend, decision.in_kernel(), trampolines.as_ref()) {
+            true => {
+                let (probe, watched) = trace_backend::probe_fanotify(&namespace_of(&opts.mountinfo));
+                (Some(probe), watched)
+            }
+            false => (None, None),
+        };
+    let tracing =
+        trace_backend::decide(opts.trace_backend, decision.in_kernel(), trampolines.as_ref(), fanotify.as_ref())?;
     tracing.log();
     let shared = Arc::new(ServedState::new(opts.effective()));
     shared.metrics.set_mode(&decision);
     shared.metrics.set_trace_backend(&tracing);
     shared.set_tracing(&tracing);
     serve_http(&opts, &shared).await?;
+    // Indexed before the mount table is read, so no detach falls between the two.
+    let notices = match (tracing.backend, watched) {
+        (Backend::Fanotify, Some(watched)) => Some(
+            NoticeFeed::start(watched, &opts.kubelet_root, shared.clone())
+                .map_err(|source| AgentError::Io { context: "listing the watched namespace's mounts", source })?,
+        ),
+        _ => None,
+    };
 
     let source = start_facts_source(&opts.facts_source).await?;
     let (initial, facts, _facts_tx) = (source.initial, source.facts, source.keep_alive);
@@ -195,29 +216,50 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
 
     let pins = Pins::new(&opts.pin_root);
     let layout = Btf::from_file(Path::new(VMLINUX_BTF)).and_then(|btf| btf.kernel_layout());
-    let (mut object, owners) = match decision.in_kernel() {
-        true => start_in_kernel(&opts, &decision, &tracing, &pins, layout?, &mut model)?,
-        // Userspace modes use the offsets only to note each caller's mount namespace.
+    let (object, owners) = match decision.in_kernel() {
+        true => {
+            let (object, owners) = start_in_kernel(&opts, &decision, &tracing, &pins, layout?, &mut model)?;
+            (Some(object), owners)
+        }
         false => {
-            let layout = layout.unwrap_or_else(|e| {
-                warn!(
-                    "kernel struct offsets unavailable ({e}): events carry no mount namespace, so quarantine \
-                   reaches only mounts whose process is still alive"
-                );
-                KernelLayout::default()
-            });
             let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().clone()));
-            let object = start_userspace(&opts, &decision, &tracing, layout, &model)?;
+            // No program at all with mount notices.
+            let object = match notices.is_some() {
+                true => None,
+                false => {
+                    // Userspace modes use the offsets only to note each caller's mount namespace.
+                    let layout = layout.unwrap_or_else(|e| {
+                        warn!(
+                            "kernel struct offsets unavailable ({e}): events carry no mount namespace, so \
+                             quarantine reaches only mounts whose process is still alive"
+                        );
+                        KernelLayout::default()
+                    });
+                    Some(start_userspace(&opts, &decision, &tracing, layout, &model)?)
+                }
+            };
             for fix in model.plan_owners(&BTreeMap::new()) {
                 owners.apply(&fix)?;
             }
             (object, owners)
         }
     };
-    let mut events = EventSource::new(&mut object)?;
-    let (counters, decode_errors) = events.shared_counts();
-    let programs = Arc::new(ProgramStats::new(&object, opts.bpf_stats));
-    shared.metrics.kernel.attach(KernelCounts { counters, decode_errors, programs });
+    let (mut feed, watched, object) = match (notices, object) {
+        (Some((notices, held)), object) => {
+            if opts.bpf_stats {
+                info!("--bpf-stats: the fanotify backend runs no BPF program, so there is nothing to count");
+            }
+            (Feed::Notices(notices), Some(held), object)
+        }
+        (None, Some(mut object)) => {
+            let events = EventSource::new(&mut object)?;
+            let (counters, decode_errors) = events.shared_counts();
+            let programs = Arc::new(ProgramStats::new(&object, opts.bpf_stats));
+            shared.metrics.kernel.attach(KernelCounts { counters, decode_errors, programs });
+            (Feed::Syscalls(events), None, Some(object))
+        }
+        (None, None) => unreachable!("a syscall backend always loads the object"),
+    };
     // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
@@ -240,6 +282,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         table_namespace: table_namespace::TableNamespace::check(&opts.mountinfo),
         callers: Default::default(),
         observed: Default::default(),
+        watched,
+        own_detaches: Default::default(),
     };
     agent.facts_metrics();
     agent.report_shared_volumes();
@@ -248,7 +292,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     shared.set_ready();
     eprintln!("{READY} mode={} ({}) trace-backend={} ({tracing})", decision.mode, decision.reason, tracing.backend);
 
-    let result = agent.event_loop(&mut events, facts, &mut stop).await;
+    let result = agent.event_loop(&mut feed, facts, &mut stop).await;
     // Unpinned links (the userspace modes') detach here.
     drop(object);
     if decision.in_kernel() && !opts.keep_enforcement_on_exit {

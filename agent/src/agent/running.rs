@@ -11,6 +11,8 @@ use tracing::{debug, info, warn};
 
 use super::{
     AgentError, RunOptions,
+    feed::{Feed, Input},
+    mount_index::MountChange,
     off_loop::{NodeReads, prepare_facts},
 };
 use crate::{
@@ -18,10 +20,14 @@ use crate::{
         monitor::MonitorOptions,
         report::{CheckOptions, CsiReport},
     },
-    enforce::{Mode, ModeDecision, owners::OwnerStore, ownership::Publish, quarantine},
+    enforce::{
+        Mode, ModeDecision,
+        owners::OwnerStore,
+        ownership::Publish,
+        quarantine::{self, HeldNamespace, MadeIn},
+    },
     facts::{Origin, Snapshot},
     kernel::decode::{self, Caller, Event, RawString, Record},
-    kernel::reader::EventSource,
     model::event_target::EventTarget,
     model::explain::{self, ConflictAction, MountedBy, RateLimiter, Verdict},
     model::mounts::Mounts,
@@ -63,12 +69,26 @@ pub(super) struct Running<'a> {
     pub(super) callers: CallerPods,
     /// `(volume, pod)` already reported as holding a single-pod volume another pod holds.
     pub(super) observed: std::collections::BTreeSet<(String, String)>,
+    /// The namespace watched for mount notices (fanotify backend): where their quarantine acts.
+    pub(super) watched: Option<HeldNamespace>,
+    /// Detaches the agent made itself (quarantine, unmask), by target, whose notices are
+    /// still to come: notices name no caller, so the agent's own are told by this count.
+    pub(super) own_detaches: std::collections::HashMap<std::path::PathBuf, usize>,
+}
+
+/// What told the agent about a mount.
+#[derive(Clone, Copy)]
+enum MadeBy<'e> {
+    /// A traced syscall, with its caller and duration.
+    Syscall(&'e Event),
+    /// A mount notice: no caller, no duration, only success.
+    Notice,
 }
 
 impl Running<'_> {
     pub(super) async fn event_loop(
         &mut self,
-        events: &mut EventSource,
+        feed: &mut Feed,
         facts: watch::Receiver<Snapshot>,
         stop: &mut StopSignals,
     ) -> Result<(), AgentError> {
@@ -80,11 +100,12 @@ impl Running<'_> {
         let mut csi = self.start_csi_monitor(&facts);
         let (mut reads, mut node_reads) = NodeReads::new();
         let mut prepared = prepare_facts(facts, self.model.command_line().clone());
+        let mut resync = false;
         loop {
             let step = tokio::select! {
-                batch = events.next_batch(|record| match record {
-                    Record::Conflict(c) => self.kernel_conflict(&c),
-                    Record::Syscall(event) => {
+                batch = feed.next_batch(|input| match input {
+                    Input::Record(Record::Conflict(c)) => self.kernel_conflict(&c),
+                    Input::Record(Record::Syscall(event)) => {
                         if self.opts.print_events {
                             println!("{}", render::line(&event));
                         }
@@ -92,7 +113,17 @@ impl Running<'_> {
                             self.syscall(&event);
                         }
                     }
-                }) => { batch.map_err(io("reading the event ring buffer"))?; continue }
+                    Input::Mount(change) => self.mount_change(&change),
+                    Input::Resynced => resync = true,
+                }) => {
+                    batch.map_err(io("reading the kernel's mount events"))?;
+                    if std::mem::take(&mut resync) {
+                        // Notices of our own detaches may be among those dropped.
+                        self.own_detaches.clear();
+                        reads.start(&self.model);
+                    }
+                    continue
+                }
                 _ = lost_check.tick() => Step::Tick,
                 _ = reconcile.tick() => Step::ReconcileTick,
                 Some(read) = node_reads.recv() => Step::Reconcile(read),
@@ -104,7 +135,9 @@ impl Running<'_> {
             let (started, name) = (std::time::Instant::now(), step.name());
             match step {
                 Step::Tick => {
-                    self.shared.metrics.set_events_lost(events.check());
+                    if let Some(lost) = feed.events_lost() {
+                        self.shared.metrics.set_events_lost(lost);
+                    }
                     self.explain_unnamed();
                     if self.view_dirty {
                         self.refresh_view()?;
@@ -268,9 +301,43 @@ impl Running<'_> {
         self.shared.metrics.syscall(event.call.name(), event.ret >= 0);
         let Some(target) = EventTarget::of(self.model.kubelet_root(), event) else { return };
         self.measure(event, &target);
+        self.target_changed(&target, MadeBy::Syscall(event));
+    }
+
+    /// A mount attached at or detached from one of kubelet's volume paths (fanotify).
+    fn mount_change(&mut self, change: &MountChange) {
+        if self.opts.print_events {
+            println!("{change}");
+        }
+        let root = self.model.kubelet_root();
+        let target = match change {
+            MountChange::Attached { mask: true, mount_point } => {
+                debug!("quarantine mask attached on {}", mount_point.display());
+                return;
+            }
+            MountChange::Attached { mount_point, .. } => EventTarget::attached(root, mount_point.clone()),
+            MountChange::Detached { mount_point } => {
+                if let Some(left) = self.own_detaches.get_mut(mount_point) {
+                    *left -= 1;
+                    if *left == 0 {
+                        self.own_detaches.remove(mount_point);
+                    }
+                    debug!("own detach of {} notified", mount_point.display());
+                    return;
+                }
+                EventTarget::detached(root, mount_point.clone())
+            }
+        };
+        self.record_notice(&target);
+        self.target_changed(&target, MadeBy::Notice);
+    }
+
+    /// What an attach or detach at `target` changes about the publishes, ownership and
+    /// quarantines, whatever reported it.
+    fn target_changed(&mut self, target: &EventTarget, by: MadeBy<'_>) {
         let Some(change) = target.publish_change() else {
             if target.attaching && target.succeeded {
-                debug!("not a recognisable publish target: {}", render::line(event));
+                debug!("not a recognisable publish target: {}", target.path.display());
             }
             return;
         };
@@ -283,12 +350,14 @@ impl Running<'_> {
         }
         self.model.apply(&change);
         self.view_dirty = true;
-        let transition = match self.decision.in_kernel() {
-            true => {
+        let transition = match (self.decision.in_kernel(), by) {
+            (true, MadeBy::Syscall(event)) => {
                 self.owners.publish_changed(&event.caller, &change);
                 false
             }
-            false => self.observe(event, &change),
+            // Never chosen with an in-kernel mode (see `trace_backend::IN_KERNEL_MODE`).
+            (true, MadeBy::Notice) => false,
+            (false, by) => self.observe(by, &change),
         };
         // Ownership or a quarantine changed: every view must say so now, not in a second.
         if transition && let Err(e) = self.refresh_view() {
@@ -313,10 +382,32 @@ impl Running<'_> {
             volume_plugin: plugin,
             success: op.success,
             ret: event.ret.min(0),
-            duration_seconds: seconds,
-            pid: event.caller.tgid,
-            comm: String::from_utf8_lossy(event.caller.comm.as_bytes()).into_owned(),
+            duration_seconds: Some(seconds),
+            pid: Some(event.caller.tgid),
+            comm: Some(String::from_utf8_lossy(event.caller.comm.as_bytes()).into_owned()),
             pod: self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id),
+        });
+    }
+
+    /// A volume operation a notice reported: into the recent-mounts log only (a notice has
+    /// no duration for kubelet's histogram, no caller, and is never a failure).
+    fn record_notice(&mut self, target: &EventTarget) {
+        let Some(op) = volume_op(target, 0) else { return };
+        let driver = volume_ops::driver_of(self.model.kubelet_root(), &self.model.snapshot().facts, &op.target);
+        let at = SystemTime::now();
+        self.shared.record_mount(MountRecord {
+            at,
+            at_rfc3339: served_state::rfc3339(at),
+            operation: op.operation.as_str(),
+            syscall: "fanotify",
+            target: target.path.to_string_lossy().into_owned(),
+            volume_plugin: volume_ops::volume_plugin(driver.as_deref()),
+            success: true,
+            ret: 0,
+            duration_seconds: None,
+            pid: None,
+            comm: None,
+            pod: None,
         });
     }
 
@@ -355,7 +446,7 @@ impl Running<'_> {
 
     /// Userspace ownership for modes where the kernel does not decide. True when the
     /// ownership or a quarantine changed.
-    fn observe(&mut self, event: &Event, change: &PublishChange) -> bool {
+    fn observe(&mut self, by: MadeBy<'_>, change: &PublishChange) -> bool {
         let OwnerStore::Userspace(ownership) = &mut self.owners else { return false };
         let (target, path) = match change {
             PublishChange::Unpublished(t) => {
@@ -377,9 +468,17 @@ impl Running<'_> {
             }
             Publish::Conflict { owner } => owner,
         };
-        let action = match mode {
-            Mode::Quarantine => match quarantine::quarantine(&event.caller, path.clone()) {
+        let made_in = match (by, &self.watched) {
+            (MadeBy::Syscall(event), _) => Some(MadeIn::Caller(&event.caller)),
+            (MadeBy::Notice, Some(held)) => Some(MadeIn::Watched(held)),
+            (MadeBy::Notice, None) => None,
+        };
+        let action = match (mode, made_in) {
+            (Mode::Quarantine, Some(made_in)) => match quarantine::quarantine(made_in, path.clone()) {
                 Ok(done) => {
+                    if matches!(by, MadeBy::Notice) {
+                        *self.own_detaches.entry(path.clone()).or_default() += done.detached;
+                    }
                     warn!(
                         "CONFLICT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it; \
                          detached {} mount(s) and masked the target read-only in {} ({} µs)",
@@ -405,8 +504,12 @@ impl Running<'_> {
             }
         };
         let (volume, pod) = (target.volume.clone(), target.pod_uid.clone());
-        let by = self.mounted_by(&event.caller);
-        self.explain_by(action, &volume, &pod, &owner, Some(by));
+        // A notice names no caller: the conflict says nothing of who mounted it.
+        let mounted_by = match by {
+            MadeBy::Syscall(event) => Some(self.mounted_by(&event.caller)),
+            MadeBy::Notice => None,
+        };
+        self.explain_by(action, &volume, &pod, &owner, mounted_by);
         true
     }
 
@@ -468,6 +571,9 @@ impl Running<'_> {
         let StaleMask { volume, pod_uid, mount_point } = stale;
         match quarantine::unmask(self.model.mountinfo(), mount_point) {
             Ok(removed) => {
+                if removed && self.watched.is_some() {
+                    *self.own_detaches.entry(mount_point.clone()).or_default() += 1;
+                }
                 if removed {
                     info!(
                         "quarantine mask on {} removed: pod {pod_uid} is gone or being deleted (volume {volume}); \

@@ -153,7 +153,9 @@ fn status(b: &Value) -> String {
         Some(why) => format!("STALE ({why})"),
         None => "fresh".into(),
     };
-    let rows = vec![
+    let losses: Vec<&str> =
+        b["traceBackendLosses"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let mut rows = vec![
         vec!["ready".into(), s(&b["ready"])],
         vec!["mode".into(), format!("{} ({})", s(&b["mode"]), s(&b["modeReason"]))],
         vec!["tracing".into(), format!("{} ({})", s(&b["traceBackend"]), s(&b["traceBackendReason"]))],
@@ -177,6 +179,9 @@ fn status(b: &Value) -> String {
         vec!["events lost".into(), s(&b["eventsLost"])],
         vec!["mounts let through undecided (kernel errors)".into(), s(&b["enforceErrors"])],
     ];
+    if !losses.is_empty() {
+        rows.insert(3, vec!["not reported by this backend".into(), losses.join("; ")]);
+    }
     table(&["", ""], &rows).lines().skip(1).map(|l| l.to_owned() + "\n").collect()
 }
 
@@ -272,7 +277,11 @@ fn mounts(b: &Value) -> String {
             let result =
                 if m["success"].as_bool() == Some(true) { "ok".to_owned() } else { format!("ret {}", s(&m["ret"])) };
             let ms = m["duration_seconds"].as_f64().map_or(String::new(), |d| format!("{:.3}", d * 1e3));
-            let by = format!("{}[{}]", s(&m["comm"]), s(&m["pid"]));
+            // A mount notice names no caller.
+            let by = match m["pid"].is_null() {
+                true => "(not reported)".to_owned(),
+                false => format!("{}[{}]", s(&m["comm"]), s(&m["pid"])),
+            };
             vec![
                 ago(&m["at"]),
                 s(&m["operation"]),
@@ -367,6 +376,13 @@ mod tests {
         assert!(st.contains("mode") && st.contains("enforce (auto)") && st.contains("STALE (bad line 3)"), "{st}");
         assert!(st.contains("tracepoints (auto: the kernel refuses trampolines (EPERM))"), "{st}");
         assert!(st.lines().any(|l| l.contains("let through undecided") && l.trim_end().ends_with(" 3")), "{st}");
+        assert!(!st.contains("not reported"), "the syscall backends lose nothing: {st}");
+        let st = View::Status.render(
+            &json!({"traceBackend": "fanotify", "traceBackendReason": "auto", "traceBackendLosses": ["the caller", "latency"],
+            "source": {}}),
+            false,
+        );
+        assert!(st.lines().any(|l| l.contains("not reported") && l.contains("the caller; latency")), "{st}");
     }
 
     #[test]

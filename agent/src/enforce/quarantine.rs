@@ -6,6 +6,8 @@
 //! kernel recorded with the event: the mounting thread's, or, since mount(8) has usually
 //! exited by now, any live task's in that namespace. If none is left, the namespace and
 //! its mounts are gone; a copy propagated into the agent's own namespace is handled there.
+//! A mount notification names no caller, but it comes from the one namespace the agent
+//! watches, which it holds open: the quarantine acts there.
 
 use std::{
     fs::File,
@@ -57,9 +59,35 @@ pub struct Quarantined {
     pub micros: u128,
 }
 
-/// Detaches every mount on `target` where `caller` mounted it, and masks it read-only.
-pub fn quarantine(caller: &Caller, target: PathBuf) -> Result<Quarantined, QuarantineError> {
+/// A mount namespace the agent holds open (the one it watches for mount notifications).
+#[derive(Debug)]
+pub struct HeldNamespace {
+    /// Its file's path, for messages.
+    pub name: String,
+    pub file: File,
+}
+
+/// Where a conflicting mount was made.
+#[derive(Clone, Copy, Debug)]
+pub enum MadeIn<'a> {
+    /// The namespace of the process that made the syscall (its inode, from the event).
+    Caller(&'a Caller),
+    /// The watched namespace the notification came from.
+    Watched(&'a HeldNamespace),
+}
+
+/// Detaches every mount on `target` in the namespace it was mounted in, and masks it
+/// read-only.
+pub fn quarantine(made_in: MadeIn<'_>, target: PathBuf) -> Result<Quarantined, QuarantineError> {
     let started = Instant::now();
+    let caller = match made_in {
+        MadeIn::Caller(caller) => caller,
+        MadeIn::Watched(held) => {
+            let file = held.file.try_clone().map_err(|e| QuarantineError::Namespace(held.name.clone(), e))?;
+            let detached = in_namespace("vg-quarantine", file, held.name.clone(), move || detach_and_mask(&target))?;
+            return Ok(Quarantined { detached, namespace: held.name.clone(), micros: started.elapsed().as_micros() });
+        }
+    };
     let (namespace, file) = match find_namespace(caller) {
         Some(found) => found,
         None if MountTable::read(Path::new("/proc/self/mountinfo")).is_ok_and(|t| t.is_mount_point(&target)) => {

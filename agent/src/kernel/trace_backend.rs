@@ -6,10 +6,16 @@
 //!   every syscall of every thread on the node on the slow entry path (kernel/tracepoint.c
 //!   `syscall_regfunc`); used where the kernel refuses trampolines (EPERM where function
 //!   tracing is locked down), and for one syscall whose function the kernel's BTF lacks.
+//! - **fanotify** mount notifications (Linux 6.15+): no program at all; the kernel reports
+//!   each mount attached to or detached from the watched namespace, read back with
+//!   statmount. Nothing on the node pays, but a notice names no caller, no duration and no
+//!   failed attempt ([`FANOTIFY_LOSSES`]), and it comes after the fact, so it cannot settle
+//!   the claims of the modes that decide in the kernel.
 //!
-//! Both produce the same `SyscallEvent` records and settle LSM claims at exit.
+//! The two syscall backends produce the same `SyscallEvent` records and settle LSM claims
+//! at exit.
 
-use std::{fmt, path::Path};
+use std::{fmt, fs::File, path::Path};
 
 use serde::Serialize;
 use tracing::{info, warn};
@@ -20,17 +26,21 @@ use super::{
     loader::{self, Hook, LoadedObject, is_optional_syscall, syscall_function},
     lsm_probe::error_chain,
 };
+use crate::sys::{fanotify::MountWatch, statmount};
 
 /// `--trace-backend`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
-    /// Trampolines where the kernel allows them, else tracepoints.
+    /// Trampolines where the kernel allows them; else fanotify mount notifications where
+    /// they work and the mode does not decide in the kernel; else tracepoints.
     #[default]
     Auto,
     /// Trampolines, or refuse to start.
     Trampolines,
     /// Syscall tracepoints (every syscall on the node pays while they are attached).
     Tracepoints,
+    /// fanotify mount notifications (no caller, no duration, no failures), or refuse to start.
+    Fanotify,
 }
 
 /// The backend in force.
@@ -39,6 +49,7 @@ pub enum BackendChoice {
 pub enum Backend {
     Trampolines,
     Tracepoints,
+    Fanotify,
 }
 
 impl fmt::Display for Backend {
@@ -46,6 +57,7 @@ impl fmt::Display for Backend {
         f.write_str(match self {
             Self::Trampolines => "trampolines",
             Self::Tracepoints => "tracepoints",
+            Self::Fanotify => "fanotify",
         })
     }
 }
@@ -60,13 +72,24 @@ pub enum TrampolineProbe {
     Refused(String),
 }
 
+/// What the fanotify probe found (the watch itself, when it works, goes to the agent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FanotifyProbe {
+    /// The notification group watches the namespace and listmount reads it.
+    Works,
+    /// Why not: the kernel refused, or the mode rules it out.
+    Refused(String),
+}
+
 /// Why the backend in force is the backend in force.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BackendReason {
     /// `auto`, and trampolines loaded and attached.
     TrampolinesWork,
-    /// `auto`, and the kernel refused trampolines: why.
-    TrampolinesRefused(String),
+    /// `auto`, the kernel refused trampolines (why), and fanotify mount notifications work.
+    FanotifyWorks { trampolines: String },
+    /// `auto`, the kernel refused trampolines, and fanotify was refused or ruled out: why.
+    TrampolinesRefused { trampolines: String, fanotify: String },
     /// `--trace-backend` named it.
     Flag,
 }
@@ -76,11 +99,22 @@ impl BackendReason {
     pub fn label(&self) -> &'static str {
         match self {
             Self::TrampolinesWork => "trampolines_work",
-            Self::TrampolinesRefused(_) => "trampolines_refused",
+            Self::FanotifyWorks { .. } => "trampolines_refused_fanotify_works",
+            Self::TrampolinesRefused { .. } => "trampolines_and_fanotify_refused",
             Self::Flag => "flag",
         }
     }
 }
+
+/// What the fanotify backend cannot tell, as the log, `/debug/status` and
+/// `volguard status` say it.
+pub const FANOTIFY_LOSSES: &[&str] = &[
+    "the caller (pid, command, cgroup): conflicts name no mounting process or pod",
+    "syscall latency: storage_operation_duration_seconds is not observed",
+    "failed mount attempts: only successful attaches and detaches are reported",
+    "mount syscalls: volguard_mount_syscalls_total stays at zero (volguard_mount_notifications_total counts instead)",
+    "mounts in other mount namespaces than the watched one",
+];
 
 /// Where the trampoline backend falls back to a tracepoint for one syscall.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -104,7 +138,16 @@ impl fmt::Display for TraceDecision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.reason, self.backend) {
             (BackendReason::TrampolinesWork, _) => write!(f, "auto: fentry/fexit load and attach")?,
-            (BackendReason::TrampolinesRefused(why), _) => write!(f, "auto: the kernel refuses trampolines ({why})")?,
+            (BackendReason::FanotifyWorks { trampolines }, _) => write!(
+                f,
+                "auto: the kernel refuses trampolines ({trampolines}) and fanotify mount notifications work: no \
+                 syscall on the node pays"
+            )?,
+            (BackendReason::TrampolinesRefused { trampolines, fanotify }, _) => write!(
+                f,
+                "auto: the kernel refuses trampolines ({trampolines}); fanotify mount notifications not used \
+                 ({fanotify})"
+            )?,
             (BackendReason::Flag, backend) => write!(f, "--trace-backend {backend}")?,
         }
         for fallback in &self.fallbacks {
@@ -119,11 +162,61 @@ impl fmt::Display for TraceDecision {
 pub enum BackendError {
     #[error("--trace-backend trampolines: the kernel refuses trampolines: {0}")]
     TrampolinesUnavailable(String),
+    #[error("--trace-backend fanotify: {0}")]
+    FanotifyUnavailable(String),
 }
 
 /// Whether choosing needs the trampoline probe.
 pub fn needs_probe(choice: BackendChoice) -> bool {
-    choice != BackendChoice::Tracepoints
+    matches!(choice, BackendChoice::Auto | BackendChoice::Trampolines)
+}
+
+/// Why fanotify is ruled out for a mode that decides in the kernel.
+pub const IN_KERNEL_MODE: &str =
+    "the mode decides in the kernel, and its claims are settled at syscall exit, which notifications never see";
+
+/// Whether choosing needs the fanotify probe: `fanotify` named, or `auto` where the
+/// kernel refused trampolines and the mode does not decide in the kernel.
+pub fn needs_fanotify_probe(choice: BackendChoice, in_kernel: bool, trampolines: Option<&TrampolineProbe>) -> bool {
+    match choice {
+        BackendChoice::Fanotify => !in_kernel,
+        BackendChoice::Auto => !in_kernel && !matches!(trampolines, Some(TrampolineProbe::Works { .. })),
+        BackendChoice::Trampolines | BackendChoice::Tracepoints => false,
+    }
+}
+
+/// A mount namespace watched for attached and detached mounts: the notification group,
+/// the namespace (kept open: the quarantine acts in it) and its id (statmount's name for it).
+#[derive(Debug)]
+pub struct WatchedNamespace {
+    pub watch: MountWatch,
+    pub namespace: File,
+    /// The namespace file's path, for messages.
+    pub name: String,
+    pub ns_id: u64,
+}
+
+/// Tries fanotify mount notifications for real on the namespace file `ns_path`: the
+/// group, the mark, and a listmount of the namespace. The watch, when it works, is the
+/// one the agent then reads (nothing is missed between the probe and the start).
+pub fn probe_fanotify(ns_path: &Path) -> (FanotifyProbe, Option<WatchedNamespace>) {
+    let name = ns_path.display().to_string();
+    let namespace = match File::open(ns_path) {
+        Ok(file) => file,
+        Err(e) => return (FanotifyProbe::Refused(format!("opening {name}: {e}")), None),
+    };
+    let watch = match MountWatch::new(&namespace, &name) {
+        Ok(watch) => watch,
+        Err(e) => return (FanotifyProbe::Refused(e.to_string()), None),
+    };
+    let ns_id = match statmount::namespace_id(&namespace) {
+        Ok(id) => id,
+        Err(e) => return (FanotifyProbe::Refused(format!("the id of {name} (NS_GET_MNTNS_ID): {e}")), None),
+    };
+    if let Err(e) = statmount::listmount(ns_id) {
+        return (FanotifyProbe::Refused(format!("listmount of {name}: {e}")), None);
+    }
+    (FanotifyProbe::Works, Some(WatchedNamespace { watch, namespace, name, ns_id }))
 }
 
 /// Tries the trampolines on `object` (a throw-away object: the probe's links stay with
@@ -146,8 +239,14 @@ pub fn probe(object: &mut LoadedObject) -> TrampolineProbe {
     }
 }
 
-/// Chooses the backend from the flag and the probe (`None` when not probed).
-pub fn decide(choice: BackendChoice, probe: Option<&TrampolineProbe>) -> Result<TraceDecision, BackendError> {
+/// Chooses the backend from the flag, whether the mode decides in the kernel, and the
+/// probes (`None` when not probed).
+pub fn decide(
+    choice: BackendChoice,
+    in_kernel: bool,
+    probe: Option<&TrampolineProbe>,
+    fanotify: Option<&FanotifyProbe>,
+) -> Result<TraceDecision, BackendError> {
     let tracepoints =
         |reason| TraceDecision { backend: Backend::Tracepoints, reason, fallbacks: vec![], absent: vec![] };
     let trampolines = |reason, missing: &[&'static str]| {
@@ -164,8 +263,20 @@ pub fn decide(choice: BackendChoice, probe: Option<&TrampolineProbe>) -> Result<
         Some(TrampolineProbe::Refused(why)) => Some(why.clone()),
         None => Some("trampolines were not probed".to_owned()),
     };
+    let fanotify_refused = || match (in_kernel, fanotify) {
+        (true, _) => Some(IN_KERNEL_MODE.to_owned()),
+        (false, Some(FanotifyProbe::Works)) => None,
+        (false, Some(FanotifyProbe::Refused(why))) => Some(why.clone()),
+        (false, None) => Some("fanotify was not probed".to_owned()),
+    };
+    let fanotify_backend =
+        |reason| TraceDecision { backend: Backend::Fanotify, reason, fallbacks: vec![], absent: vec![] };
     match (choice, probe) {
         (BackendChoice::Tracepoints, _) => Ok(tracepoints(BackendReason::Flag)),
+        (BackendChoice::Fanotify, _) => match fanotify_refused() {
+            None => Ok(fanotify_backend(BackendReason::Flag)),
+            Some(why) => Err(BackendError::FanotifyUnavailable(why)),
+        },
         (BackendChoice::Auto, Some(TrampolineProbe::Works { missing })) => {
             Ok(trampolines(BackendReason::TrampolinesWork, missing))
         }
@@ -173,7 +284,11 @@ pub fn decide(choice: BackendChoice, probe: Option<&TrampolineProbe>) -> Result<
             Ok(trampolines(BackendReason::Flag, missing))
         }
         (BackendChoice::Auto, other) => {
-            Ok(tracepoints(BackendReason::TrampolinesRefused(refused(other).unwrap_or_default())))
+            let trampolines = refused(other).unwrap_or_default();
+            Ok(match fanotify_refused() {
+                None => fanotify_backend(BackendReason::FanotifyWorks { trampolines }),
+                Some(fanotify) => tracepoints(BackendReason::TrampolinesRefused { trampolines, fanotify }),
+            })
         }
         (BackendChoice::Trampolines, other) => {
             Err(BackendError::TrampolinesUnavailable(refused(other).unwrap_or_default()))
@@ -182,8 +297,11 @@ pub fn decide(choice: BackendChoice, probe: Option<&TrampolineProbe>) -> Result<
 }
 
 impl TraceDecision {
-    /// The tracing hooks of this decision, exit programs included.
+    /// The tracing hooks of this decision, exit programs included (none for fanotify).
     pub fn hooks(&self) -> Vec<Hook> {
+        if self.backend == Backend::Fanotify {
+            return Vec::new();
+        }
         SYSCALLS
             .iter()
             .filter(|spec| !self.absent.contains(&spec.name))
@@ -196,9 +314,21 @@ impl TraceDecision {
             .collect()
     }
 
-    /// One log line per fact worth knowing: the backend, each fallback, each absent call.
+    /// What this backend cannot tell (empty for the syscall backends).
+    pub fn losses(&self) -> &'static [&'static str] {
+        match self.backend {
+            Backend::Fanotify => FANOTIFY_LOSSES,
+            Backend::Trampolines | Backend::Tracepoints => &[],
+        }
+    }
+
+    /// One log line per fact worth knowing: the backend, what it loses, each fallback,
+    /// each absent call.
     pub fn log(&self) {
         info!("tracing backend {}: {self}", self.backend);
+        if !self.losses().is_empty() {
+            warn!("tracing backend {} does not report: {}", self.backend, self.losses().join("; "));
+        }
         for fallback in &self.fallbacks {
             warn!(
                 "{} is traced by its syscall tracepoints ({}): every syscall on this node pays for them",
@@ -211,13 +341,21 @@ impl TraceDecision {
     }
 }
 
-/// Loads a throw-away object, probes if `choice` needs it, and decides.
-pub fn choose(choice: BackendChoice) -> Result<TraceDecision, ChooseError> {
+/// For `volguard trace`, which prints syscalls: loads a throw-away object, probes if
+/// `choice` needs it, and decides between the syscall backends.
+pub fn choose_syscall_backend(choice: BackendChoice) -> Result<TraceDecision, ChooseError> {
+    if choice == BackendChoice::Fanotify {
+        return Err(BackendError::FanotifyUnavailable(
+            "mount notifications report no syscalls; `volguard trace` needs trampolines or tracepoints".into(),
+        )
+        .into());
+    }
     let probe = match needs_probe(choice) {
         true => Some(probe(&mut LoadedObject::load()?)),
         false => None,
     };
-    Ok(decide(choice, probe.as_ref())?)
+    let not_for_syscalls = FanotifyProbe::Refused("mount notifications report no syscalls".into());
+    Ok(decide(choice, false, probe.as_ref(), Some(&not_for_syscalls))?)
 }
 
 /// Why [`choose`] could not decide.
@@ -236,22 +374,23 @@ mod tests {
     #[test]
     fn auto_takes_trampolines_where_they_work_and_says_why_not_elsewhere() {
         let works = TrampolineProbe::Works { missing: vec![] };
-        let d = decide(BackendChoice::Auto, Some(&works)).unwrap();
+        let d = decide(BackendChoice::Auto, false, Some(&works), None).unwrap();
         assert_eq!((d.backend, d.reason.label()), (Backend::Trampolines, "trampolines_work"));
         assert!(
             d.hooks().iter().all(|h| matches!(h.attach, loader::Attach::FEntry { .. } | loader::Attach::FExit { .. }))
         );
         let refused = TrampolineProbe::Refused("fentry_mount: load failed: Operation not permitted".into());
-        let d = decide(BackendChoice::Auto, Some(&refused)).unwrap();
-        assert_eq!((d.backend, d.reason.label()), (Backend::Tracepoints, "trampolines_refused"));
+        let d = decide(BackendChoice::Auto, false, Some(&refused), None).unwrap();
+        assert_eq!((d.backend, d.reason.label()), (Backend::Tracepoints, "trampolines_and_fanotify_refused"));
         assert!(d.to_string().contains("Operation not permitted"), "{d}");
+        assert!(d.losses().is_empty());
         assert!(d.hooks().iter().all(|h| matches!(h.attach, loader::Attach::TracePoint { .. })));
     }
 
     #[test]
     fn a_missing_function_falls_back_for_that_syscall_only() {
         let works = TrampolineProbe::Works { missing: vec!["umount", "open_tree_attr"] };
-        let d = decide(BackendChoice::Auto, Some(&works)).unwrap();
+        let d = decide(BackendChoice::Auto, false, Some(&works), None).unwrap();
         assert_eq!(d.backend, Backend::Trampolines);
         assert_eq!(
             d.fallbacks,
@@ -270,17 +409,65 @@ mod tests {
     fn forced_backends() {
         let refused = TrampolineProbe::Refused("EPERM".into());
         assert_eq!(
-            decide(BackendChoice::Trampolines, Some(&refused)),
+            decide(BackendChoice::Trampolines, false, Some(&refused), None),
             Err(BackendError::TrampolinesUnavailable("EPERM".into()))
         );
-        let d = decide(BackendChoice::Tracepoints, None).unwrap();
+        let d = decide(BackendChoice::Tracepoints, false, None, None).unwrap();
         assert_eq!(
             (d.backend, d.reason.label(), d.to_string().as_str()),
             (Backend::Tracepoints, "flag", "--trace-backend tracepoints")
         );
         let works = TrampolineProbe::Works { missing: vec![] };
-        let d = decide(BackendChoice::Trampolines, Some(&works)).unwrap();
+        let d = decide(BackendChoice::Trampolines, false, Some(&works), None).unwrap();
         assert_eq!((d.backend, d.reason.label()), (Backend::Trampolines, "flag"));
         assert!(!needs_probe(BackendChoice::Tracepoints) && needs_probe(BackendChoice::Auto));
+        assert!(!needs_probe(BackendChoice::Fanotify));
+    }
+
+    #[test]
+    fn auto_takes_fanotify_where_trampolines_are_refused_unless_the_kernel_decides() {
+        let refused = TrampolineProbe::Refused("EPERM".into());
+        let works = FanotifyProbe::Works;
+        let d = decide(BackendChoice::Auto, false, Some(&refused), Some(&works)).unwrap();
+        assert_eq!((d.backend, d.reason.label()), (Backend::Fanotify, "trampolines_refused_fanotify_works"));
+        assert!(d.to_string().contains("refuses trampolines (EPERM)") && d.to_string().contains("no syscall"), "{d}");
+        assert!(d.hooks().is_empty(), "no program at all");
+        assert_eq!(d.losses(), FANOTIFY_LOSSES);
+        // Trampolines first wherever they work.
+        let tramp = TrampolineProbe::Works { missing: vec![] };
+        assert_eq!(
+            decide(BackendChoice::Auto, false, Some(&tramp), Some(&works)).unwrap().backend,
+            Backend::Trampolines
+        );
+        assert!(!needs_fanotify_probe(BackendChoice::Auto, false, Some(&tramp)));
+        assert!(needs_fanotify_probe(BackendChoice::Auto, false, Some(&refused)));
+        // A mode deciding in the kernel needs exit programs: tracepoints, and why.
+        assert!(!needs_fanotify_probe(BackendChoice::Auto, true, Some(&refused)));
+        let d = decide(BackendChoice::Auto, true, Some(&refused), None).unwrap();
+        assert_eq!((d.backend, d.reason.label()), (Backend::Tracepoints, "trampolines_and_fanotify_refused"));
+        assert!(d.to_string().contains(IN_KERNEL_MODE), "{d}");
+        // The kernel refusing notifications: tracepoints, and why.
+        let old = FanotifyProbe::Refused("fanotify_init(FAN_REPORT_MNT): Invalid argument".into());
+        let d = decide(BackendChoice::Auto, false, Some(&refused), Some(&old)).unwrap();
+        assert!(d.to_string().contains("Invalid argument") && d.to_string().contains("EPERM"), "{d}");
+    }
+
+    #[test]
+    fn forced_fanotify_works_or_refuses_to_start_saying_why() {
+        let d = decide(BackendChoice::Fanotify, false, None, Some(&FanotifyProbe::Works)).unwrap();
+        assert_eq!(
+            (d.backend, d.reason.label(), d.to_string().as_str()),
+            (Backend::Fanotify, "flag", "--trace-backend fanotify")
+        );
+        let old = FanotifyProbe::Refused("EINVAL".into());
+        assert_eq!(
+            decide(BackendChoice::Fanotify, false, None, Some(&old)),
+            Err(BackendError::FanotifyUnavailable("EINVAL".into()))
+        );
+        assert_eq!(
+            decide(BackendChoice::Fanotify, true, None, None),
+            Err(BackendError::FanotifyUnavailable(IN_KERNEL_MODE.into()))
+        );
+        assert!(choose_syscall_backend(BackendChoice::Fanotify).is_err(), "volguard trace prints syscalls");
     }
 }

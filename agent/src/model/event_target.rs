@@ -44,6 +44,16 @@ impl EventTarget {
         Some(Self { kind: classify(kubelet_root, &path), path, attaching, succeeded: event.ret == 0 })
     }
 
+    /// A mount attached at `path`, as a mount notice reports it (only successes are).
+    pub fn attached(kubelet_root: &std::path::Path, path: PathBuf) -> Self {
+        Self { kind: classify(kubelet_root, &path), path, attaching: true, succeeded: true }
+    }
+
+    /// A mount detached from `path`, as a mount notice reports it.
+    pub fn detached(kubelet_root: &std::path::Path, path: PathBuf) -> Self {
+        Self { kind: classify(kubelet_root, &path), path, attaching: false, succeeded: true }
+    }
+
     /// What a successful event changed about the publishes, if its target is a CSI
     /// publish target.
     pub fn publish_change(&self) -> Option<PublishChange> {
@@ -95,5 +105,14 @@ mod tests {
         assert!(EventTarget::of(ROOT.as_ref(), &event(mount(PUBLISH, MS_REMOUNT | MS_BIND), 0)).is_none());
         let elsewhere = EventTarget::of(ROOT.as_ref(), &event(mount("/mnt/x", MS_BIND), 0)).unwrap();
         assert_eq!((elsewhere.publish_change(), elsewhere.kind), (None, PathKind::Other));
+    }
+
+    #[test]
+    fn a_notice_classifies_as_the_syscall_does() {
+        let bind = EventTarget::of(ROOT.as_ref(), &event(mount(PUBLISH, MS_BIND), 0)).unwrap();
+        assert_eq!(EventTarget::attached(ROOT.as_ref(), PUBLISH.into()), bind);
+        let umount = Call::Umount { target: RawString::from(PUBLISH), flags: 0 };
+        let unmount = EventTarget::of(ROOT.as_ref(), &event(umount, 0)).unwrap();
+        assert_eq!(EventTarget::detached(ROOT.as_ref(), PUBLISH.into()), unmount);
     }
 }

@@ -135,6 +135,7 @@ async fn status(State(shared): AppState) -> Response {
         "traceBackend": tracing.as_ref().map(|t| t.backend),
         "traceBackendReason": tracing.as_ref().map(|t| t.reason.clone()),
         "traceFallbacks": tracing.as_ref().map(|t| t.fallbacks.clone()).unwrap_or_default(),
+        "traceBackendLosses": tracing.as_ref().map(|t| t.losses).unwrap_or_default(),
         "source": snap.source,
         "volumes": snap.volumes.len(),
         "singlePodVolumes": single_pod,
@@ -236,9 +237,9 @@ mod tests {
             volume_plugin: "kubernetes.io/csi:d".into(),
             success: true,
             ret: 0,
-            duration_seconds: 0.01,
-            pid: 7,
-            comm: "csi".into(),
+            duration_seconds: Some(0.01),
+            pid: Some(7),
+            comm: Some("csi".into()),
         });
         shared
     }

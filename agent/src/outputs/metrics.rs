@@ -17,7 +17,7 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-use super::kernel_metrics::KernelMetrics;
+use super::{kernel_metrics::KernelMetrics, notification_metrics::NotificationMetrics};
 use crate::{
     enforce::ModeDecision,
     facts::{ClaimRef, Origin},
@@ -175,6 +175,8 @@ pub struct Metrics {
     inventory_last_sync: Gauge<f64, AtomicU64>,
     /// The kernel's counters and decode errors, read at scrape time.
     pub kernel: Arc<KernelMetrics>,
+    /// The fanotify backend's notifications, skips and resyncs.
+    pub notifications: NotificationMetrics,
 }
 
 impl Default for Metrics {
@@ -228,7 +230,7 @@ impl Metrics {
         let trace_backend = Family::<TraceBackendLabels, Gauge>::default();
         registry.register(
             "volguard_trace_backend",
-            "1 for the backend that traces the mount syscalls (trampolines or tracepoints), with why",
+            "1 for the backend that traces the mounts (trampolines, tracepoints or fanotify), with why",
             trace_backend.clone(),
         );
         let trace_fallbacks = Gauge::default();
@@ -275,6 +277,7 @@ impl Metrics {
             "When the facts source last delivered a complete, good set (Unix time)",
             inventory_last_sync.clone(),
         );
+        let notifications = NotificationMetrics::register(&mut registry);
         let kernel = Arc::new(KernelMetrics::default());
         registry.register_collector(Box::new(kernel.clone()));
         let build_info = Family::<VersionLabels, Gauge>::default();
@@ -299,6 +302,7 @@ impl Metrics {
             inventory_info,
             inventory_stale,
             inventory_last_sync,
+            notifications,
             kernel,
         }
     }
@@ -464,9 +468,17 @@ pub fn reference() -> Vec<MetricDoc> {
     m.mask_removed(MaskRemoval::PodGone);
     m.set_mode(&crate::enforce::decide(crate::enforce::ModeChoice::Quarantine, None).expect("quarantine always runs"));
     m.set_trace_backend(
-        &crate::kernel::trace_backend::decide(crate::kernel::trace_backend::BackendChoice::Tracepoints, None)
-            .expect("tracepoints always run"),
+        &crate::kernel::trace_backend::decide(
+            crate::kernel::trace_backend::BackendChoice::Tracepoints,
+            false,
+            None,
+            None,
+        )
+        .expect("tracepoints always run"),
     );
+    m.notifications.notice(super::notification_metrics::NoticeKind::Attach);
+    m.notifications.skipped(super::notification_metrics::SkipReason::GoneBeforeRead);
+    m.notifications.resynced();
     let finding = Finding {
         check: Check::VolDataUnreadable,
         severity: Severity::Info,
@@ -624,6 +636,9 @@ mod tests {
                 "volguard_inventory_info",
                 "volguard_inventory_stale",
                 "volguard_inventory_last_sync_timestamp_seconds",
+                "volguard_mount_notifications_total",
+                "volguard_mount_notifications_skipped_total",
+                "volguard_mount_notification_resyncs_total",
                 "volguard_build_info",
                 "volguard_kernel_events_total",
                 "volguard_decode_errors_total",
@@ -670,9 +685,9 @@ mod tests {
         m.set_mode(&decided(Mode::Quarantine, crate::enforce::ModeReason::NoBpfLsm("EPERM".into())));
         m.set_mode(&decided(Mode::Enforce, crate::enforce::ModeReason::LsmActive));
         use crate::kernel::trace_backend::{BackendChoice, TrampolineProbe, decide};
-        m.set_trace_backend(&decide(BackendChoice::Tracepoints, None).unwrap());
+        m.set_trace_backend(&decide(BackendChoice::Tracepoints, false, None, None).unwrap());
         let works = TrampolineProbe::Works { missing: vec!["umount"] };
-        m.set_trace_backend(&decide(BackendChoice::Auto, Some(&works)).unwrap());
+        m.set_trace_backend(&decide(BackendChoice::Auto, false, Some(&works), None).unwrap());
         let finding = Finding {
             check: Check::InlineHandleMismatch,
             severity: Severity::Error,

@@ -6,5 +6,6 @@ pub mod events;
 pub mod http;
 pub mod kernel_metrics;
 pub mod metrics;
+pub mod notification_metrics;
 pub mod render;
 pub mod served_state;

@@ -151,9 +151,11 @@ pub struct MountRecord {
     pub success: bool,
     /// The negative errno on failure, else 0.
     pub ret: i64,
-    pub duration_seconds: f64,
-    pub pid: u32,
-    pub comm: String,
+    /// From syscall entry to exit; `None` where the backend cannot time it (fanotify).
+    pub duration_seconds: Option<f64>,
+    /// The calling process; `None` where the backend names no caller (fanotify).
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
     /// The UID of the pod the calling process was in, where its cgroup says.
     pub pod: Option<String>,
 }
@@ -179,6 +181,8 @@ pub struct TracingStatus {
     pub reason: String,
     /// Syscalls traced by their tracepoints although the backend is trampolines.
     pub fallbacks: Vec<Fallback>,
+    /// What the backend cannot tell (fanotify: the caller, latency, failures).
+    pub losses: &'static [&'static str],
 }
 
 impl ServedState {
@@ -200,6 +204,7 @@ impl ServedState {
             backend: decision.backend,
             reason: decision.to_string(),
             fallbacks: decision.fallbacks.clone(),
+            losses: decision.losses(),
         };
         *self.tracing.write().unwrap_or_else(|e| e.into_inner()) = Some(status);
     }
@@ -307,9 +312,9 @@ mod tests {
             volume_plugin: "kubernetes.io/csi:d".into(),
             success: true,
             ret: 0,
-            duration_seconds: 0.001,
-            pid: 1,
-            comm: "csi".into(),
+            duration_seconds: Some(0.001),
+            pid: Some(1),
+            comm: Some("csi".into()),
             pod: None,
         }
     }

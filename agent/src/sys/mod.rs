@@ -1,6 +1,9 @@
 //! Process-level helpers on top of the OS: running work in a private mount namespace,
-//! the signals the agent stops on, and background work at a lower priority.
+//! the signals the agent stops on, background work at a lower priority, and the mount
+//! syscalls libc does not wrap yet (fanotify mount notifications, statmount, listmount).
 
 pub mod background;
+pub mod fanotify;
 pub mod mountns;
 pub mod signals;
+pub mod statmount;

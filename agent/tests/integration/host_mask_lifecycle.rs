@@ -15,7 +15,7 @@ use volguard::model::mounts::MASK_SOURCE;
 
 use crate::support::{
     have_root, http_get,
-    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root},
+    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, syscall_backend},
 };
 
 fn quarantine_runs_here(test: &str) -> bool {
@@ -232,7 +232,12 @@ impl Node {
     }
 
     fn agent(&self, test: &str) -> Agent {
-        let extra = ["--inventory", self.inventory.to_str().unwrap(), "--reconcile-interval", "300ms"];
+        self.agent_with(test, &[])
+    }
+
+    fn agent_with(&self, test: &str, more: &[&str]) -> Agent {
+        let mut extra = vec!["--inventory", self.inventory.to_str().unwrap(), "--reconcile-interval", "300ms"];
+        extra.extend_from_slice(more);
         Agent::start_in(&self.ns, &self.tree.root(), &pin_root(test), &[], &extra)
     }
 
@@ -353,7 +358,8 @@ fn a_conflict_names_the_process_and_the_pod_that_made_the_mount() {
     let pod_cgroup = root.join(format!("volguard-test-{}/kubepods/besteffort/pod{driver_uid}", std::process::id()));
     std::fs::create_dir_all(&pod_cgroup).unwrap();
     let node = Node::new();
-    let agent = node.agent("mounted-by");
+    // Only a traced syscall names its caller.
+    let agent = node.agent_with("mounted-by", &syscall_backend());
     node.ns.bind(&node.volume, &node.target("pod-a")).unwrap();
     agent.wait_for_line("the claim", |l| l.contains("volume pv-data claimed by pod pod-a"));
     // mount(8) run from inside the driver's pod cgroup, and gone when the agent looks.

@@ -11,7 +11,7 @@ use volguard::cli::client;
 
 use crate::support::{
     HTTP_TIMEOUT, have_root,
-    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend, uninstall},
 };
 
 /// `name`'s value in the agent's exposition; `None` while it has none or does not answer.
@@ -28,7 +28,8 @@ fn a_full_ring_buffer_is_counted_and_the_mount_table_puts_the_state_right() {
     let tree = KubeletTree::new();
     let ns = MountNs::new();
     let pins = pin_root("overflow");
-    let extra = ["--ring-buffer-size", "4096", "--reconcile-interval", "300ms"];
+    let backend = syscall_backend();
+    let extra = ["--ring-buffer-size", "4096", "--reconcile-interval", "300ms", backend[0], backend[1]];
     let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &extra);
     let metrics = agent.address("metrics");
     let (volume, a, b) =

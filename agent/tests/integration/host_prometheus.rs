@@ -17,7 +17,7 @@ use volguard::cli::client::{self, GetError};
 
 use crate::support::{
     HTTP_TIMEOUT, have_root, http_get,
-    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
+    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, syscall_backend, uninstall},
 };
 
 const INVENTORY: &str = "\
@@ -128,7 +128,10 @@ fn a_real_prometheus_scrapes_the_agent_while_real_mounts_happen() {
     let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     std::thread::spawn(move || listener.incoming().for_each(drop));
     let pins = pin_root("prometheus");
-    let agent = Agent::start_in(&ns, &tree.root(), &pins, &[], &["--inventory", inventory.to_str().unwrap()]);
+    // kubelet's histogram is measured from syscall entry to exit.
+    let [flag, backend] = syscall_backend();
+    let agent =
+        Agent::start_in(&ns, &tree.root(), &pins, &[], &["--inventory", inventory.to_str().unwrap(), flag, backend]);
     let (metrics, debug) = (agent.address("metrics"), agent.address("debug API"));
     let prometheus = Prometheus::start(&metrics);
 

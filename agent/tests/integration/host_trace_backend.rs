@@ -1,18 +1,20 @@
 //! The tracing backend chosen at start-up (root): trampolines where the kernel allows
-//! them, else syscall tracepoints, and the agent says which and why. This host's kernel
-//! refuses trampolines (BPF_PROG_LOAD of fentry: EPERM), so here the fallback is what is
-//! tested; the VM's kernels allow them (`cargo xtask vm-test` runs this area there too).
+//! them, else fanotify mount notifications where they work (quarantine mode), else
+//! syscall tracepoints, and the agent says which and why. This host's kernel refuses
+//! trampolines (BPF_PROG_LOAD of fentry: EPERM) and has mount notifications (6.18), so
+//! here auto picks fanotify; the VM's kernels allow trampolines (`cargo xtask vm-test`
+//! runs this area there too).
 
-use std::process::Command;
+use std::{path::Path, process::Command};
 
 use volguard::kernel::{
     loader::LoadedObject,
-    trace_backend::{self, Backend, BackendChoice, TrampolineProbe},
+    trace_backend::{self, Backend, BackendChoice, FanotifyProbe, TrampolineProbe},
 };
 
 use crate::support::{
     have_root, http_get,
-    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root},
+    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, syscall_backend},
 };
 
 fn in_vm() -> bool {
@@ -20,25 +22,34 @@ fn in_vm() -> bool {
 }
 
 #[test]
-fn auto_takes_trampolines_where_allowed_else_tracepoints_and_the_agent_says_why() {
-    if !have_root("auto_takes_trampolines_where_allowed_else_tracepoints_and_the_agent_says_why") {
+fn auto_takes_trampolines_where_allowed_else_fanotify_else_tracepoints_and_the_agent_says_why() {
+    if !have_root("auto_takes_trampolines_where_allowed_else_fanotify_else_tracepoints_and_the_agent_says_why") {
         return;
     }
     let probe = trace_backend::probe(&mut LoadedObject::load().unwrap());
-    let decision = trace_backend::decide(BackendChoice::Auto, Some(&probe)).unwrap();
-    eprintln!("probe: {probe:?}; decision: {} ({decision})", decision.backend);
+    // The agent below reads the host's mount table, so it watches the host's namespace.
+    let fanotify = trace_backend::needs_fanotify_probe(BackendChoice::Auto, false, Some(&probe))
+        .then(|| trace_backend::probe_fanotify(Path::new("/proc/1/ns/mnt")).0);
+    let decision = trace_backend::decide(BackendChoice::Auto, false, Some(&probe), fanotify.as_ref()).unwrap();
+    eprintln!("probes: {probe:?}, {fanotify:?}; decision: {} ({decision})", decision.backend);
     let refused = match &probe {
         TrampolineProbe::Refused(why) => Some(why.clone()),
         TrampolineProbe::Works { .. } => None,
     };
-    match &refused {
-        Some(why) => {
+    let label = decision.reason.label();
+    match (&refused, &fanotify) {
+        (Some(why), Some(FanotifyProbe::Works)) => {
             assert!(!in_vm(), "the VM's kernels allow trampolines: {why}");
-            assert_eq!((decision.backend, decision.reason.label()), (Backend::Tracepoints, "trampolines_refused"));
+            assert_eq!((decision.backend, label), (Backend::Fanotify, "trampolines_refused_fanotify_works"));
             assert!(decision.to_string().contains(why.as_str()), "{decision}");
         }
-        None => {
-            assert_eq!((decision.backend, decision.reason.label()), (Backend::Trampolines, "trampolines_work"));
+        (Some(why), _) => {
+            assert!(!in_vm(), "the VM's kernels allow trampolines: {why}");
+            assert_eq!((decision.backend, label), (Backend::Tracepoints, "trampolines_and_fanotify_refused"));
+            assert!(decision.to_string().contains(why.as_str()), "{decision}");
+        }
+        (None, _) => {
+            assert_eq!((decision.backend, label), (Backend::Trampolines, "trampolines_work"));
             assert!(decision.fallbacks.is_empty(), "every syscall function is in BTF: {:?}", decision.fallbacks);
         }
     }
@@ -58,8 +69,12 @@ fn auto_takes_trampolines_where_allowed_else_tracepoints_and_the_agent_says_why(
         Some(why) => assert!(reason.contains("refuses trampolines") && reason.contains(why.as_str()), "{reason}"),
         None => assert!(reason.contains("fentry/fexit load and attach"), "{reason}"),
     }
+    let losses = status["traceBackendLosses"].as_array().map_or(0, Vec::len);
+    assert_eq!(losses > 0, decision.backend == Backend::Fanotify, "what is lost is said: {status}");
+    if decision.backend == Backend::Fanotify {
+        agent.wait_for_line("what fanotify loses", |l| l.contains("fanotify does not report: the caller"));
+    }
     let (_, metrics) = http_get(&agent.address("metrics"), "/metrics");
-    let label = if refused.is_some() { "trampolines_refused" } else { "trampolines_work" };
     let series = format!("volguard_trace_backend{{backend=\"{expected}\",reason=\"{label}\"}} 1");
     assert!(metrics.contains(&series), "{series} not in {metrics}");
     agent.stop();
@@ -97,7 +112,10 @@ fn bpf_stats_on_request_count_each_programs_runs_and_time() {
     }
     let tree = KubeletTree::new();
     let ns = MountNs::new();
-    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("bpf-stats"), &[], &["--bpf-stats", "true"]);
+    // Programs to count: a syscall backend (auto picks fanotify, which runs none, on this host).
+    let [flag, backend] = syscall_backend();
+    let agent =
+        Agent::start_in(&ns, &tree.root(), &pin_root("bpf-stats"), &[], &["--bpf-stats", "true", flag, backend]);
     agent.wait_for_line("the statistics' log line", |l| l.contains("BPF run-time statistics on"));
     let (source, target) = (tree.volume("pv-a"), tree.tmp.path().join("stats-target"));
     std::fs::create_dir_all(&target).unwrap();
@@ -106,16 +124,14 @@ fn bpf_stats_on_request_count_each_programs_runs_and_time() {
     let metrics = || http_get(&agent.address("metrics"), "/metrics").1;
     let text = metrics();
     assert!(text.contains("volguard_bpf_stats_enabled 1"), "{text}");
-    if agent.trace_backend() != "fanotify" {
-        // The mount and unmount ran the tracing programs: counted, and timed.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while family_sum(&metrics(), "volguard_bpf_program_runs_total") < 2.0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        let text = metrics();
-        assert!(family_sum(&text, "volguard_bpf_program_runs_total") >= 2.0, "{text}");
-        assert!(family_sum(&text, "volguard_bpf_program_run_seconds_total") > 0.0, "{text}");
+    // The mount and unmount ran the tracing programs: counted, and timed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while family_sum(&metrics(), "volguard_bpf_program_runs_total") < 2.0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    let text = metrics();
+    assert!(family_sum(&text, "volguard_bpf_program_runs_total") >= 2.0, "{text}");
+    assert!(family_sum(&text, "volguard_bpf_program_run_seconds_total") > 0.0, "{text}");
     agent.stop();
 }
 

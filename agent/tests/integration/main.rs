@@ -9,6 +9,10 @@
 //!   mounts only in private mount namespaces; `host_trace`, `host_mount_api`,
 //!   `host_node_model`, `host_demo`, `host_hostile`, `host_quarantine` and
 //!   `host_trace_backend` run again in the VM (the tracing ones once per tracing backend);
+//!   `host_fanotify` (Linux 6.15+) checks the mount-notification backend, which auto
+//!   picks on a host that refuses trampolines; tests about what only a traced syscall
+//!   tells (its caller, its duration, the ring buffer) force a syscall backend
+//!   ([`support::kubelet::syscall_backend`]);
 //! - `k8s_scale_bench` (ignored; root): the agent's memory with a large cluster behind a
 //!   fake API server, run by `cargo xtask bench`;
 //! - `syscall_bench` (ignored; root): what the agent costs mount syscalls and unrelated
@@ -29,6 +33,7 @@ mod csi_driver;
 mod fixtures_real_world;
 mod host_busy_node;
 mod host_demo;
+mod host_fanotify;
 mod host_hostile;
 mod host_kubernetes;
 mod host_mask_lifecycle;

@@ -250,6 +250,16 @@ pub fn agent_binary() -> PathBuf {
     std::env::var_os("VOLGUARD_AGENT_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_volguard")), PathBuf::from)
 }
 
+/// `--trace-backend` for a test of what only a traced syscall tells (its caller, its
+/// duration, the ring buffer): the syscall backend the harness named, else tracepoints
+/// (where the kernel refuses trampolines, auto picks fanotify, which tells none of it).
+pub fn syscall_backend() -> [&'static str; 2] {
+    match std::env::var(super::TRACE_BACKEND_ENV).as_deref() {
+        Ok("trampolines") => ["--trace-backend", "trampolines"],
+        _ => ["--trace-backend", "tracepoints"],
+    }
+}
+
 /// A bpffs pin directory of this test's own.
 pub fn pin_root(test: &str) -> PathBuf {
     PathBuf::from(format!("/sys/fs/bpf/volguard-test-{test}-{}", std::process::id()))
@@ -377,6 +387,11 @@ impl Agent {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
         let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("VmRSS in /proc/<pid>/status");
         line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("VmRSS in kB")
+    }
+
+    /// The agent's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn sigkill(mut self) {

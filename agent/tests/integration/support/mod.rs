@@ -20,7 +20,7 @@ use volguard::{
 };
 
 /// Set by `cargo xtask test`: a root test may not skip itself.
-const REQUIRE_ROOT: &str = "VOLGUARD_REQUIRE_ROOT_TESTS";
+pub const REQUIRE_ROOT: &str = "VOLGUARD_REQUIRE_ROOT_TESTS";
 
 /// True when running as root. Otherwise says why the test is skipped, or fails it when
 /// the harness demands that no root test be skipped.
@@ -94,7 +94,7 @@ pub fn tracer() -> (LoadedObject, Recorder) {
 }
 
 pub fn tracer_with(mut ebpf: LoadedObject) -> (LoadedObject, Recorder) {
-    let tracing = trace_backend::choose(trace_backend_choice()).expect("a tracing backend");
+    let tracing = trace_backend::choose_syscall_backend(trace_backend_choice()).expect("a syscall tracing backend");
     ebpf.attach(&tracing.hooks()).expect("attach the tracing programs");
     let reader = EventReader::new(&mut ebpf).unwrap();
     (ebpf, Recorder::new(reader))

@@ -1,0 +1,190 @@
+//! The fanotify backend on the host (root, Linux 6.15+): the raw mount notifications and
+//! statmount/listmount in a private namespace, then the agent with no tracing program
+//! attached, auto picking fanotify, and the queue overflow that forces a resync.
+
+use std::{fs::File, path::Path, time::Duration};
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use volguard::sys::{
+    fanotify::{MountWatch, Notice, parse},
+    mountns::run_in_private_mount_ns,
+    statmount::{StatmountError, listmount, namespace_id, statmount},
+};
+
+use crate::support::{
+    REQUIRE_ROOT, have_root, http_get,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end},
+};
+
+/// Whether this kernel has fanotify mount notifications; says why not when it has none,
+/// and fails where root tests are required on the host (`cargo xtask test`: this host's
+/// 6.18 has them; the VM's kernels do not, and the VM does not run this area).
+pub fn fanotify_works(test: &str) -> bool {
+    let ns = File::open("/proc/self/ns/mnt").unwrap();
+    match MountWatch::new(&ns, "/proc/self/ns/mnt") {
+        Ok(_) => true,
+        Err(e) => {
+            let required = std::env::var_os(REQUIRE_ROOT).is_some() && std::env::var_os("VOLGUARD_IN_VM").is_none();
+            assert!(!required, "{test}: fanotify mount notifications are required where {REQUIRE_ROOT} is set: {e}");
+            eprintln!("SKIPPED {test}: this kernel has no fanotify mount notifications ({e})");
+            false
+        }
+    }
+}
+
+/// Reads notices until `want` many came, or 5 s passed.
+fn notices(watch: &MountWatch, want: usize) -> Vec<Notice> {
+    let mut found = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while found.len() < want && std::time::Instant::now() < deadline {
+        match watch.read(&mut buf) {
+            Ok(n) => found.extend(parse(&buf[..n]).into_iter().map(Result::unwrap)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("reading notices: {e}"),
+        }
+    }
+    found
+}
+
+#[test]
+fn a_bind_and_its_unmount_are_notified_and_statmount_reads_the_mount() {
+    let test = "a_bind_and_its_unmount_are_notified_and_statmount_reads_the_mount";
+    if !have_root(test) || !fanotify_works(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (source, target) = (dir.path().join("source"), dir.path().join("target"));
+    std::fs::create_dir_all(&source).unwrap();
+    std::fs::create_dir_all(&target).unwrap();
+    run_in_private_mount_ns("vg-fan-test", move || {
+        let ns = File::open("/proc/thread-self/ns/mnt").unwrap();
+        let ns_id = namespace_id(&ns).unwrap();
+        let watch = MountWatch::new(&ns, "/proc/thread-self/ns/mnt").unwrap();
+        let before = listmount(ns_id).unwrap();
+        assert!(!before.is_empty());
+
+        mount(Some("vg-fan-source"), &source, Some("tmpfs"), MsFlags::empty(), None::<&str>).unwrap();
+        mount(Some(&source), &target, None::<&str>, MsFlags::MS_BIND, None::<&str>).unwrap();
+        let attached = notices(&watch, 2);
+        let [Notice::Attached(tmpfs), Notice::Attached(bind)] = attached[..] else { panic!("{attached:?}") };
+        let facts = statmount(bind, ns_id).unwrap();
+        assert_eq!((facts.mnt_id, facts.mount_point.as_path(), facts.ns_id), (bind, target.as_path(), ns_id));
+        assert_eq!((facts.fs_type.as_str(), facts.source.as_deref()), ("tmpfs", Some("vg-fan-source")));
+        assert_eq!(facts.root, Path::new("/"));
+        let table = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap();
+        assert!(table.lines().any(|l| l.starts_with(&format!("{} ", facts.mnt_id_old))), "the mountinfo id");
+        assert_eq!(listmount(ns_id).unwrap().len(), before.len() + 2);
+
+        umount2(&target, MntFlags::empty()).unwrap();
+        umount2(&source, MntFlags::MNT_DETACH).unwrap();
+        assert_eq!(notices(&watch, 2), [Notice::Detached(bind), Notice::Detached(tmpfs)]);
+        assert!(matches!(statmount(bind, ns_id), Err(StatmountError::Gone { mnt_id }) if mnt_id == bind));
+    })
+    .unwrap();
+}
+
+/// BPF objects (programs, links, maps) the process holds open, from its fd table.
+fn bpf_fds(pid: u32) -> usize {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+    fds.flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|target| target.to_string_lossy().starts_with("anon_inode:bpf"))
+        .count()
+}
+
+/// `name`'s value in the agent's exposition (0 when absent).
+fn metric(agent: &Agent, name: &str) -> f64 {
+    let (_, text) = http_get(&agent.address("metrics"), "/metrics");
+    text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
+}
+
+#[test]
+fn the_fanotify_agent_attaches_no_program_and_quarantines_a_second_publish() {
+    let test = "the_fanotify_agent_attaches_no_program_and_quarantines_a_second_publish";
+    if !have_root(test) || !fanotify_works(test) {
+        return;
+    }
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    // The syscall backend holds programs and links: the count below can tell.
+    let traced =
+        Agent::start_in(&ns, &tree.root(), &pin_root("fan-contrast"), &[], &["--trace-backend", "tracepoints"]);
+    assert!(bpf_fds(traced.pid()) > 0, "a tracepoint agent holds BPF objects");
+    traced.stop();
+
+    let agent =
+        Agent::start_in(&ns, &tree.root(), &pin_root("fanotify"), &["pv-rwop"], &["--trace-backend", "fanotify"]);
+    assert_eq!((agent.mode(), agent.trace_backend()), ("quarantine".to_owned(), "fanotify".to_owned()));
+    assert_eq!(bpf_fds(agent.pid()), 0, "no BPF program, link or map at all");
+    agent.wait_for_line("the watched namespace", |l| {
+        l.contains(&format!("watching mount namespace /proc/{}/task/{}/ns/mnt", std::process::id(), ns.tid))
+    });
+    quarantine_end_to_end(&tree, &ns, &agent);
+
+    // The agent's own detach and mask came back as notices: pod-b's quarantine stands
+    // (read once the view has caught up with pod-c's claim, the last change).
+    let status = || -> serde_json::Value {
+        serde_json::from_str(&http_get(&agent.address("debug API"), "/debug/status").1).unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while status()["ownedVolumes"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "pod-c's claim never reached the view: {}", status());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = status();
+    assert_eq!(status["quarantinedPublishes"], 1, "{status}");
+    assert!(status["traceBackendLosses"].as_array().is_some_and(|l| !l.is_empty()), "{status}");
+    let (_, conflicts) = http_get(&agent.address("debug API"), "/debug/conflicts");
+    let conflicts: serde_json::Value = serde_json::from_str(&conflicts).unwrap();
+    let quarantined = &conflicts["conflicts"][0];
+    assert_eq!(quarantined["action"], "quarantined", "{conflicts}");
+    assert!(quarantined["by"].is_null(), "a notice names no caller, and none is made up: {quarantined}");
+    assert!(metric(&agent, "volguard_mount_notifications_total{event=\"attach\"}") >= 4.0);
+    assert_eq!(metric(&agent, "volguard_mount_syscalls_total{syscall=\"mount\",result=\"success\"}"), 0.0);
+    agent.stop();
+    for target in ["pod-a", "pod-b", "pod-c"].map(|pod| tree.publish_dir(pod, "pv-rwop")) {
+        while ns.umount(&target).is_ok() {}
+    }
+}
+
+#[test]
+fn an_overflowed_notice_queue_is_resynced_and_loses_no_owner() {
+    let test = "an_overflowed_notice_queue_is_resynced_and_loses_no_owner";
+    if !have_root(test) || !fanotify_works(test) {
+        return;
+    }
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let extra = ["--trace-backend", "fanotify", "--reconcile-interval", "60m"];
+    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("fan-overflow"), &["pv-rwop"], &extra);
+    let (volume, a, b) =
+        (tree.volume("pv-rwop"), tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+    let scratch = tree.tmp.path().join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+
+    // The agent stopped, more notices than the kernel queues (16384), then pod A's
+    // publish: its notice is dropped, and only the overflow is queued.
+    let stopped = nix::unistd::Pid::from_raw(agent.pid() as i32);
+    nix::sys::signal::kill(stopped, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let (source, target) = (scratch.clone(), a.clone());
+    ns.run(move || {
+        for _ in 0..9000 {
+            mount(Some(&source), &source, None::<&str>, MsFlags::MS_BIND, None::<&str>).unwrap();
+            umount2(&source, MntFlags::empty()).unwrap();
+        }
+        mount(Some(&volume), &target, None::<&str>, MsFlags::MS_BIND, None::<&str>).unwrap();
+    });
+    nix::sys::signal::kill(stopped, nix::sys::signal::Signal::SIGCONT).unwrap();
+
+    agent.wait_for_line("the overflow", |l| l.contains("mount notification queue") && l.contains("overflowed"));
+    // The resync reads the mount table at once (the periodic pass is an hour away).
+    agent.wait_for_line("pod A's ownership", |l| l.contains("volume pv-rwop is published for pod pod-a (mount table)"));
+    assert_eq!(metric(&agent, "volguard_mount_notification_resyncs_total"), 1.0);
+    assert!(metric(&agent, "volguard_mount_notifications_skipped_total{reason=\"gone_before_read\"}") > 0.0);
+    ns.bind(&tree.volume("pv-rwop"), &b).unwrap();
+    agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("owned by pod pod-a"));
+    agent.stop();
+    while ns.umount(&b).is_ok() {}
+    while ns.umount(&a).is_ok() {}
+}
