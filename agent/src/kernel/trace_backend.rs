@@ -184,7 +184,7 @@ pub const AUTO_LEAVES_FANOTIFY: &str =
 
 /// Whether choosing needs the fanotify probe: `fanotify` named (`auto` leaves it, see
 /// [`AUTO_LEAVES_FANOTIFY`]), and the mode does not decide in the kernel.
-pub fn needs_fanotify_probe(choice: BackendChoice, in_kernel: bool, _trampolines: Option<&TrampolineProbe>) -> bool {
+pub fn needs_fanotify_probe(choice: BackendChoice, in_kernel: bool) -> bool {
     choice == BackendChoice::Fanotify && !in_kernel
 }
 
@@ -443,13 +443,13 @@ mod tests {
             decide(BackendChoice::Auto, false, Some(&tramp), Some(&works)).unwrap().backend,
             Backend::Trampolines
         );
-        assert!(!needs_fanotify_probe(BackendChoice::Auto, false, Some(&tramp)));
-        assert!(!needs_fanotify_probe(BackendChoice::Auto, false, Some(&refused)), "auto leaves fanotify for now");
+        assert!(!needs_fanotify_probe(BackendChoice::Auto, false), "auto leaves fanotify for now");
         let d = decide(BackendChoice::Auto, false, Some(&refused), None).unwrap();
         assert_eq!(d.backend, Backend::Tracepoints);
         assert!(d.to_string().contains(AUTO_LEAVES_FANOTIFY), "{d}");
         // A mode deciding in the kernel needs exit programs: tracepoints, and why.
-        assert!(!needs_fanotify_probe(BackendChoice::Auto, true, Some(&refused)));
+        assert!(!needs_fanotify_probe(BackendChoice::Auto, true));
+        assert!(!needs_fanotify_probe(BackendChoice::Fanotify, true));
         let d = decide(BackendChoice::Auto, true, Some(&refused), None).unwrap();
         assert_eq!((d.backend, d.reason.label()), (Backend::Tracepoints, "trampolines_and_fanotify_refused"));
         assert!(d.to_string().contains(IN_KERNEL_MODE), "{d}");
