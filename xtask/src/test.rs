@@ -39,10 +39,7 @@ pub fn run() -> anyhow::Result<()> {
                     .env("VOLGUARD_REQUIRE_ROOT_TESTS", "1")
                     .env("VOLGUARD_TRACE_BACKEND", "fanotify")
                     .args(["test", "-p", "volguard", "--test", "integration", "--no-fail-fast", "--"])
-                    .args(["host_quarantine::", "host_node_model::", "host_mask_lifecycle::"])
-                    // Flaky under fanotify (failed once in CI at 822884a: the mask's end never
-                    // logged); a known gap of that backend, left in the issue notes.
-                    .args(["--skip", "a_two_step_publish_ends_with_the_mask_alone_whenever_the_quarantine_lands"]),
+                    .args(["host_quarantine::", "host_node_model::", "host_mask_lifecycle::"]),
             )
         });
         step("dashboards (Grafana schema types, PromQL, metric names)", &mut dashboards::run);

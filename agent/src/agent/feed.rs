@@ -34,16 +34,29 @@ pub(super) enum Input {
     Resynced,
 }
 
+/// A mount the agent attached itself while handling an input (the quarantine's mask).
+pub(super) struct OwnMount {
+    pub mnt_id: u64,
+    pub mount_point: std::path::PathBuf,
+}
+
 pub(super) enum Feed {
     Syscalls(EventSource),
     Notices(NoticeFeed),
 }
 
 impl Feed {
-    /// Waits for input and hands all that is ready to `sink`.
-    pub(super) async fn next_batch(&mut self, mut sink: impl FnMut(Input)) -> io::Result<usize> {
+    /// Waits for input and hands all that is ready to `sink`, which returns the mounts it
+    /// attached itself (indexed before the next notice is handled).
+    pub(super) async fn next_batch(&mut self, mut sink: impl FnMut(Input) -> Vec<OwnMount>) -> io::Result<usize> {
         match self {
-            Self::Syscalls(events) => events.next_batch(|record| sink(Input::Record(record))).await,
+            Self::Syscalls(events) => {
+                events
+                    .next_batch(|record| {
+                        sink(Input::Record(record));
+                    })
+                    .await
+            }
             Self::Notices(notices) => notices.next_batch(sink).await,
         }
     }
@@ -116,7 +129,7 @@ impl NoticeFeed {
         Ok(())
     }
 
-    async fn next_batch(&mut self, mut sink: impl FnMut(Input)) -> io::Result<usize> {
+    async fn next_batch(&mut self, mut sink: impl FnMut(Input) -> Vec<OwnMount>) -> io::Result<usize> {
         let mut notices = Vec::new();
         let mut guard = self.watch.readable().await?;
         // Bounded, so the loop's other work is not starved; readiness stays set if more wait.
@@ -141,7 +154,7 @@ impl NoticeFeed {
         Ok(handled)
     }
 
-    fn handle(&mut self, notice: Notice, sink: &mut impl FnMut(Input)) -> io::Result<()> {
+    fn handle(&mut self, notice: Notice, sink: &mut impl FnMut(Input) -> Vec<OwnMount>) -> io::Result<()> {
         let metrics = &self.shared.metrics.notifications;
         match notice {
             Notice::Attached(_) => metrics.notice(NoticeKind::Attach),
@@ -151,7 +164,15 @@ impl NoticeFeed {
         }
         let ns_id = self.ns_id;
         match self.index.apply(notice, |id| statmount(id, ns_id)) {
-            Outcome::Changes(changes) => changes.into_iter().for_each(|c| sink(Input::Mount(c))),
+            Outcome::Changes(changes) => {
+                for change in changes {
+                    // A mask may be gone before its attach notice is read: indexed now, its
+                    // detach is still told.
+                    for own in sink(Input::Mount(change)) {
+                        self.index.remember_own(own.mnt_id, own.mount_point);
+                    }
+                }
+            }
             Outcome::Elsewhere => {}
             Outcome::Skipped(reason, why) => self.skipped(reason, &why),
             Outcome::Overflow => {

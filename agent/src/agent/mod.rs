@@ -283,6 +283,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         observed: Default::default(),
         watched,
         own_detaches: Default::default(),
+        own_masks: Vec::new(),
     };
     agent.facts_metrics();
     agent.report_shared_volumes();

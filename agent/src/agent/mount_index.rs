@@ -29,6 +29,8 @@ pub enum MountChange {
     },
     Detached {
         mount_point: PathBuf,
+        /// The mount's unique id: tells the agent's own detaches from everyone else's.
+        mnt_id: u64,
     },
 }
 
@@ -40,7 +42,7 @@ impl std::fmt::Display for MountChange {
             Self::Attached { mount_point, mask: true } => {
                 write!(f, "attached  {} (quarantine mask)", mount_point.display())
             }
-            Self::Detached { mount_point } => write!(f, "detached  {}", mount_point.display()),
+            Self::Detached { mount_point, .. } => write!(f, "detached  {}", mount_point.display()),
         }
     }
 }
@@ -95,17 +97,25 @@ impl MountIndex {
         true
     }
 
+    /// Indexes a mount the agent attached itself (the quarantine's mask) as soon as it is
+    /// made: its detach is then told even if it is gone before its attach notice is read.
+    pub fn remember_own(&mut self, mnt_id: u64, mount_point: PathBuf) {
+        self.mounts.insert(mnt_id, Indexed { mount_point });
+    }
+
     /// Applies one notice; `stat` reads an attached mount (statmount).
     pub fn apply(&mut self, notice: Notice, stat: impl FnOnce(u64) -> Result<MountFacts, StatmountError>) -> Outcome {
         let (detached, attached) = match notice {
             Notice::Overflow => return Outcome::Overflow,
+            // The agent's own mount, indexed when it made it.
+            Notice::Attached(id) if self.mounts.contains_key(&id) => return Outcome::Elsewhere,
             Notice::Attached(id) => (None, Some(id)),
             Notice::Detached(id) => (Some(id), None),
             Notice::Moved(id) => (Some(id), Some(id)),
         };
         let mut changes = Vec::new();
-        if let Some(old) = detached.and_then(|id| self.mounts.remove(&id)) {
-            changes.push(MountChange::Detached { mount_point: old.mount_point });
+        if let Some((mnt_id, old)) = detached.and_then(|id| Some((id, self.mounts.remove(&id)?))) {
+            changes.push(MountChange::Detached { mount_point: old.mount_point, mnt_id });
         }
         if let Some(id) = attached {
             match stat(id) {
@@ -163,8 +173,8 @@ mod tests {
         Outcome::Changes(vec![MountChange::Attached { mount_point: at.into(), mask }])
     }
 
-    fn detached(at: &str) -> Outcome {
-        Outcome::Changes(vec![MountChange::Detached { mount_point: at.into() }])
+    fn detached(at: &str, mnt_id: u64) -> Outcome {
+        Outcome::Changes(vec![MountChange::Detached { mount_point: at.into(), mnt_id }])
     }
 
     fn never(_: u64) -> Result<MountFacts, StatmountError> {
@@ -179,9 +189,19 @@ mod tests {
             attached(PUBLISH, false)
         );
         assert_eq!(index.len(), 1);
-        assert_eq!(index.apply(Notice::Detached(7), never), detached(PUBLISH));
+        assert_eq!(index.apply(Notice::Detached(7), never), detached(PUBLISH, 7));
         assert_eq!(index.apply(Notice::Detached(7), never), Outcome::Elsewhere, "told once");
         assert_eq!(index.len(), 0);
+    }
+
+    /// The quarantine's mask, removed by the driver's unpublish before the agent read its
+    /// attach notice: indexed when the agent made it, its detach is still told.
+    #[test]
+    fn the_agents_own_mask_is_known_before_its_notice_and_its_detach_is_told() {
+        let mut index = MountIndex::new(ROOT.as_ref());
+        index.remember_own(14, PUBLISH.into());
+        assert_eq!(index.apply(Notice::Attached(14), never), Outcome::Elsewhere, "no statmount, no skip");
+        assert_eq!(index.apply(Notice::Detached(14), never), detached(PUBLISH, 14));
     }
 
     #[test]
@@ -210,13 +230,13 @@ mod tests {
         assert_eq!(
             moved,
             Outcome::Changes(vec![
-                MountChange::Detached { mount_point: PUBLISH.into() },
+                MountChange::Detached { mount_point: PUBLISH.into(), mnt_id: 11 },
                 MountChange::Attached { mount_point: OTHER_PUBLISH.into(), mask: false },
             ])
         );
         // Moved away from kubelet's paths, and gone before it was read: the detach stands.
         let gone = |id| Err(StatmountError::Gone { mnt_id: id });
-        assert_eq!(index.apply(Notice::Moved(11), gone), detached(OTHER_PUBLISH));
+        assert_eq!(index.apply(Notice::Moved(11), gone), detached(OTHER_PUBLISH, 11));
     }
 
     #[test]

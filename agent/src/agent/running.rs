@@ -11,7 +11,7 @@ use tracing::{debug, info, warn};
 
 use super::{
     AgentError, RunOptions,
-    feed::{Feed, Input},
+    feed::{Feed, Input, OwnMount},
     mount_index::MountChange,
     off_loop::{NodeReads, prepare_facts},
 };
@@ -71,9 +71,12 @@ pub(super) struct Running<'a> {
     pub(super) observed: std::collections::BTreeSet<(String, String)>,
     /// The namespace watched for mount notices (fanotify backend): where their quarantine acts.
     pub(super) watched: Option<HeldNamespace>,
-    /// Detaches the agent made itself (quarantine, unmask), by target, whose notices are
-    /// still to come: notices name no caller, so the agent's own are told by this count.
-    pub(super) own_detaches: std::collections::HashMap<std::path::PathBuf, usize>,
+    /// The unique ids of the mounts the agent detached itself (quarantine, unmask) whose
+    /// notices are still to come: notices name no caller, so the agent's own are told by
+    /// the mount they name (a count per path would swallow another detach there).
+    pub(super) own_detaches: std::collections::HashSet<u64>,
+    /// Masks the agent attached while handling the current notice, for the feed to index.
+    pub(super) own_masks: Vec<OwnMount>,
 }
 
 /// What told the agent about a mount.
@@ -103,18 +106,21 @@ impl Running<'_> {
         let mut resync = false;
         loop {
             let step = tokio::select! {
-                batch = feed.next_batch(|input| match input {
-                    Input::Record(Record::Conflict(c)) => self.kernel_conflict(&c),
-                    Input::Record(Record::Syscall(event)) => {
-                        if self.opts.print_events {
-                            println!("{}", render::line(&event));
+                batch = feed.next_batch(|input| {
+                    match input {
+                        Input::Record(Record::Conflict(c)) => self.kernel_conflict(&c),
+                        Input::Record(Record::Syscall(event)) => {
+                            if self.opts.print_events {
+                                println!("{}", render::line(&event));
+                            }
+                            if !own_calls.is_own(&event) {
+                                self.syscall(&event);
+                            }
                         }
-                        if !own_calls.is_own(&event) {
-                            self.syscall(&event);
-                        }
+                        Input::Mount(change) => self.mount_change(&change),
+                        Input::Resynced => resync = true,
                     }
-                    Input::Mount(change) => self.mount_change(&change),
-                    Input::Resynced => resync = true,
+                    std::mem::take(&mut self.own_masks)
                 }) => {
                     batch.map_err(io("reading the kernel's mount events"))?;
                     if std::mem::take(&mut resync) {
@@ -316,13 +322,9 @@ impl Running<'_> {
                 return;
             }
             MountChange::Attached { mount_point, .. } => EventTarget::attached(root, mount_point.clone()),
-            MountChange::Detached { mount_point } => {
-                if let Some(left) = self.own_detaches.get_mut(mount_point) {
-                    *left -= 1;
-                    if *left == 0 {
-                        self.own_detaches.remove(mount_point);
-                    }
-                    debug!("own detach of {} notified", mount_point.display());
+            MountChange::Detached { mount_point, mnt_id } => {
+                if self.own_detaches.remove(mnt_id) {
+                    debug!("own detach of mount {mnt_id} on {} notified", mount_point.display());
                     return;
                 }
                 EventTarget::detached(root, mount_point.clone())
@@ -477,7 +479,10 @@ impl Running<'_> {
             (Mode::Quarantine, Some(made_in)) => match quarantine::quarantine(made_in, path.clone()) {
                 Ok(done) => {
                     if matches!(by, MadeBy::Notice) {
-                        *self.own_detaches.entry(path.clone()).or_default() += done.detached;
+                        self.own_detaches.extend(&done.detached_ids);
+                        if let Some(mnt_id) = done.mask_id {
+                            self.own_masks.push(OwnMount { mnt_id, mount_point: path.clone() });
+                        }
                     }
                     warn!(
                         "CONFLICT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it; \
@@ -571,10 +576,12 @@ impl Running<'_> {
         let StaleMask { volume, pod_uid, mount_point } = stale;
         match quarantine::unmask(self.model.mountinfo(), mount_point) {
             Ok(removed) => {
-                if removed && self.watched.is_some() {
-                    *self.own_detaches.entry(mount_point.clone()).or_default() += 1;
+                if let Some(id) = removed.as_ref().and_then(|r| r.mnt_id)
+                    && self.watched.is_some()
+                {
+                    self.own_detaches.insert(id);
                 }
-                if removed {
+                if removed.is_some() {
                     info!(
                         "quarantine mask on {} removed: pod {pod_uid} is gone or being deleted (volume {volume}); \
                          kubelet can now finish its teardown",

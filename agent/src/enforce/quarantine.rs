@@ -23,7 +23,11 @@ use nix::{
 
 use super::task_ns::open_namespace;
 use crate::kernel::decode::Caller;
-use crate::{model::mounts::MASK_SOURCE, node_files::mount_table::MountTable, sys::mountns::namespace_of};
+use crate::{
+    model::mounts::MASK_SOURCE,
+    node_files::mount_table::MountTable,
+    sys::{mountns::namespace_of, statmount::unique_mount_id},
+};
 
 /// Most mounts stacked on one target that we detach.
 const MAX_STACKED: usize = 16;
@@ -53,6 +57,11 @@ pub enum QuarantineError {
 pub struct Quarantined {
     /// Mounts detached from the target.
     pub detached: usize,
+    /// Their unique mount ids, where the kernel gives them (Linux 6.8): a mount notice
+    /// naming one of these is of the agent's own detach, not an unpublish.
+    pub detached_ids: Vec<u64>,
+    /// The mask's unique mount id, where the kernel gives it.
+    pub mask_id: Option<u64>,
     /// The namespace file it was done in.
     pub namespace: String,
     /// Microseconds from the call to the mask being in place.
@@ -84,8 +93,8 @@ pub fn quarantine(made_in: MadeIn<'_>, target: PathBuf) -> Result<Quarantined, Q
         MadeIn::Caller(caller) => caller,
         MadeIn::Watched(held) => {
             let file = held.file.try_clone().map_err(|e| QuarantineError::Namespace(held.name.clone(), e))?;
-            let detached = in_namespace("vg-quarantine", file, held.name.clone(), move || detach_and_mask(&target))?;
-            return Ok(Quarantined { detached, namespace: held.name.clone(), micros: started.elapsed().as_micros() });
+            let ids = in_namespace("vg-quarantine", file, held.name.clone(), move || detach_and_mask(&target))?;
+            return Ok(Quarantined::new(ids, held.name.clone(), started));
         }
     };
     let (namespace, file) = match find_namespace(caller) {
@@ -104,8 +113,23 @@ pub fn quarantine(made_in: MadeIn<'_>, target: PathBuf) -> Result<Quarantined, Q
             });
         }
     };
-    let detached = in_namespace("vg-quarantine", file, namespace.clone(), move || detach_and_mask(&target))?;
-    Ok(Quarantined { detached, namespace, micros: started.elapsed().as_micros() })
+    let ids = in_namespace("vg-quarantine", file, namespace.clone(), move || detach_and_mask(&target))?;
+    Ok(Quarantined::new(ids, namespace, started))
+}
+
+impl Quarantined {
+    fn new(ids: MountIds, namespace: String, started: Instant) -> Self {
+        let detached = ids.detached.len();
+        let detached_ids = ids.detached.into_iter().flatten().collect();
+        Self { detached, detached_ids, mask_id: ids.mask, namespace, micros: started.elapsed().as_micros() }
+    }
+}
+
+/// The unique ids of the mounts a quarantine detached and of its mask (`None` where the
+/// kernel does not give them).
+struct MountIds {
+    detached: Vec<Option<u64>>,
+    mask: Option<u64>,
 }
 
 /// Runs `work` on a new thread named `thread` inside the mount namespace `ns` (its file
@@ -129,12 +153,15 @@ fn in_namespace<T: Send + 'static>(
         .map_err(|_| QuarantineError::Thread)?
 }
 
-fn detach_and_mask(target: &Path) -> Result<usize, QuarantineError> {
+/// Detaches every mount stacked on `target`, then mounts the mask.
+fn detach_and_mask(target: &Path) -> Result<MountIds, QuarantineError> {
     let text = || target.display().to_string();
-    let mut detached = 0;
-    while detached < MAX_STACKED {
+    let mut detached = Vec::new();
+    while detached.len() < MAX_STACKED {
+        // The mount on top is the one umount2 detaches.
+        let id = unique_mount_id(target).ok().flatten();
         match umount2(target, MntFlags::MNT_DETACH) {
-            Ok(()) => detached += 1,
+            Ok(()) => detached.push(id),
             Err(Errno::EINVAL) => break, // no longer a mount point
             Err(source) => return Err(QuarantineError::Detach { target: text(), source }),
         }
@@ -142,13 +169,20 @@ fn detach_and_mask(target: &Path) -> Result<usize, QuarantineError> {
     let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some(MASK_SOURCE), target, Some("tmpfs"), flags, Some("size=4k,mode=0555"))
         .map_err(|source| QuarantineError::Mask { target: text(), source })?;
-    Ok(detached)
+    Ok(MountIds { detached, mask: unique_mount_id(target).ok().flatten() })
+}
+
+/// A mask [`unmask`] removed.
+#[derive(Debug)]
+pub struct MaskRemoved {
+    /// The mask's unique mount id, where the kernel gives it (see [`Quarantined`]).
+    pub mnt_id: Option<u64>,
 }
 
 /// Removes volguard's mask from `target` in the namespace of the mount table `mountinfo`,
-/// if the mask is what is mounted on top there (never anyone else's mount). True if it
-/// was removed, false if the target's top mount was not a mask (or nothing was mounted).
-pub fn unmask(mountinfo: &Path, target: &Path) -> Result<bool, QuarantineError> {
+/// if the mask is what is mounted on top there (never anyone else's mount). `None` if the
+/// target's top mount was not a mask (or nothing was mounted).
+pub fn unmask(mountinfo: &Path, target: &Path) -> Result<Option<MaskRemoved>, QuarantineError> {
     let ns_path = namespace_of(mountinfo);
     let ns_name = ns_path.display().to_string();
     let file = File::open(&ns_path).map_err(|e| QuarantineError::Namespace(ns_name.clone(), e))?;
@@ -159,10 +193,11 @@ pub fn unmask(mountinfo: &Path, target: &Path) -> Result<bool, QuarantineError> 
             .map_err(|e| QuarantineError::Namespace(ns_name, e))?;
         let top = table.mounts.iter().rev().find(|m| m.mount_point == target);
         if top.is_none_or(|m| m.source != MASK_SOURCE) {
-            return Ok(false);
+            return Ok(None);
         }
+        let mnt_id = unique_mount_id(&target).ok().flatten();
         umount2(&target, MntFlags::MNT_DETACH)
-            .map(|()| true)
+            .map(|()| Some(MaskRemoved { mnt_id }))
             .map_err(|source| QuarantineError::Unmask { target: target.display().to_string(), source })
     })
 }

@@ -27,8 +27,13 @@ pub const MASK_SOURCE: &str = "volguard-quarantine";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Publish {
     pub mount_point: PathBuf,
-    /// The mount table's ID (lower = older); `None` when learnt from an event.
+    /// The mount table's ID; `None` when learnt from an event. The kernel reuses these,
+    /// so they order mounts by age only where no unique id is known.
     pub mount_id: Option<i32>,
+    /// The kernel's 64-bit unique mount id (never reused; lower = older), read for the
+    /// publishes whose order matters: see [`Mounts::learn_ages`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unique_id: Option<u64>,
     pub block: bool,
 }
 
@@ -67,8 +72,12 @@ impl Mounts {
             if masked != (mount.source == MASK_SOURCE) {
                 continue; // the mask under a newer publish, or a publish under the mask
             }
-            let publish =
-                Publish { mount_point: mount.mount_point.clone(), mount_id: Some(mount.id), block: target.block };
+            let publish = Publish {
+                mount_point: mount.mount_point.clone(),
+                mount_id: Some(mount.id),
+                unique_id: None,
+                block: target.block,
+            };
             let by_volume = if masked { &mut mounts.masks } else { &mut mounts.volumes };
             let pods = by_volume.entry(target.volume).or_default();
             match pods.get(&target.pod_uid) {
@@ -88,6 +97,7 @@ impl Mounts {
                 pods.entry(target.pod_uid.clone()).or_insert_with(|| Publish {
                     mount_point: path.clone(),
                     mount_id: None,
+                    unique_id: None,
                     block: target.block,
                 });
             }
@@ -102,7 +112,8 @@ impl Mounts {
     /// The quarantine detached this pod's publish and masked the target.
     pub fn quarantined(&mut self, target: &PublishTarget, mount_point: &Path) {
         remove(&mut self.volumes, &target.volume, &target.pod_uid);
-        let mask = Publish { mount_point: mount_point.to_owned(), mount_id: None, block: target.block };
+        let mask =
+            Publish { mount_point: mount_point.to_owned(), mount_id: None, unique_id: None, block: target.block };
         self.masks.entry(target.volume.clone()).or_default().insert(target.pod_uid.clone(), mask);
     }
 
@@ -132,8 +143,22 @@ impl Mounts {
     /// The pods a volume is published into, oldest mount first (unknown ages last).
     pub fn pods_of(&self, volume: &str) -> Vec<(&str, &Publish)> {
         let mut pods: Vec<_> = self.volumes.get(volume).into_iter().flatten().map(|(p, m)| (p.as_str(), m)).collect();
-        pods.sort_by_key(|(pod, m)| (m.mount_id.unwrap_or(i32::MAX), *pod));
+        pods.sort_by_key(|(pod, m)| (m.unique_id.unwrap_or(u64::MAX), m.mount_id.unwrap_or(i32::MAX), *pod));
         pods
+    }
+
+    /// Reads the unique mount id of each publish of a volume published into several pods,
+    /// where the order of the pods decides who owns it (an agent that starts after a
+    /// second pod's publish must not take the newcomer for the owner because the kernel
+    /// gave its mount a reused, lower id). All or none per volume: one id that cannot be
+    /// read leaves that volume ordered by the table's ids.
+    pub fn learn_ages(&mut self, mut unique_id: impl FnMut(&Path) -> Option<u64>) {
+        for pods in self.volumes.values_mut().filter(|pods| pods.len() > 1) {
+            let ids: Option<Vec<u64>> = pods.values().map(|p| unique_id(&p.mount_point)).collect();
+            if let Some(ids) = ids {
+                pods.values_mut().zip(ids).for_each(|(publish, id)| publish.unique_id = Some(id));
+            }
+        }
     }
 
     /// The volumes published into at least one pod.
@@ -466,6 +491,31 @@ mod tests {
         assert_eq!(r.plan(&m, Some(&without_b)), []);
         let stale = r.plan(&m, Some(&without_b));
         assert_eq!(stale, [StaleMask { volume: "v".into(), pod_uid: "b".into(), mount_point: "/t".into() }]);
+    }
+
+    /// The kernel gave the newcomer's mount a reused id lower than the owner's: the unique
+    /// ids, where they can all be read, decide; one unreadable id leaves the table's order.
+    #[test]
+    fn unique_mount_ids_order_a_shared_volume_where_reused_ids_would_not() {
+        let (a, b) = (publish_path("pod-a", "pv-1"), publish_path("pod-b", "pv-1"));
+        let text = [line(90, &a), line(40, &b), line(50, &publish_path("pod-c", "pv-alone"))].concat();
+        let read = || Mounts::from_table(&MountTable::parse(text.as_bytes()), Path::new(ROOT));
+        let order = |m: &Mounts| m.pods_of("pv-1").iter().map(|(p, _)| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(order(&read()), ["pod-b", "pod-a"], "by the table's reused ids");
+
+        let mut asked = Vec::new();
+        let mut mounts = read();
+        mounts.learn_ages(|at| {
+            asked.push(at.to_owned());
+            Some(if at == Path::new(&a) { 0x8000_0010 } else { 0x8000_0020 })
+        });
+        assert_eq!(order(&mounts), ["pod-a", "pod-b"], "by age");
+        assert_eq!(asked.len(), 2, "only a volume published into several pods is asked about: {asked:?}");
+
+        let mut partly = read();
+        partly.learn_ages(|at| (at == Path::new(&a)).then_some(0x8000_0010));
+        assert_eq!(order(&partly), ["pod-b", "pod-a"], "all or none per volume");
+        assert!(partly.pods_of("pv-1").iter().all(|(_, p)| p.unique_id.is_none()));
     }
 
     #[test]

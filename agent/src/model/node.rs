@@ -8,7 +8,7 @@ use std::{
     sync::Arc,
 };
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::{
     facts::{Origin, SinglePodReason, SinglePodSet, Snapshot},
@@ -19,6 +19,7 @@ use crate::{
     },
     node_files::kubelet::PublishTarget,
     node_files::mount_table::MountTable,
+    sys::statmount::unique_mount_id,
 };
 
 pub struct NodeModel {
@@ -317,7 +318,14 @@ fn read_mounts(mountinfo: &Path, kubelet_root: &Path) -> std::io::Result<Mounts>
     for (line, reason) in &table.skipped {
         warn!("{} line {line} skipped: {reason}", mountinfo.display());
     }
-    Ok(Mounts::from_table(&table, kubelet_root))
+    let mut mounts = Mounts::from_table(&table, kubelet_root);
+    if let Some(root) = MountTable::root_of(mountinfo) {
+        mounts.learn_ages(|mount_point| {
+            let path = root.join(mount_point.strip_prefix("/").unwrap_or(mount_point));
+            unique_mount_id(&path).inspect_err(|e| debug!("unique mount id of {}: {e}", path.display())).ok().flatten()
+        });
+    }
+    Ok(mounts)
 }
 
 /// The UIDs of the node's pods that are not being deleted, when the facts name them all

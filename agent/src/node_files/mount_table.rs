@@ -48,6 +48,14 @@ impl MountTable {
         std::fs::read(path).map(|text| Self::parse(&text))
     }
 
+    /// Where the paths of `mountinfo` can be reached from here: the root of the process
+    /// or thread whose table it is (`/proc/<pid>/mountinfo` → `/proc/<pid>/root`); `None`
+    /// for a table read from a file.
+    pub fn root_of(mountinfo: &Path) -> Option<PathBuf> {
+        let in_proc = mountinfo.starts_with("/proc") && mountinfo.file_name() == Some(OsStr::new("mountinfo"));
+        in_proc.then(|| mountinfo.with_file_name("root"))
+    }
+
     pub fn is_mount_point(&self, path: &Path) -> bool {
         self.mounts.iter().any(|m| m.mount_point == path)
     }
@@ -95,6 +103,16 @@ mod tests {
 
     fn line(id: i32, mount_point: &str) -> String {
         format!("{id} 30 8:1 /volumes/x {mount_point} rw,relatime shared:1 - ext4 /dev/sdb rw\n")
+    }
+
+    #[test]
+    fn a_process_table_is_reached_through_that_process_root_a_file_is_not() {
+        let root = |p: &str| MountTable::root_of(Path::new(p));
+        assert_eq!(root("/proc/1/mountinfo"), Some(PathBuf::from("/proc/1/root")));
+        assert_eq!(root("/proc/7/task/9/mountinfo"), Some(PathBuf::from("/proc/7/task/9/root")));
+        assert_eq!(root("/proc/self/mountinfo"), Some(PathBuf::from("/proc/self/root")));
+        assert_eq!(root("/tmp/fixtures/mountinfo"), None);
+        assert_eq!(root("/proc/1/mounts"), None);
     }
 
     #[test]

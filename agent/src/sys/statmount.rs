@@ -1,14 +1,14 @@
 //! statmount(2) and listmount(2) (Linux 6.8; a namespace other than the caller's since
 //! 6.11): one mount's facts by its 64-bit unique id, and every mount of a namespace,
-//! without parsing a whole mountinfo. [`decode`] reads a statmount buffer and never
-//! panics on a short or inconsistent one.
+//! without parsing a whole mountinfo; and the unique id of the mount at a path (statx).
+//! [`decode`] reads a statmount buffer and never panics on a short or inconsistent one.
 
 use std::{
     ffi::OsStr,
     fs::File,
     io,
     os::{fd::AsRawFd, unix::ffi::OsStrExt},
-    path::PathBuf,
+    path::{Path, PathBuf},
 };
 
 /// Numbers and layouts libc does not have yet: syscall numbers from
@@ -37,6 +37,10 @@ mod uapi {
     pub const STATMOUNT_FS_TYPE: u64 = 0x0000_0020;
     pub const STATMOUNT_MNT_NS_ID: u64 = 0x0000_0040;
     pub const STATMOUNT_SB_SOURCE: u64 = 0x0000_0200;
+
+    /// statx's `STATX_MNT_ID_UNIQUE` (include/uapi/linux/stat.h, Linux 6.8): `stx_mnt_id`
+    /// is the 64-bit unique id, not the reused one mountinfo shows.
+    pub const STATX_MNT_ID_UNIQUE: u32 = 0x4000;
 
     /// listmount's `mnt_id` for "the whole namespace".
     pub const LSMT_ROOT: u64 = u64::MAX;
@@ -157,6 +161,24 @@ pub fn statmount(mnt_id: u64, ns_id: u64) -> Result<MountFacts, StatmountError> 
             _ => return Err(StatmountError::Syscall { mnt_id, source: error }),
         }
     }
+}
+
+/// The 64-bit unique id of the mount on top at `path` (statx, Linux 6.8), or `None`
+/// where the kernel does not give it. Unique ids grow with each new mount, so they order
+/// mounts by age, which the reused ids of mountinfo do not. Asks the filesystem nothing
+/// (`AT_STATX_DONT_SYNC`): a hung network mount does not block it.
+pub fn unique_mount_id(path: &Path) -> io::Result<Option<u64>> {
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT | libc::AT_STATX_DONT_SYNC;
+    // SAFETY: an all-zero statx is a valid value of the plain-data struct.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `c_path` is NUL-terminated and `stx` is valid for writes; both outlive the call.
+    let ret = unsafe { libc::statx(libc::AT_FDCWD, c_path.as_ptr(), flags, uapi::STATX_MNT_ID_UNIQUE, &mut stx) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((stx.stx_mask & uapi::STATX_MNT_ID_UNIQUE != 0).then_some(stx.stx_mnt_id))
 }
 
 /// The unique ids of every mount of namespace `ns_id`.

@@ -226,3 +226,48 @@ fn an_unmount_no_event_named_is_corrected_by_reconciliation() {
     node.second_publish_claims(&agent);
     node.finish(agent);
 }
+
+/// The id mountinfo shows for the top mount at `target` in `ns`.
+fn table_id(ns: &MountNs, target: &Path) -> i32 {
+    let info = std::fs::read_to_string(ns.mountinfo()).unwrap();
+    let target = target.to_str().unwrap();
+    let ids = info.lines().filter(|l| l.split(' ').nth(4) == Some(target));
+    ids.filter_map(|l| l.split(' ').next()?.parse().ok()).next_back().expect("a mount at the target")
+}
+
+/// A second pod's publish made while no agent ran, whose mount the kernel gave a reused id
+/// lower than the owner's (mountinfo's ids are recycled, lowest free first): the agent that
+/// starts then still takes the first publisher for the owner, by the mounts' unique ids.
+#[test]
+fn a_publish_made_while_no_agent_ran_is_not_taken_for_the_owner_for_its_reused_lower_mount_id() {
+    if !have_root("a_publish_made_while_no_agent_ran_is_not_taken_for_the_owner_for_its_reused_lower_mount_id") {
+        return;
+    }
+    if volguard::sys::statmount::unique_mount_id(Path::new("/")).ok().flatten().is_none() {
+        eprintln!("skipped: this kernel gives no unique mount ids (statx STATX_MNT_ID_UNIQUE, Linux 6.8)");
+        return;
+    }
+    let node = Node::new("reused-id", &inventory("ReadWriteOncePod", false));
+    // Mounts made before A's publish and gone after it leave lower ids free for B's.
+    let scratch: Vec<PathBuf> = (0..4).map(|i| node.tree.tmp.path().join(format!("scratch-{i}"))).collect();
+    for dir in &scratch {
+        std::fs::create_dir_all(dir).unwrap();
+        assert_eq!(node.ns.mount_tmpfs(dir), Ok(()));
+    }
+    assert_eq!(node.ns.bind(&node.volume, &node.a), Ok(()), "pod A publishes first");
+    for dir in &scratch {
+        assert_eq!(node.ns.umount(dir), Ok(()));
+    }
+    assert_eq!(node.ns.bind(&node.volume, &node.b), Ok(()), "pod B publishes while no agent runs");
+    let (id_a, id_b) = (table_id(&node.ns, &node.a), table_id(&node.ns, &node.b));
+    assert!(id_b < id_a, "the kernel did not reuse a lower id for B's publish ({id_b}, A's {id_a}): nothing to test");
+
+    let agent = node.agent();
+    agent.wait_for_line("B found sharing A's volume", |l| {
+        l.contains("CONFLICT found") && l.contains("published into pod pod-b and, earlier, pod pod-a")
+    });
+    let owner = volume_view(&agent)[0].clone();
+    assert_eq!(owner, "pod-a", "the owner after the start");
+    assert_eq!(agent.count_lines(|l| l.contains("(mount table): pod pod-b owns it")), 0);
+    node.finish(agent);
+}

@@ -53,6 +53,10 @@ pub struct Options {
     /// Keep the node up after the scenarios until Ctrl-C (KUBECONFIG is printed).
     #[arg(long)]
     pub hold: bool,
+    /// Install the chart with this `traceBackend` (auto, trampolines, tracepoints, fanotify)
+    /// instead of the chart's default: the README's install plus one `--set`.
+    #[arg(long)]
+    pub trace_backend: Option<String>,
 }
 
 /// The image tags: the install, and the `helm upgrade` that restarts the agent.
@@ -90,6 +94,9 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     }
     if options.hold {
         inner.arg("--hold");
+    }
+    if let Some(backend) = &options.trace_backend {
+        inner.arg("--trace-backend").arg(backend);
     }
     let status = inner.status().context("starting the node's namespaces with unshare")?;
     // SAFETY: back to the default disposition.
@@ -131,6 +138,8 @@ pub struct NodeOptions {
     images: Vec<PathBuf>,
     #[arg(long)]
     hold: bool,
+    #[arg(long)]
+    trace_backend: Option<String>,
 }
 
 pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
@@ -139,7 +148,7 @@ pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
     let mut node = node::start(&options.logs, &options.images)?;
     println!("e2e: node {NODE_NAME} Ready after {:.1} s", started.elapsed().as_secs_f64());
     print_versions(&node)?;
-    let result = scenarios::run(&mut node, &options.logs);
+    let result = scenarios::run(&mut node, &options.logs, options.trace_backend.as_deref());
     if options.hold {
         println!(
             "e2e: holding; KUBECONFIG={} (inside this namespace); Ctrl-C ends it",

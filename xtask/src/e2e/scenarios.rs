@@ -26,10 +26,11 @@ const AGENT_SELECTOR: &str = "app.kubernetes.io/name=volguard";
 /// What pod A writes into the single-pod volume; nobody else may read it while A owns it.
 const A_DATA: &str = "written-by-pod-a";
 
-pub fn run(node: &mut Node, logs: &Path) -> anyhow::Result<()> {
+pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow::Result<()> {
     let admin = node.admin();
+    let chart = Chart { trace_backend };
     install_csi_driver(&admin)?;
-    install_volguard(&admin)?;
+    install_volguard(&admin, &chart)?;
     prometheus::start(node, &admin, Path::new(node::STATE))?;
     admin.run(&["create", "namespace", NS])?;
 
@@ -51,7 +52,7 @@ pub fn run(node: &mut Node, logs: &Path) -> anyhow::Result<()> {
     };
     scenario("1. a second pod asks for a single-pod volume another pod uses", &mut || second_pod(&admin));
     scenario("4. volguard's CLI inside the agent pod", &mut || cli_in_agent_pod(&admin));
-    scenario("2. no false positives", &mut || no_false_positives(node, &admin));
+    scenario("2. no false positives", &mut || no_false_positives(node, &admin, &chart));
     scenario("3. hand-over to a new pod", &mut || hand_over(&admin));
     scenario("5. helm uninstall, then volguard uninstall", &mut || uninstall(&admin));
 
@@ -81,21 +82,36 @@ fn install_csi_driver(admin: &Kube) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The values the e2e sets on the chart: the image, and a tracing backend when one is named.
+struct Chart<'a> {
+    trace_backend: Option<&'a str>,
+}
+
 /// The README's "Install on a cluster", word for word, with only the image values set.
-fn install_volguard(admin: &Kube) -> anyhow::Result<()> {
-    helm_image_values(&["install", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"], TAG, admin)?;
+fn install_volguard(admin: &Kube, chart: &Chart) -> anyhow::Result<()> {
+    helm_with_values(
+        &["install", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"],
+        TAG,
+        chart,
+        admin,
+    )?;
     run_cmd(admin.kubectl().args(["-n", "kube-system", "rollout", "status", "daemonset/volguard", "--timeout=180s"]))
         .context("the agent's DaemonSet did not become ready")?;
     Ok(())
 }
 
-fn helm_image_values(args: &[&str], tag: &str, admin: &Kube) -> anyhow::Result<()> {
-    run_cmd(helm(&admin.kubeconfig).args(args).args([
+fn helm_with_values(args: &[&str], tag: &str, chart: &Chart, admin: &Kube) -> anyhow::Result<()> {
+    let mut helm = helm(&admin.kubeconfig);
+    helm.args(args).args([
         "--set",
         &format!("image.repository={VOLGUARD_REPOSITORY}"),
         "--set",
         &format!("image.tag={tag}"),
-    ]))
+    ]);
+    if let Some(backend) = chart.trace_backend {
+        helm.args(["--set", &format!("traceBackend={backend}")]);
+    }
+    run_cmd(&mut helm)
 }
 
 fn agent_pod(admin: &Kube) -> anyhow::Result<String> {
@@ -327,7 +343,7 @@ fn cli_in_agent_pod(admin: &Kube) -> anyhow::Result<String> {
 /// restarts, a pod deleted and recreated, kubelet restarted, the agent restarted twice
 /// (helm upgrade to a new tag, kubectl delete pod): no conflict, no mask, every pod
 /// Running; and a second pod's publish during the agent's rollout is still stopped.
-fn no_false_positives(node: &mut Node, admin: &Kube) -> anyhow::Result<String> {
+fn no_false_positives(node: &mut Node, admin: &Kube, chart: &Chart) -> anyhow::Result<String> {
     let masks_before = masks()?;
     volume(admin, "rwo", "ReadWriteOnce", false)?;
     admin.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: e2e}\ndata: {mode: test}\n")?;
@@ -376,9 +392,10 @@ fn no_false_positives(node: &mut Node, admin: &Kube) -> anyhow::Result<String> {
     // of the owned single-pod volume attempted during the rollout.
     let mode = agent_mode()?;
     let old_agent = agent_pod(admin)?;
-    helm_image_values(
+    helm_with_values(
         &["upgrade", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"],
         UPGRADE_TAG,
+        chart,
         admin,
     )?;
     admin.apply(&claim_pod("pod-during-rollout", "single", "exec sleep 100000"))?;
