@@ -33,11 +33,11 @@ pub fn run() -> anyhow::Result<()> {
             // Root tests must not skip themselves here.
             run_cmd(cargo().env("VOLGUARD_REQUIRE_ROOT_TESTS", "1").args(["test", "--workspace", "--no-fail-fast"]))
         });
-        step("quarantine, node model and masks again with fanotify mount notifications (auto leaves it)", &mut || {
+        step("quarantine, node model and masks again with syscall tracepoints (auto picks fanotify here)", &mut || {
             run_cmd(
                 cargo()
                     .env("VOLGUARD_REQUIRE_ROOT_TESTS", "1")
-                    .env("VOLGUARD_TRACE_BACKEND", "fanotify")
+                    .env("VOLGUARD_TRACE_BACKEND", "tracepoints")
                     .args(["test", "-p", "volguard", "--test", "integration", "--no-fail-fast", "--"])
                     .args(["host_quarantine::", "host_node_model::", "host_mask_lifecycle::"]),
             )

@@ -183,13 +183,14 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let decision = enforce::decide(opts.mode, probe.as_ref())?;
     info!("mode {}: {}", decision.mode, decision.reason);
     // Mount notices watch the namespace whose mount table the agent reads: kubelet's.
-    let (fanotify, watched) = match trace_backend::needs_fanotify_probe(opts.trace_backend, decision.in_kernel()) {
-        true => {
-            let (probe, watched) = trace_backend::probe_fanotify(&namespace_of(&opts.mountinfo));
-            (Some(probe), watched)
-        }
-        false => (None, None),
-    };
+    let (fanotify, watched) =
+        match trace_backend::needs_fanotify_probe(opts.trace_backend, decision.in_kernel(), trampolines.as_ref()) {
+            true => {
+                let (probe, watched) = trace_backend::probe_fanotify(&namespace_of(&opts.mountinfo));
+                (Some(probe), watched)
+            }
+            false => (None, None),
+        };
     let tracing =
         trace_backend::decide(opts.trace_backend, decision.in_kernel(), trampolines.as_ref(), fanotify.as_ref())?;
     tracing.log();

@@ -31,8 +31,8 @@ use crate::sys::{fanotify::MountWatch, statmount};
 /// `--trace-backend`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum BackendChoice {
-    /// Trampolines where the kernel allows them, else tracepoints (fanotify only when
-    /// named, for now: see `AUTO_LEAVES_FANOTIFY`).
+    /// Trampolines where the kernel allows them; else fanotify mount notifications where
+    /// they work and the mode does not decide in the kernel; else tracepoints.
     #[default]
     Auto,
     /// Trampolines, or refuse to start.
@@ -175,17 +175,14 @@ pub fn needs_probe(choice: BackendChoice) -> bool {
 pub const IN_KERNEL_MODE: &str =
     "the mode decides in the kernel, and its claims are settled at syscall exit, which notifications never see";
 
-/// Why `auto` does not take fanotify (yet): on a real node (the e2e, kubelet and
-/// containerd, the agent in its own mount namespace watching the host's) it reported a
-/// conflict on legitimate pods and quarantined a hand-over pod's publish, which the
-/// syscall backends do not. Until that is understood, fanotify is used only when named.
-pub const AUTO_LEAVES_FANOTIFY: &str =
-    "auto does not take fanotify yet (wrong conflicts on a real node); --trace-backend fanotify uses it";
-
-/// Whether choosing needs the fanotify probe: `fanotify` named (`auto` leaves it, see
-/// [`AUTO_LEAVES_FANOTIFY`]), and the mode does not decide in the kernel.
-pub fn needs_fanotify_probe(choice: BackendChoice, in_kernel: bool) -> bool {
-    choice == BackendChoice::Fanotify && !in_kernel
+/// Whether choosing needs the fanotify probe: `fanotify` named, or `auto` where the
+/// kernel refused trampolines and the mode does not decide in the kernel.
+pub fn needs_fanotify_probe(choice: BackendChoice, in_kernel: bool, trampolines: Option<&TrampolineProbe>) -> bool {
+    match choice {
+        BackendChoice::Fanotify => !in_kernel,
+        BackendChoice::Auto => !in_kernel && !matches!(trampolines, Some(TrampolineProbe::Works { .. })),
+        BackendChoice::Trampolines | BackendChoice::Tracepoints => false,
+    }
 }
 
 /// A mount namespace watched for attached and detached mounts: the notification group,
@@ -270,7 +267,6 @@ pub fn decide(
         (true, _) => Some(IN_KERNEL_MODE.to_owned()),
         (false, Some(FanotifyProbe::Works)) => None,
         (false, Some(FanotifyProbe::Refused(why))) => Some(why.clone()),
-        (false, None) if choice == BackendChoice::Auto => Some(AUTO_LEAVES_FANOTIFY.to_owned()),
         (false, None) => Some("fanotify was not probed".to_owned()),
     };
     let fanotify_backend =
@@ -443,13 +439,11 @@ mod tests {
             decide(BackendChoice::Auto, false, Some(&tramp), Some(&works)).unwrap().backend,
             Backend::Trampolines
         );
-        assert!(!needs_fanotify_probe(BackendChoice::Auto, false), "auto leaves fanotify for now");
-        let d = decide(BackendChoice::Auto, false, Some(&refused), None).unwrap();
-        assert_eq!(d.backend, Backend::Tracepoints);
-        assert!(d.to_string().contains(AUTO_LEAVES_FANOTIFY), "{d}");
+        assert!(!needs_fanotify_probe(BackendChoice::Auto, false, Some(&tramp)));
+        assert!(needs_fanotify_probe(BackendChoice::Auto, false, Some(&refused)));
         // A mode deciding in the kernel needs exit programs: tracepoints, and why.
-        assert!(!needs_fanotify_probe(BackendChoice::Auto, true));
-        assert!(!needs_fanotify_probe(BackendChoice::Fanotify, true));
+        assert!(!needs_fanotify_probe(BackendChoice::Auto, true, Some(&refused)));
+        assert!(!needs_fanotify_probe(BackendChoice::Fanotify, true, None));
         let d = decide(BackendChoice::Auto, true, Some(&refused), None).unwrap();
         assert_eq!((d.backend, d.reason.label()), (Backend::Tracepoints, "trampolines_and_fanotify_refused"));
         assert!(d.to_string().contains(IN_KERNEL_MODE), "{d}");

@@ -28,7 +28,7 @@ fn auto_takes_trampolines_where_allowed_else_fanotify_else_tracepoints_and_the_a
     }
     let probe = trace_backend::probe(&mut LoadedObject::load().unwrap());
     // The agent below reads the host's mount table, so it watches the host's namespace.
-    let fanotify = trace_backend::needs_fanotify_probe(BackendChoice::Auto, false)
+    let fanotify = trace_backend::needs_fanotify_probe(BackendChoice::Auto, false, Some(&probe))
         .then(|| trace_backend::probe_fanotify(Path::new("/proc/1/ns/mnt")).0);
     let decision = trace_backend::decide(BackendChoice::Auto, false, Some(&probe), fanotify.as_ref()).unwrap();
     eprintln!("probes: {probe:?}, {fanotify:?}; decision: {} ({decision})", decision.backend);

@@ -29,8 +29,8 @@ impl Bench {
         let (calls, took) = burst(u64::MAX, THREADS, BURST, &tgt);
         let ceiling = calls as f64 / took.as_secs_f64();
         println!("  generator ceiling without agent: {ceiling:.0} calls/s");
-        // The rate the syscall records cross the ring buffer: a syscall backend, whatever
-        // auto would take (fanotify has no ring buffer and counts no syscall).
+        // The rate the syscall records cross the ring buffer: a syscall backend (fanotify,
+        // auto's choice here, has no ring buffer and counts no syscall).
         let agent = self.start_traced_by(&empty, "/proc/self/mountinfo", "tracepoints")?;
         let (calls, took) = burst(u64::MAX, THREADS, BURST, &tgt);
         let ceiling_with = calls as f64 / took.as_secs_f64();

@@ -232,7 +232,7 @@ impl Bench {
         Ok(k)
     }
 
-    /// Starts the agent as a user would (`--trace-backend auto`).
+    /// Starts the agent as a user would (`--trace-backend auto`: fanotify on this host).
     fn start(&mut self, inventory: &Path, mountinfo: &str) -> anyhow::Result<Agent> {
         self.start_traced_by(inventory, mountinfo, "auto")
     }
@@ -266,9 +266,10 @@ impl Bench {
             "```\n\nThe bench runs in a private mount namespace of its own (`unshare(CLONE_NEWNS)`, `/` made \
              rprivate) on a tmpfs, and the agent is its child in that namespace; the host's mount table is not \
              touched. `--mode auto` resolves to quarantine on a host without BPF LSM, and \
-             `--trace-backend auto` to trampolines where the kernel allows them, else syscall tracepoints (this host \
-             refuses trampolines; auto does not take fanotify yet). Rows 3, 5 and 6 measure the agent as auto starts \
-             it; row 2 (the ring buffer) forces tracepoints; rows 1 and 8 name their backend.\n"
+             `--trace-backend auto` to trampolines where the kernel allows them, else fanotify mount notifications \
+             where they work (this host: Linux 6.18 refuses trampolines), else syscall tracepoints. Rows 3, 5 and 6 \
+             measure the agent as auto starts it; row 2 (the ring buffer) forces tracepoints; rows 1 and 8 name \
+             their backend.\n"
         );
         let _ = writeln!(s, "## Results\n\n{}", table(&self.report.rows));
         let _ = writeln!(s, "## How each figure is measured\n\n{}", self.report.details);
