@@ -34,7 +34,7 @@ pub(super) enum Input {
     Resynced,
 }
 
-/// A mount the agent attached itself while handling an input (the quarantine's mask).
+/// A quarantine mask the agent attached while handling an input.
 pub(super) struct OwnMount {
     pub mnt_id: u64,
     pub mount_point: std::path::PathBuf,
@@ -169,7 +169,7 @@ impl NoticeFeed {
                     // A mask may be gone before its attach notice is read: indexed now, its
                     // detach is still told.
                     for own in sink(Input::Mount(change)) {
-                        self.index.remember_own(own.mnt_id, own.mount_point);
+                        self.index.remember_own_mask(own.mnt_id, own.mount_point);
                     }
                 }
             }

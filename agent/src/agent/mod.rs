@@ -291,6 +291,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     // Built here, before readiness: the first request after `ready` sees the volumes.
     view::build(agent.view_inputs()?, &view_sinks);
     shared.set_ready();
+    // What start-up freed (the BTF parsed by the probes above all) leaves the RSS.
+    crate::sys::heap::return_free_memory();
     eprintln!("{READY} mode={} ({}) trace-backend={} ({tracing})", decision.mode, decision.reason, tracing.backend);
 
     let result = agent.event_loop(&mut feed, facts, &mut stop).await;

@@ -97,9 +97,9 @@ impl MountIndex {
         true
     }
 
-    /// Indexes a mount the agent attached itself (the quarantine's mask) as soon as it is
-    /// made: its detach is then told even if it is gone before its attach notice is read.
-    pub fn remember_own(&mut self, mnt_id: u64, mount_point: PathBuf) {
+    /// Indexes the quarantine's mask as soon as the agent made it: its detach is then told
+    /// even if it is gone before its attach notice is read.
+    pub fn remember_own_mask(&mut self, mnt_id: u64, mount_point: PathBuf) {
         self.mounts.insert(mnt_id, Indexed { mount_point });
     }
 
@@ -107,8 +107,13 @@ impl MountIndex {
     pub fn apply(&mut self, notice: Notice, stat: impl FnOnce(u64) -> Result<MountFacts, StatmountError>) -> Outcome {
         let (detached, attached) = match notice {
             Notice::Overflow => return Outcome::Overflow,
-            // The agent's own mount, indexed when it made it.
-            Notice::Attached(id) if self.mounts.contains_key(&id) => return Outcome::Elsewhere,
+            // The agent's mask, indexed when it made it: not read again.
+            Notice::Attached(id) if let Some(own) = self.mounts.get(&id) => {
+                return Outcome::Changes(vec![MountChange::Attached {
+                    mount_point: own.mount_point.clone(),
+                    mask: true,
+                }]);
+            }
             Notice::Attached(id) => (None, Some(id)),
             Notice::Detached(id) => (Some(id), None),
             Notice::Moved(id) => (Some(id), Some(id)),
@@ -199,8 +204,8 @@ mod tests {
     #[test]
     fn the_agents_own_mask_is_known_before_its_notice_and_its_detach_is_told() {
         let mut index = MountIndex::new(ROOT.as_ref());
-        index.remember_own(14, PUBLISH.into());
-        assert_eq!(index.apply(Notice::Attached(14), never), Outcome::Elsewhere, "no statmount, no skip");
+        index.remember_own_mask(14, PUBLISH.into());
+        assert_eq!(index.apply(Notice::Attached(14), never), attached(PUBLISH, true), "no statmount, no skip");
         assert_eq!(index.apply(Notice::Detached(14), never), detached(PUBLISH, 14));
     }
 

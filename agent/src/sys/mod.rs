@@ -1,9 +1,11 @@
 //! Process-level helpers on top of the OS: running work in a private mount namespace,
-//! the signals the agent stops on, background work at a lower priority, and the mount
-//! syscalls libc does not wrap yet (fanotify mount notifications, statmount, listmount).
+//! the signals the agent stops on, background work at a lower priority, freed heap given
+//! back, and the mount syscalls libc does not wrap yet (fanotify mount notifications,
+//! statmount, listmount).
 
 pub mod background;
 pub mod fanotify;
+pub mod heap;
 pub mod mountns;
 pub mod signals;
 pub mod statmount;

@@ -174,7 +174,7 @@ impl Bench {
                 SYSCALL_TARGETS,
                 Self::vm_syscalls,
             ),
-            ("3. agent memory", "≤ 20 MiB idle, ≤ 48 MiB loaded", Self::memory),
+            ("3. agent memory", "≤ 16 MiB idle, ≤ 40 MiB loaded", Self::memory),
             ("3c. agent memory with a large cluster (fake API server)", "≤ idle + 5 MiB", Self::cluster_memory),
             ("5. start-up to ready", "≤ 500 ms", Self::startup),
             ("2. lossless event rate", "≥ 100,000 events/s", Self::event_rate),
