@@ -62,6 +62,8 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Indexed {
     mount_point: PathBuf,
+    /// The agent's own quarantine mask, indexed when it made it (not from a notice).
+    own_mask: bool,
 }
 
 /// Mount id → where it is mounted, for the mounts at kubelet's volume paths.
@@ -93,22 +95,23 @@ impl MountIndex {
         if classify(&self.kubelet_root, &facts.mount_point) == PathKind::Other {
             return false;
         }
-        self.mounts.insert(facts.mnt_id, Indexed { mount_point: facts.mount_point.clone() });
+        self.mounts.insert(facts.mnt_id, Indexed { mount_point: facts.mount_point.clone(), own_mask: false });
         true
     }
 
     /// Indexes the quarantine's mask as soon as the agent made it: its detach is then told
     /// even if it is gone before its attach notice is read.
     pub fn remember_own_mask(&mut self, mnt_id: u64, mount_point: PathBuf) {
-        self.mounts.insert(mnt_id, Indexed { mount_point });
+        self.mounts.insert(mnt_id, Indexed { mount_point, own_mask: true });
     }
 
     /// Applies one notice; `stat` reads an attached mount (statmount).
     pub fn apply(&mut self, notice: Notice, stat: impl FnOnce(u64) -> Result<MountFacts, StatmountError>) -> Outcome {
         let (detached, attached) = match notice {
             Notice::Overflow => return Outcome::Overflow,
-            // The agent's mask, indexed when it made it: not read again.
-            Notice::Attached(id) if let Some(own) = self.mounts.get(&id) => {
+            // The agent's mask, indexed when it made it: not read again. (A mount indexed
+            // by a listing that ran after it was attached is read as any other.)
+            Notice::Attached(id) if let Some(own) = self.mounts.get(&id).filter(|m| m.own_mask) => {
                 return Outcome::Changes(vec![MountChange::Attached {
                     mount_point: own.mount_point.clone(),
                     mask: true,
@@ -207,6 +210,18 @@ mod tests {
         index.remember_own_mask(14, PUBLISH.into());
         assert_eq!(index.apply(Notice::Attached(14), never), attached(PUBLISH, true), "no statmount, no skip");
         assert_eq!(index.apply(Notice::Detached(14), never), detached(PUBLISH, 14));
+    }
+
+    /// A publish attached between the watch's start (or an overflow) and the listing that
+    /// indexed it: its queued attach notice is still read and reported as a publish.
+    #[test]
+    fn a_listed_mount_whose_attach_notice_comes_after_is_still_read() {
+        let mut index = MountIndex::new(ROOT.as_ref());
+        index.rebuild([facts(15, PUBLISH, "ext4", "/dev/sdb")]);
+        assert_eq!(
+            index.apply(Notice::Attached(15), found(facts(15, PUBLISH, "ext4", "/dev/sdb"))),
+            attached(PUBLISH, false)
+        );
     }
 
     #[test]

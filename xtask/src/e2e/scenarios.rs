@@ -82,7 +82,7 @@ fn install_csi_driver(admin: &Kube) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The values the e2e sets on the chart: the image, and a tracing backend when one is named.
+/// What the e2e sets on the chart besides the image values: a tracing backend, when named.
 struct Chart<'a> {
     trace_backend: Option<&'a str>,
 }
