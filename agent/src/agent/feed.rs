@@ -100,7 +100,7 @@ impl NoticeFeed {
         shared: Arc<ServedState>,
     ) -> io::Result<(Self, HeldNamespace)> {
         let WatchedNamespace { watch, namespace, name, ns_id } = watched;
-        let held = HeldNamespace { name: name.clone(), file: namespace };
+        let held = HeldNamespace::new(name.clone(), namespace);
         let mut feed = Self {
             // SAFETY: the watch owns its descriptor until dropped, and the AsyncFd owns the watch.
             watch: unsafe { AsyncFd::register_with_interest(watch, Interest::READABLE) }?,

@@ -18,10 +18,12 @@ use std::{
 use nix::{
     errno::Errno,
     mount::{MntFlags, MsFlags, mount, umount2},
-    sched::{CloneFlags, setns, unshare},
 };
 
-use super::task_ns::open_namespace;
+use super::{
+    ns_thread::{self, KeptThread},
+    task_ns::open_namespace,
+};
 use crate::kernel::decode::Caller;
 use crate::{
     model::mounts::MASK_SOURCE,
@@ -68,12 +70,19 @@ pub struct Quarantined {
     pub micros: u128,
 }
 
-/// A mount namespace the agent holds open (the one it watches for mount notifications).
+/// A mount namespace the agent holds open (the one it watches for mount notifications),
+/// with a thread kept inside it for the quarantines there.
 #[derive(Debug)]
 pub struct HeldNamespace {
     /// Its file's path, for messages.
     pub name: String,
-    pub file: File,
+    thread: KeptThread,
+}
+
+impl HeldNamespace {
+    pub fn new(name: String, file: File) -> Self {
+        Self { thread: KeptThread::new("vg-quarantine", file, name.clone()), name }
+    }
 }
 
 /// Where a conflicting mount was made.
@@ -92,8 +101,7 @@ pub fn quarantine(made_in: MadeIn<'_>, target: PathBuf) -> Result<Quarantined, Q
     let caller = match made_in {
         MadeIn::Caller(caller) => caller,
         MadeIn::Watched(held) => {
-            let file = held.file.try_clone().map_err(|e| QuarantineError::Namespace(held.name.clone(), e))?;
-            let ids = in_namespace("vg-quarantine", file, held.name.clone(), move || detach_and_mask(&target))?;
+            let ids = held.thread.run(move || detach_and_mask(&target))?;
             return Ok(Quarantined::new(ids, held.name.clone(), started));
         }
     };
@@ -113,7 +121,7 @@ pub fn quarantine(made_in: MadeIn<'_>, target: PathBuf) -> Result<Quarantined, Q
             });
         }
     };
-    let ids = in_namespace("vg-quarantine", file, namespace.clone(), move || detach_and_mask(&target))?;
+    let ids = ns_thread::once("vg-quarantine", file, namespace.clone(), move || detach_and_mask(&target))?;
     Ok(Quarantined::new(ids, namespace, started))
 }
 
@@ -130,27 +138,6 @@ impl Quarantined {
 struct MountIds {
     detached: Vec<Option<u64>>,
     mask: Option<u64>,
-}
-
-/// Runs `work` on a new thread named `thread` inside the mount namespace `ns` (its file
-/// and, for errors, its name), and returns what it returned.
-fn in_namespace<T: Send + 'static>(
-    thread: &str,
-    ns: File,
-    ns_name: String,
-    work: impl FnOnce() -> Result<T, QuarantineError> + Send + 'static,
-) -> Result<T, QuarantineError> {
-    std::thread::Builder::new()
-        .name(thread.into())
-        .spawn(move || {
-            // setns(CLONE_NEWNS) needs a thread that shares no fs state with the others.
-            unshare(CloneFlags::CLONE_FS).map_err(|e| QuarantineError::Setns(ns_name.clone(), e))?;
-            setns(&ns, CloneFlags::CLONE_NEWNS).map_err(|e| QuarantineError::Setns(ns_name, e))?;
-            work()
-        })
-        .map_err(|_| QuarantineError::Thread)?
-        .join()
-        .map_err(|_| QuarantineError::Thread)?
 }
 
 /// Detaches every mount stacked on `target`, then mounts the mask.
@@ -187,7 +174,7 @@ pub fn unmask(mountinfo: &Path, target: &Path) -> Result<Option<MaskRemoved>, Qu
     let ns_name = ns_path.display().to_string();
     let file = File::open(&ns_path).map_err(|e| QuarantineError::Namespace(ns_name.clone(), e))?;
     let target = target.to_owned();
-    in_namespace("vg-unmask", file, ns_name.clone(), move || {
+    ns_thread::once("vg-unmask", file, ns_name.clone(), move || {
         // This thread's own view, now the namespace's.
         let table = MountTable::read(Path::new("/proc/thread-self/mountinfo"))
             .map_err(|e| QuarantineError::Namespace(ns_name, e))?;
