@@ -100,7 +100,7 @@ pub(super) fn build(inputs: ViewInputs, sinks: &ViewSinks) {
         source: SourceStatus::new(snapshot.origin.kind(), snapshot.stale.clone(), snapshot.synced_at),
         volumes,
         findings,
-        csi: csi.as_ref().and_then(|r| serde_json::to_value(&**r).ok()),
+        csi,
         updated_at: Some(now),
         updated_at_rfc3339: Some(served_state::rfc3339(now)),
     });

@@ -12,6 +12,7 @@ use axum::{
 };
 use serde_json::{Value, json};
 
+use crate::csi::report::CsiReport;
 use crate::outputs::metrics::SinglePodCounts;
 use crate::outputs::served_state::{API_VERSION, CONFLICTS_KEPT, MOUNTS_KEPT, ServedState};
 
@@ -92,6 +93,24 @@ fn ok(body: Value) -> Response {
     Json(body).into_response()
 }
 
+/// `{"apiVersion": …, "<key>": value}` as `ok` writes it, but straight from `value`: a big
+/// answer (10,000 volumes) made as a JSON value first took tens of MiB on its way to 2 MB
+/// of text.
+fn ok_large(key: &'static str, value: &impl serde::Serialize) -> Response {
+    use serde::ser::{SerializeMap, Serializer};
+    let mut out = Vec::new();
+    let written = serde_json::Serializer::new(&mut out).serialize_map(Some(2)).and_then(|mut map| {
+        // `ok`'s keys come sorted; "apiVersion" sorts before both keys used here.
+        map.serialize_entry("apiVersion", API_VERSION)?;
+        map.serialize_entry(key, value)?;
+        map.end()
+    });
+    match written {
+        Ok(()) => ([(header::CONTENT_TYPE, "application/json")], out).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &format!("rendering {key}: {e}")),
+    }
+}
+
 /// `?limit=N` (1..=max); any other parameter, or a bad value, is an error for a 400.
 fn limit(params: &HashMap<String, String>, max: usize) -> Result<usize, String> {
     if let Some(unknown) = params.keys().find(|k| *k != "limit") {
@@ -151,14 +170,14 @@ async fn status(State(shared): AppState) -> Response {
     }))
 }
 
-fn csi_findings(csi: &Option<Value>) -> usize {
-    csi.as_ref().and_then(|c| c.get("findings")).and_then(Value::as_array).map_or(0, Vec::len)
+fn csi_findings(csi: &Option<Arc<CsiReport>>) -> usize {
+    csi.as_ref().map_or(0, |c| c.findings.len())
 }
 
 async fn volumes(State(shared): AppState) -> Response {
     // Thousands of volumes take milliseconds to render: not on a runtime worker.
     let view = shared.view();
-    crate::sys::background::spawn(move || ok(json!({"volumes": view.volumes})))
+    crate::sys::background::spawn(move || ok_large("volumes", &view.volumes))
         .await
         .unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &format!("rendering the volumes: {e}")))
 }
@@ -185,7 +204,11 @@ async fn mounts(State(shared): AppState, Query(params): Query<HashMap<String, St
 }
 
 async fn csi(State(shared): AppState) -> Response {
-    ok(json!({"csi": shared.view().csi}))
+    // A report of thousands of volumes, as the volumes route: not on a runtime worker.
+    let report = shared.view().csi.clone();
+    crate::sys::background::spawn(move || ok_large("csi", &report))
+        .await
+        .unwrap_or_else(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &format!("rendering the CSI report: {e}")))
 }
 
 async fn config(State(shared): AppState) -> Response {
