@@ -189,6 +189,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 /// blocking pool, so none of them waits for another. Two workers whatever the node's
 /// size: the agent's work follows its node's volumes, not its cores.
 fn main() -> anyhow::Result<()> {
+    volguard::sys::heap::keep_large_blocks_out_of_the_heap();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(8)
