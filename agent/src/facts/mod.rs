@@ -343,22 +343,22 @@ impl Facts {
     }
 
     pub fn pod(&self, uid: &str) -> Option<&Pod> {
-        self.index().pod(uid).map(|i| &self.pods[i])
+        self.index().pod(self, uid)
     }
 
     pub fn persistent_volume(&self, name: &str) -> Option<&PersistentVolume> {
-        self.index().persistent_volume(name).map(|i| &self.persistent_volumes[i])
+        self.index().persistent_volume(self, name)
     }
 
     pub fn claim(&self, claim: &ClaimRef) -> Option<&PersistentVolumeClaim> {
-        self.index().claim(claim).map(|i| &self.persistent_volume_claims[i])
+        self.index().claim(self, claim)
     }
 
     /// The PVC a PV is bound to: its claimRef, or a PVC naming it as its volume.
     pub fn claim_of(&self, pv_name: &str) -> Option<ClaimRef> {
         let pv = self.persistent_volume(pv_name);
         pv.and_then(|pv| pv.claim_ref.clone())
-            .or_else(|| self.index().claim_naming(pv_name).map(|i| self.persistent_volume_claims[i].claim_ref()))
+            .or_else(|| self.index().claim_naming(self, pv_name).map(PersistentVolumeClaim::claim_ref))
     }
 
     /// The PV a claim is bound to: the one it names, or one whose claimRef names it.
@@ -366,13 +366,13 @@ impl Facts {
         claim
             .volume_name
             .as_deref()
-            .or_else(|| self.index().pv_bound_to(&claim.claim_ref()).map(|i| self.persistent_volumes[i].name.as_str()))
+            .or_else(|| self.index().pv_bound_to(self, &claim.claim_ref()).map(|pv| pv.name.as_str()))
     }
 
     /// The pods using a claim, by `persistentVolumeClaim` or as a generic ephemeral
     /// volume's `<pod>-<volume>` claim.
     pub fn pods_using(&self, claim: &ClaimRef) -> impl Iterator<Item = &Pod> {
-        self.index().pods_using(claim).iter().map(|&i| &self.pods[i])
+        self.index().pods_using(self, claim)
     }
 
     /// The single-pod volumes (by PV name) and why each is one.
