@@ -166,9 +166,7 @@ fn uses(pod: &Pod, claim: &ClaimRef) -> bool {
     pod.namespace == claim.namespace
         && pod.volumes.iter().any(|v| match &v.source {
             VolumeSource::PersistentVolumeClaim(c) => *c == claim.name,
-            VolumeSource::Ephemeral => {
-                claim.name.strip_prefix(pod.name.as_str()).and_then(|rest| rest.strip_prefix('-')) == Some(&v.name)
-            }
+            VolumeSource::Ephemeral => ephemeral_claim_name(&pod.name, &v.name) == claim.name,
             VolumeSource::Csi { .. } | VolumeSource::Other => false,
         })
 }
