@@ -28,11 +28,16 @@ pub enum Counter {
     Releases = 9,
     /// An enforcement decision could not be made (map or read failure): the mount was allowed.
     EnforceErrors = 10,
+    /// Owners' publishes whose new tree root the exit program recorded.
+    PublishedRootsRecorded = 11,
+    /// Owners' publishes whose new mount the exit program did not find (no root recorded:
+    /// a tree taken from inside that publish is not recognised).
+    PublishedRootsMissed = 12,
 }
 
 impl Counter {
     /// Every counter, in index order.
-    pub const ALL: [Counter; 11] = [
+    pub const ALL: [Counter; 13] = [
         Counter::EventsLost,
         Counter::ExitWithoutEntry,
         Counter::PendingInsertFailed,
@@ -44,6 +49,8 @@ impl Counter {
         Counter::ClaimsRolledBack,
         Counter::Releases,
         Counter::EnforceErrors,
+        Counter::PublishedRootsRecorded,
+        Counter::PublishedRootsMissed,
     ];
 
     /// Number of slots the map needs.
@@ -63,6 +70,8 @@ impl Counter {
             Counter::ClaimsRolledBack => "claims_rolled_back",
             Counter::Releases => "releases",
             Counter::EnforceErrors => "enforce_errors",
+            Counter::PublishedRootsRecorded => "published_roots_recorded",
+            Counter::PublishedRootsMissed => "published_roots_missed",
         }
     }
 }

@@ -48,6 +48,23 @@ pub struct PublishedRoot {
     pub owner: PodUid,
 }
 
+/// A publish of an owned volume by its owner, waiting for its syscall's exit to record
+/// the new mount's root (value of `PUBLISHES`, by `pid_tgid`). The attach point is kept
+/// as the LSM hook saw it: the mount the target lies on and the target dentry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PendingPublish {
+    pub root: PublishedRoot,
+    /// `struct vfsmount *` the new mount is attached to.
+    pub parent_vfsmount: u64,
+    /// `struct dentry *` it is attached at.
+    pub mountpoint: u64,
+}
+
+/// Children of the attach point's mount examined, newest first, for the mount a publish
+/// attached (other mounts attached there in the same instant push it back).
+pub const MAX_NEWEST_CHILDREN: usize = 16;
+
 /// Ancestors of a bind source examined for a published root (deeper sources are not
 /// recognised, and allowed).
 pub const MAX_SOURCE_DEPTH: usize = 24;
@@ -121,6 +138,25 @@ pub struct KernelLayout {
     pub nsproxy_mnt_ns: u32,
     pub mnt_namespace_ns: u32,
     pub ns_common_inum: u32,
+    pub _pad: u32,
+}
+
+/// Offsets for finding the mount a syscall attached (see `PendingPublish`), in their own
+/// unpinned map: the pinned `CONFIG` keeps its layout, so a new agent still adopts an
+/// earlier agent's pins ([`crate::maps::PIN_LAYOUT_VERSION`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MountTreeLayout {
+    /// `struct path`: `mnt`.
+    pub path_mnt: u32,
+    /// `struct vfsmount`: `mnt_root`.
+    pub vfsmount_mnt_root: u32,
+    /// `struct mount`: `mnt_mounts` (its children, newest last) and `mnt_child` (its
+    /// place among its parent's).
+    pub mount_mnt_mounts: u32,
+    pub mount_mnt_child: u32,
+    /// `struct list_head`: `prev`.
+    pub list_head_prev: u32,
     pub _pad: u32,
 }
 

@@ -33,8 +33,13 @@ pub const CONFIG: &str = "CONFIG";
 pub const ENFORCE_SCRATCH: &str = "ENFORCE_SCRATCH";
 
 /// Roots of published single-pod volume trees (key `RootKey`, value `PublishedRoot`),
-/// filled by userspace after each owned publish.
+/// recorded by the exit program after each publish by a volume's owner.
 pub const PUBLISHED_ROOTS: &str = "PUBLISHED_ROOTS";
+/// Owners' publishes waiting for their syscall's exit (key `pid_tgid`, value
+/// `PendingPublish`). Not pinned: each agent's hook and exit programs share their own.
+pub const PUBLISHES: &str = "PUBLISHES";
+/// The single `MountTreeLayout` entry. Not pinned.
+pub const MOUNT_TREE_LAYOUT: &str = "MOUNT_TREE_LAYOUT";
 
 /// Maps that hold enforcement state: pinned, so a restarted agent adopts them.
 pub const PINNED_MAPS: [&str; 5] = [SINGLE_POD_VOLUMES, OWNERS, CLAIMS, CONFIG, PUBLISHED_ROOTS];

@@ -1,7 +1,9 @@
 //! Userspace-only trait impls for the wire types.
 
 use crate::{
-    enforce::{ConflictEvent, EnforceConfig, Owner, PendingClaim, PodUid, PublishedRoot, RootKey, VolumeKey},
+    enforce::{
+        ConflictEvent, EnforceConfig, MountTreeLayout, Owner, PendingClaim, PodUid, PublishedRoot, RootKey, VolumeKey,
+    },
     event::SyscallEvent,
     lsm_probe::ProbeSource,
 };
@@ -27,3 +29,5 @@ unsafe impl aya::Pod for ConflictEvent {}
 unsafe impl aya::Pod for RootKey {}
 // SAFETY: as above.
 unsafe impl aya::Pod for PublishedRoot {}
+// SAFETY: as above.
+unsafe impl aya::Pod for MountTreeLayout {}

@@ -7,7 +7,9 @@ use aya_ebpf::{
 };
 use volguard_common::{
     counters::Counter,
-    enforce::{EnforceConfig, Owner, PendingClaim, PodUid, PublishedRoot, RootKey, VolumeKey},
+    enforce::{
+        EnforceConfig, MountTreeLayout, Owner, PendingClaim, PendingPublish, PodUid, PublishedRoot, RootKey, VolumeKey,
+    },
     event::SyscallEvent,
     lsm_probe::ProbeSource,
     maps::{EVENTS_BYTES, PENDING_ENTRIES, VOLUME_ENTRIES},
@@ -50,9 +52,18 @@ pub static CLAIMS: LruHashMap<u64, PendingClaim> = LruHashMap::with_max_entries(
 #[map]
 pub static CONFIG: Array<EnforceConfig> = Array::with_max_entries(1, 0);
 
-/// Roots of published single-pod volume trees, filled by userspace. Pinned.
+/// Roots of published single-pod volume trees, recorded at each owner's publish exit.
+/// Pinned.
 #[map]
 pub static PUBLISHED_ROOTS: HashMap<RootKey, PublishedRoot> = HashMap::with_max_entries(VOLUME_ENTRIES, 0);
+
+/// Owners' publishes waiting for their syscall's exit, by `pid_tgid`. Not pinned.
+#[map]
+pub static PUBLISHES: LruHashMap<u64, PendingPublish> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+
+/// Offsets for finding the mount a syscall attached, set by userspace. Not pinned.
+#[map]
+pub static MOUNT_TREE_LAYOUT: Array<MountTreeLayout> = Array::with_max_entries(1, 0);
 
 /// Keys under construction (too large for the BPF stack).
 #[map]
@@ -64,4 +75,5 @@ pub struct EnforceScratch {
     pub volume: VolumeKey,
     pub pod: PodUid,
     pub claim: PendingClaim,
+    pub publish: PendingPublish,
 }

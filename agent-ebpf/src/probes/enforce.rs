@@ -5,7 +5,9 @@
 //! refused with EBUSY before anything is mounted. The claim is rolled back if the
 //! claiming syscall fails, and released when the owner's publish target is unmounted;
 //! both are settled at syscall exit (`settle_claim`, called by the exit tracepoint or the
-//! fexit program, whichever backend traces the syscall).
+//! fexit program, whichever backend traces the syscall). The same exit records the root
+//! of each tree its owner publishes (`record_published_root`), so that a tree taken from
+//! inside it is recognised (`refuse_cross_pod_source`).
 //!
 //! match-proto: int security_sb_mount(const char *dev_name, const struct path *path,
 //!                                    const char *type, unsigned long flags, void *data)
@@ -15,17 +17,16 @@
 use aya_ebpf::{
     EbpfContext as _,
     bindings::BPF_NOEXIST,
-    helpers::{
-        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns,
-    },
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::lsm,
     programs::LsmContext,
 };
 use volguard_common::{
     counters::Counter,
     enforce::{
-        CONFLICT_EVENT_KIND, ConflictEvent, EnforceConfig, KernelLayout, MAX_SOURCE_DEPTH, MountOp, Owner, POD_UID_LEN,
-        PodUid, PublishedRoot, RootKey, claim_kind, conflict_action, conflict_hook, kernel_mode,
+        CONFLICT_EVENT_KIND, ConflictEvent, EnforceConfig, KernelLayout, MAX_NEWEST_CHILDREN, MAX_SOURCE_DEPTH,
+        MountOp, MountTreeLayout, Owner, POD_UID_LEN, PendingPublish, PodUid, PublishedRoot, RootKey, claim_kind,
+        conflict_action, conflict_hook, kernel_mode,
     },
     lsm_probe::DENY_ERRNO,
 };
@@ -33,7 +34,10 @@ use volguard_common::{
 use super::kernel_path::{identity, owning_pod, parent, publish_identity, read_field};
 use crate::{
     helpers::{count, ctx_arg_address},
-    maps::{CLAIMS, CONFIG, ENFORCE_SCRATCH, EVENTS, EnforceScratch, OWNERS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES},
+    maps::{
+        CLAIMS, CONFIG, ENFORCE_SCRATCH, EVENTS, EnforceScratch, MOUNT_TREE_LAYOUT, OWNERS, PUBLISHED_ROOTS, PUBLISHES,
+        SINGLE_POD_VOLUMES,
+    },
 };
 
 #[lsm(hook = "sb_mount")]
@@ -189,6 +193,7 @@ fn decide(path: *const u8, hook: u32) -> i32 {
         if CLAIMS.insert(&pid_tgid, &s.claim, 0).is_err() {
             count(Counter::EnforceErrors);
         }
+        note_publish(path, dentry, s);
         return 0;
     }
     // Owned already (or claimed by a racing thread an instant ago).
@@ -198,11 +203,36 @@ fn decide(path: *const u8, hook: u32) -> i32 {
         return 0;
     };
     if same_pod(&owner.pod, &s.pod) {
+        note_publish(path, dentry, s);
         return 0;
     }
     let blocked = cfg.mode == kernel_mode::ENFORCE;
     report_conflict(s, &owner.pod, hook, blocked);
     if blocked { -DENY_ERRNO } else { 0 }
+}
+
+/// Notes that this thread's syscall publishes `s.volume` for its owner `s.pod` at `path`
+/// (resolved to `dentry`), so that its exit records the new tree's root.
+#[inline(always)]
+fn note_publish(path: *const u8, dentry: *const u8, s: &mut EnforceScratch) {
+    let Some(tree) = mount_tree_layout() else { return };
+    let Some(vfsmount) = read_field::<*const u8>(path, tree.path_mnt) else {
+        count(Counter::EnforceErrors);
+        return;
+    };
+    s.publish.root.volume = s.volume;
+    s.publish.root.owner = s.pod;
+    s.publish.parent_vfsmount = vfsmount as u64;
+    s.publish.mountpoint = dentry as u64;
+    if PUBLISHES.insert(&bpf_get_current_pid_tgid(), &s.publish, 0).is_err() {
+        count(Counter::EnforceErrors);
+    }
+}
+
+/// The offsets, once userspace has set them.
+#[inline(always)]
+fn mount_tree_layout() -> Option<&'static MountTreeLayout> {
+    MOUNT_TREE_LAYOUT.get(0).filter(|tree| tree.mount_mnt_child != 0)
 }
 
 fn report_conflict(s: &EnforceScratch, owner: &PodUid, hook: u32, blocked: bool) {
@@ -278,4 +308,53 @@ pub fn settle_claim(pid_tgid: u64, ret: i64) {
         }
     }
     let _ = CLAIMS.remove(&pid_tgid);
+}
+
+/// At syscall exit: if this thread's publish by a volume's owner succeeded, records the
+/// root of the tree it attached (`refuse_cross_pod_source` trusts a root only while its
+/// pod owns the volume, so an entry left after a release refuses nothing).
+#[inline(always)]
+pub fn record_published_root(pid_tgid: u64, ret: i64) {
+    let Some(publish) = PUBLISHES.get_ptr(&pid_tgid) else { return };
+    // SAFETY: this thread's own entry.
+    let publish = unsafe { &*publish };
+    if ret == 0 {
+        match attached_root(publish) {
+            Some(key) => {
+                if PUBLISHED_ROOTS.insert(&key, &publish.root, 0).is_ok() {
+                    count(Counter::PublishedRootsRecorded);
+                } else {
+                    count(Counter::EnforceErrors);
+                }
+            }
+            None => count(Counter::PublishedRootsMissed),
+        }
+    }
+    let _ = PUBLISHES.remove(&pid_tgid);
+}
+
+/// The root (inode, device) of the mount `publish` attached: the newest child of the
+/// attach point's mount that sits on its mountpoint (the kernel appends each new child to
+/// its parent's `mnt_mounts`).
+#[inline(always)]
+fn attached_root(publish: &PendingPublish) -> Option<RootKey> {
+    let (cfg, tree) = (config()?, mount_tree_layout()?);
+    let l = &cfg.layout;
+    // container_of(vfsmount, struct mount, mnt)
+    let parent = (publish.parent_vfsmount as *const u8).wrapping_sub(l.mount_mnt as usize);
+    let head = parent.wrapping_add(tree.mount_mnt_mounts as usize);
+    let mut node = read_field::<*const u8>(head, tree.list_head_prev)?;
+    for _ in 0..MAX_NEWEST_CHILDREN {
+        if node == head {
+            return None;
+        }
+        let child = node.wrapping_sub(tree.mount_mnt_child as usize);
+        if read_field::<*const u8>(child, l.mount_mnt_mountpoint)? as u64 == publish.mountpoint {
+            let root = read_field::<*const u8>(child.wrapping_add(l.mount_mnt as usize), tree.vfsmount_mnt_root)?;
+            let (ino, dev) = identity(l, root)?;
+            return Some(RootKey { ino, dev, _pad: 0 });
+        }
+        node = read_field::<*const u8>(node, tree.list_head_prev)?;
+    }
+    None
 }

@@ -17,7 +17,10 @@ use volguard_common::{
     event::{self, MAX_ARGS, SyscallEvent, SyscallSpec, truncated},
 };
 
-use super::{enforce::settle_claim, kernel_path::current_mnt_ns};
+use super::{
+    enforce::{record_published_root, settle_claim},
+    kernel_path::current_mnt_ns,
+};
 use crate::{
     helpers::{count, read_user_str},
     maps::{CONFIG, EVENTS, PENDING, SCRATCH},
@@ -119,14 +122,16 @@ pub fn sys_exit(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// At the exit of a traced call that returned `ret`: settles this thread's claim, then
-/// completes and emits the record its entry parked.
+/// At the exit of a traced call that returned `ret`: settles this thread's claim and
+/// records the root of its owner's publish, then completes and emits the record its entry
+/// parked.
 #[inline(always)]
 pub fn exit(ret: i64) {
     // SAFETY: helper without preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     settle_claim(pid_tgid, ret);
+    record_published_root(pid_tgid, ret);
     let Some(event) = PENDING.get_ptr_mut(&pid_tgid) else {
         count(Counter::ExitWithoutEntry);
         return;

@@ -215,13 +215,15 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     model.log_summary();
 
     let pins = Pins::new(&opts.pin_root);
-    let layout = Btf::from_file(Path::new(VMLINUX_BTF)).and_then(|btf| btf.kernel_layout());
+    // Parsed once and dropped once the offsets are taken (it is megabytes).
+    let btf = Btf::from_file(Path::new(VMLINUX_BTF));
     let (object, owners) = match decision.in_kernel() {
         true => {
-            let (object, owners) = start_in_kernel(&opts, &decision, &tracing, &pins, layout?, &mut model)?;
+            let (object, owners) = start_in_kernel(&opts, &decision, &tracing, &pins, &btf?, &mut model)?;
             (Some(object), owners)
         }
         false => {
+            let layout = btf.and_then(|btf| btf.kernel_layout());
             let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().clone()));
             // No program at all with mount notices.
             let object = match notices.is_some() {

@@ -353,8 +353,8 @@ impl Running<'_> {
         self.model.apply(&change);
         self.view_dirty = true;
         let transition = match (self.decision.in_kernel(), by) {
-            (true, MadeBy::Syscall(event)) => {
-                self.owners.publish_changed(&event.caller, &change);
+            (true, MadeBy::Syscall(_)) => {
+                self.owners.publish_changed(&change);
                 false
             }
             // Never chosen with an in-kernel mode (see `trace_backend::IN_KERNEL_MODE`).

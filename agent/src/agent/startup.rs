@@ -13,6 +13,7 @@ use crate::{
     facts::inventory::{self, InventoryWatch},
     facts::{Origin, Snapshot},
     kernel::{
+        btf::Btf,
         loader::{self, Hook, LoadedObject},
         maps::EnforcementMaps,
         pins::Pins,
@@ -105,15 +106,17 @@ pub(super) fn start_in_kernel(
     decision: &ModeDecision,
     tracing: &TraceDecision,
     pins: &Pins,
-    layout: KernelLayout,
+    btf: &Btf,
     model: &mut NodeModel,
 ) -> Result<(LoadedObject, OwnerStore), AgentError> {
+    let (layout, mount_tree) = (btf.kernel_layout()?, btf.mount_tree_layout()?);
     pins.prepare()?;
     let adopting = pins.has_state();
     let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes)?;
     object.start_kernel_log();
     let mut maps = EnforcementMaps::take(&mut object)?;
     maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
+    maps.configure_mount_tree(mount_tree)?;
     let mut store = OwnerStore::Kernel(Box::new(maps));
     store.sync_single_pod_set(model)?;
     // Before the LSM programs attach, so no other pod can claim a volume already mounted.

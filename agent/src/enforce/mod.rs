@@ -6,7 +6,6 @@ pub mod mode;
 pub mod ns_thread;
 pub mod owners;
 pub mod ownership;
-pub mod published_roots;
 pub mod quarantine;
 pub mod task_ns;
 

@@ -7,13 +7,10 @@ use std::collections::BTreeMap;
 use tracing::info;
 use volguard_common::enforce::single_pod_reason;
 
-use super::{ownership::Ownership, published_roots};
+use super::ownership::Ownership;
 use crate::{
     facts::{Origin, SinglePodReason},
-    kernel::{
-        decode::Caller,
-        maps::{EnforcementMaps, KernelError},
-    },
+    kernel::maps::{EnforcementMaps, KernelError},
     model::{
         mounts::{OwnerFix, PublishChange},
         node::NodeModel,
@@ -74,12 +71,17 @@ impl OwnerStore {
         Ok(())
     }
 
-    /// After a successful publish or unmount the model saw: keeps the kernel's record of
-    /// owned trees' roots current (userspace modes keep none).
-    pub fn publish_changed(&mut self, caller: &Caller, change: &PublishChange) {
+    /// After a successful publish or unmount the model saw, in the kernel modes: says when
+    /// an owner published its volume (the exit program has recorded the tree's root), and
+    /// forgets the roots of an unmounted publish. Userspace modes keep no roots.
+    pub fn publish_changed(&mut self, change: &PublishChange) {
         let Self::Kernel(maps) = self else { return };
         match change {
-            PublishChange::Published(target, path) => published_roots::record(maps, caller, target, path),
+            PublishChange::Published(target, _) => {
+                if maps.owner(&target.volume).as_deref() == Some(target.pod_uid.as_str()) {
+                    info!("volume {} published for pod {}, its owner", target.volume, target.pod_uid);
+                }
+            }
             PublishChange::Unpublished(target) => maps.forget_roots(&target.volume, &target.pod_uid),
         }
     }

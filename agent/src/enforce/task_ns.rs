@@ -10,13 +10,8 @@ use std::{
 
 use crate::kernel::decode::Caller;
 
-/// `/proc/<pid>/task/<tid>` of a live task in the caller's mount namespace: its `ns/mnt`
-/// enters the namespace, its `root` resolves paths in it.
-pub fn task_in_namespace(caller: &Caller) -> Option<PathBuf> {
-    open_namespace(caller).map(|(task, _)| task)
-}
-
-/// As [`task_in_namespace`], with the namespace file already open: once open it stays
+/// `/proc/<pid>/task/<tid>` of a live task in the caller's mount namespace (its `root`
+/// resolves paths in it), with that namespace's file already open: once open it stays
 /// valid, whereas a task found alive (the mounting process itself, most often) can exit
 /// before its `ns/mnt` is opened. Such a task is skipped and the search goes on.
 pub fn open_namespace(caller: &Caller) -> Option<(PathBuf, File)> {

@@ -5,7 +5,7 @@
 
 use std::{collections::HashMap, path::Path};
 
-use volguard_common::enforce::KernelLayout;
+use volguard_common::enforce::{KernelLayout, MountTreeLayout};
 
 /// The running kernel's BTF.
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -216,6 +216,18 @@ impl Btf {
             _pad: 0,
         })
     }
+
+    /// The offsets the exit programs need to find the mount a publish attached.
+    pub fn mount_tree_layout(&self) -> Result<MountTreeLayout, BtfError> {
+        Ok(MountTreeLayout {
+            path_mnt: self.member_offset("path", "mnt")?,
+            vfsmount_mnt_root: self.member_offset("vfsmount", "mnt_root")?,
+            mount_mnt_mounts: self.member_offset("mount", "mnt_mounts")?,
+            mount_mnt_child: self.member_offset("mount", "mnt_child")?,
+            list_head_prev: self.member_offset("list_head", "prev")?,
+            _pad: 0,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -297,6 +309,10 @@ mod tests {
         assert_eq!((layout.path_dentry, layout.qstr_len, layout.qstr_name), (8, 4, 8));
         assert!(layout.dentry_d_name > layout.dentry_d_parent);
         assert!(layout.mount_mnt_mountpoint < layout.mount_mnt, "mountpoint precedes the embedded vfsmount");
+        let tree = btf.mount_tree_layout().unwrap();
+        assert_eq!((tree.path_mnt, tree.vfsmount_mnt_root, tree.list_head_prev), (0, 0, 8));
+        // The programs take 0 in mnt_child for "not configured".
+        assert!(tree.mount_mnt_child > tree.mount_mnt_mounts && tree.mount_mnt_mounts > layout.mount_mnt);
     }
 
     #[test]

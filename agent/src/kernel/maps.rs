@@ -1,17 +1,18 @@
 //! The maps the LSM programs decide from, behind one typed handle taken once from the
 //! loaded object or from the pins: the config, the single-pod set, the owners, and the
-//! roots of owned trees. Policy (which volumes, which owner, which mode) is the caller's;
+//! roots of owned trees (recorded by the kernel, forgotten here). Policy (which volumes, which owner, which mode) is the caller's;
 //! this module only speaks the kernel's formats.
 
 use std::{collections::BTreeMap, os::unix::fs::MetadataExt, path::Path};
 
 use aya::maps::{Array, HashMap, Map, MapData, MapError};
-use tracing::{info, warn};
+use tracing::warn;
 use volguard_common::{
     enforce::{
-        EnforceConfig, KernelLayout, Owner, POD_UID_LEN, PodUid, PublishedRoot, RootKey, VOLUME_NAME_LEN, VolumeKey,
+        EnforceConfig, KernelLayout, MountTreeLayout, Owner, POD_UID_LEN, PodUid, PublishedRoot, RootKey,
+        VOLUME_NAME_LEN, VolumeKey,
     },
-    maps::{CONFIG, OWNERS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES},
+    maps::{CONFIG, MOUNT_TREE_LAYOUT, OWNERS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES},
 };
 
 use super::{
@@ -106,12 +107,17 @@ pub struct EnforcementMaps {
     single_pod: HashMap<MapData, VolumeKey, u32>,
     owners: HashMap<MapData, VolumeKey, Owner>,
     roots: HashMap<MapData, RootKey, PublishedRoot>,
+    /// Only in a loaded object (the map is not pinned).
+    mount_tree: Option<Array<MapData, MountTreeLayout>>,
 }
 
 impl EnforcementMaps {
     /// Takes the maps out of the loaded object (which keeps its programs).
     pub fn take(object: &mut LoadedObject) -> Result<Self, KernelError> {
-        Self::from_maps(|name| Ok(object.take_map(name)?))
+        let mut maps = Self::from_maps(|name| Ok(object.take_map(name)?))?;
+        let mount_tree = object.take_map(MOUNT_TREE_LAYOUT)?;
+        maps.mount_tree = Some(Array::try_from(mount_tree).map_err(map_error(MOUNT_TREE_LAYOUT))?);
+        Ok(maps)
     }
 
     /// Opens the maps an agent pinned under `pins` (for `volguard owners`, and tests).
@@ -128,6 +134,7 @@ impl EnforcementMaps {
             single_pod: HashMap::try_from(take(SINGLE_POD_VOLUMES)?).map_err(map_error(SINGLE_POD_VOLUMES))?,
             owners: HashMap::try_from(take(OWNERS)?).map_err(map_error(OWNERS))?,
             roots: HashMap::try_from(take(PUBLISHED_ROOTS)?).map_err(map_error(PUBLISHED_ROOTS))?,
+            mount_tree: None,
         })
     }
 
@@ -137,6 +144,13 @@ impl EnforcementMaps {
         let (ino, dev) = kubelet_root_identity(kubelet_root)?;
         let config = EnforceConfig { layout, kubelet_root_ino: ino, kubelet_root_dev: dev, mode };
         self.config.set(0, config, 0).map_err(map_error(CONFIG))
+    }
+
+    /// Gives the exit programs what they need to record the root of each owner's publish
+    /// (enforcement modes; without it no root is recorded).
+    pub fn configure_mount_tree(&mut self, layout: MountTreeLayout) -> Result<(), KernelError> {
+        let map = self.mount_tree.as_mut().ok_or(KernelError::MissingMap(MOUNT_TREE_LAYOUT))?;
+        map.set(0, layout, 0).map_err(map_error(MOUNT_TREE_LAYOUT))
     }
 
     /// Makes `SINGLE_POD_VOLUMES` hold exactly `desired` (volume name → the kernel's reason
@@ -215,6 +229,12 @@ impl EnforcementMaps {
         }
     }
 
+    /// The UID of the pod that owns `volume` in the kernel, if any.
+    pub fn owner(&self, volume: &str) -> Option<String> {
+        let owner = self.owners.get(&volume_key(volume).ok()?, 0).ok()?;
+        Some(text(&owner.pod.uid))
+    }
+
     /// Every `(volume, owner pod UID)`, sorted.
     pub fn owners(&self) -> Result<Vec<(String, String)>, KernelError> {
         let mut all = Vec::new();
@@ -224,25 +244,6 @@ impl EnforcementMaps {
         }
         all.sort();
         Ok(all)
-    }
-
-    /// Records that the tree rooted at inode `ino` on device `st_dev` is `volume`'s as
-    /// published for `pod_uid`, if that pod owns the volume (so the kernel can recognise a
-    /// tree taken from inside it; see `refuse_cross_pod_source` in the eBPF programs). The
-    /// kernel also ignores a root whose pod no longer owns the volume, so a stale entry
-    /// never refuses anything. True if recorded.
-    pub fn record_root(&mut self, volume: &str, pod_uid: &str, ino: u64, st_dev: u64) -> bool {
-        let (Ok(volume_key), Some(pod)) = (volume_key(volume), self::pod_uid(pod_uid)) else { return false };
-        let owner = self.owners.get(&volume_key, 0).ok();
-        if owner.is_none_or(|o| o.pod.uid != pod.uid) {
-            return false;
-        }
-        let key = RootKey { ino, dev: kernel_dev(st_dev), _pad: 0 };
-        let recorded = self.roots.insert(key, PublishedRoot { volume: volume_key, owner: pod }, 0).is_ok();
-        if recorded {
-            info!("volume {volume} published for pod {pod_uid}: tree root recorded");
-        }
-        recorded
     }
 
     /// Forgets `pod_uid`'s roots of `volume` (found in the map itself, so roots recorded

@@ -93,12 +93,6 @@ fn bpf_fds(pid: u32) -> usize {
         .count()
 }
 
-/// `name`'s value in the agent's exposition (0 when absent).
-fn metric(agent: &Agent, name: &str) -> f64 {
-    let (_, text) = http_get(&agent.address("metrics"), "/metrics");
-    text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
-}
-
 #[test]
 fn the_fanotify_agent_attaches_no_program_and_quarantines_a_second_publish() {
     let test = "the_fanotify_agent_attaches_no_program_and_quarantines_a_second_publish";
@@ -140,8 +134,8 @@ fn the_fanotify_agent_attaches_no_program_and_quarantines_a_second_publish() {
     let quarantined = &conflicts["conflicts"][0];
     assert_eq!(quarantined["action"], "quarantined", "{conflicts}");
     assert!(quarantined["by"].is_null(), "a notice names no caller, and none is made up: {quarantined}");
-    assert!(metric(&agent, "volguard_mount_notifications_total{event=\"attach\"}") >= 4.0);
-    assert_eq!(metric(&agent, "volguard_mount_syscalls_total{syscall=\"mount\",result=\"success\"}"), 0.0);
+    assert!(agent.metric("volguard_mount_notifications_total{event=\"attach\"}") >= 4.0);
+    assert_eq!(agent.metric("volguard_mount_syscalls_total{syscall=\"mount\",result=\"success\"}"), 0.0);
     agent.stop();
     for target in ["pod-a", "pod-b", "pod-c"].map(|pod| tree.publish_dir(pod, "pv-rwop")) {
         while ns.umount(&target).is_ok() {}
@@ -180,8 +174,8 @@ fn an_overflowed_notice_queue_is_resynced_and_loses_no_owner() {
     agent.wait_for_line("the overflow", |l| l.contains("mount notification queue") && l.contains("overflowed"));
     // The resync reads the mount table at once (the periodic pass is an hour away).
     agent.wait_for_line("pod A's ownership", |l| l.contains("volume pv-rwop is published for pod pod-a (mount table)"));
-    assert_eq!(metric(&agent, "volguard_mount_notification_resyncs_total"), 1.0);
-    assert!(metric(&agent, "volguard_mount_notifications_skipped_total{reason=\"gone_before_read\"}") > 0.0);
+    assert_eq!(agent.metric("volguard_mount_notification_resyncs_total"), 1.0);
+    assert!(agent.metric("volguard_mount_notifications_skipped_total{reason=\"gone_before_read\"}") > 0.0);
     ns.bind(&tree.volume("pv-rwop"), &b).unwrap();
     agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("owned by pod pod-a"));
     agent.stop();

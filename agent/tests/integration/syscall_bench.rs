@@ -142,10 +142,10 @@ fn calibrate(run: impl Fn(u64) -> f64, floor: u64) -> u64 {
     ((probe as f64 * RUN_TIME.as_secs_f64() / seconds) as u64).max(floor)
 }
 
-/// Seconds for `n` bind + umount cycles of `source` onto `target`, inside `ns`. (After an
-/// owner's publish the agent stats the new mount to record its tree root; an unmount in
-/// the same microseconds finds it busy. kubelet retries such an unmount; so does this
-/// loop, and `retries` counts them.)
+/// Seconds for `n` bind + umount cycles of `source` onto `target`, inside `ns`. (An
+/// unmount finds the mount busy while anything else holds it, e.g. an agent that stats it;
+/// kubelet retries such an unmount, so does this loop, and `retries` counts them: none
+/// expected since the kernel records an owner's tree root itself.)
 fn cycles(ns: &MountNs, source: &Path, target: &Path, n: u64, retries: &AtomicU64) -> f64 {
     let (source, target) = (source.to_path_buf(), target.to_path_buf());
     let (seconds, busy) = ns.run(move || {

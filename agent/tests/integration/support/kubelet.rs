@@ -351,6 +351,13 @@ impl Agent {
         line.split(&prefix).nth(1).unwrap().trim().to_owned()
     }
 
+    /// `name`'s value (a metric with its labels, as exposed) on the metrics listener; 0
+    /// when absent.
+    pub fn metric(&self, name: &str) -> f64 {
+        let (_, text) = super::http_get(&self.address("metrics"), "/metrics");
+        text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
+    }
+
     /// How many lines so far match `want`.
     pub fn count_lines(&self, want: impl Fn(&str) -> bool) -> usize {
         self.lines.lock().unwrap().iter().filter(|l| want(l)).count()
