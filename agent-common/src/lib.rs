@@ -14,6 +14,7 @@ pub mod maps;
 pub mod mount_api;
 pub mod mount_flags;
 pub mod programs;
+pub mod wakeup;
 
 #[cfg(feature = "user")]
 mod user;

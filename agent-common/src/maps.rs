@@ -13,6 +13,10 @@ pub const PENDING_ENTRIES: u32 = 16_384;
 /// Per-CPU scratch space for building a record too large for the BPF stack.
 pub const SCRATCH: &str = "SCRATCH";
 
+/// The single `volguard_common::wakeup::WakeupFilter` entry: which records wake the
+/// reader. Not pinned.
+pub const WAKEUP_FILTER: &str = "WAKEUP_FILTER";
+
 /// Per-CPU counters indexed by [`crate::counters::Counter`].
 pub const COUNTERS: &str = "COUNTERS";
 

@@ -6,6 +6,7 @@ use crate::{
     },
     event::SyscallEvent,
     lsm_probe::ProbeSource,
+    wakeup::WakeupFilter,
 };
 
 // SAFETY: plain `#[repr(C)]` integers and byte arrays with explicit padding: every bit
@@ -31,3 +32,5 @@ unsafe impl aya::Pod for RootKey {}
 unsafe impl aya::Pod for PublishedRoot {}
 // SAFETY: as above.
 unsafe impl aya::Pod for MountTreeLayout {}
+// SAFETY: as above.
+unsafe impl aya::Pod for WakeupFilter {}

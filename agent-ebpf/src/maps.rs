@@ -13,6 +13,7 @@ use volguard_common::{
     event::SyscallEvent,
     lsm_probe::ProbeSource,
     maps::{EVENTS_BYTES, PENDING_ENTRIES, VOLUME_ENTRIES},
+    wakeup::WakeupFilter,
 };
 
 /// Completed syscall records for userspace.
@@ -27,6 +28,10 @@ pub static PENDING: LruHashMap<u64, SyscallEvent> = LruHashMap::with_max_entries
 /// Builds a record off the 512-byte BPF stack.
 #[map]
 pub static SCRATCH: PerCpuArray<SyscallEvent> = PerCpuArray::with_max_entries(1, 0);
+
+/// Which records wake the reader, set by the agent. Not pinned.
+#[map]
+pub static WAKEUP_FILTER: Array<WakeupFilter> = Array::with_max_entries(1, 0);
 
 /// Kernel-side counters, indexed by `Counter`.
 #[map]

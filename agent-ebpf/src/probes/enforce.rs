@@ -16,7 +16,7 @@
 
 use aya_ebpf::{
     EbpfContext as _,
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_NOEXIST, BPF_RB_FORCE_WAKEUP},
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::lsm,
     programs::LsmContext,
@@ -258,7 +258,8 @@ fn report_conflict(s: &EnforceScratch, owner: &PodUid, hook: u32, blocked: bool)
         (*event).owner = *owner;
         (*event).attempted_by = s.pod;
     }
-    entry.submit(0);
+    // Forced: a record written without a wake-up may be waiting (see `super::wakeup`).
+    entry.submit(BPF_RB_FORCE_WAKEUP as u64);
 }
 
 /// If `vfsmount` is mounted on its owner's publish target, notes a pending release.

@@ -5,3 +5,4 @@ pub mod kernel_path;
 mod lsm_probe;
 mod syscalls;
 mod trampolines;
+mod wakeup;

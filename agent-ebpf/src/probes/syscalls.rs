@@ -20,6 +20,7 @@ use volguard_common::{
 use super::{
     enforce::{record_published_root, settle_claim},
     kernel_path::current_mnt_ns,
+    wakeup,
 };
 use crate::{
     helpers::{count, read_user_str},
@@ -140,7 +141,7 @@ pub fn exit(ret: i64) {
     let event = unsafe { &mut *event };
     event.header.ret = ret;
     event.header.duration_ns = now.saturating_sub(event.header.start_ns);
-    if EVENTS.output::<SyscallEvent>(&*event, 0).is_err() {
+    if EVENTS.output::<SyscallEvent>(&*event, wakeup::flags(event)).is_err() {
         count(Counter::EventsLost);
     }
     let _ = PENDING.remove(&pid_tgid);

@@ -134,6 +134,13 @@ pub enum LoadError {
     /// The object does not contain a map the agent needs.
     #[error("map {map} is not in the eBPF object")]
     MissingMap { map: &'static str },
+    /// A map the agent configures could not be written.
+    #[error("writing map {map} failed")]
+    MapWrite {
+        map: &'static str,
+        #[source]
+        source: aya::maps::MapError,
+    },
     /// The kernel's BTF (needed for LSM programs) could not be read.
     #[error("reading kernel BTF from /sys/kernel/btf/vmlinux failed")]
     Btf(#[source] aya::BtfError),

@@ -15,6 +15,7 @@ pub mod pins;
 pub mod program_stats;
 pub mod reader;
 pub mod trace_backend;
+pub mod wakeup;
 
 /// The eBPF object built by build.rs from ../agent-ebpf, embedded in the binary.
 pub static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/volguard.bpf.o"));

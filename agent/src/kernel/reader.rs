@@ -2,11 +2,15 @@
 
 use aya::maps::{MapData, RingBuf};
 use tokio::io::{Interest, unix::AsyncFd};
-use volguard_common::maps::EVENTS;
+use tokio::time::MissedTickBehavior;
+use volguard_common::{maps::EVENTS, wakeup::LAZY_DRAIN_MS};
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering},
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
 };
 
 use volguard_common::counters::Counter;
@@ -20,6 +24,7 @@ use crate::kernel::decode::{self, DecodeError, Record};
 /// Owns the ring buffer; hand it to one task.
 pub struct EventReader {
     ring: AsyncFd<RingBuf<MapData>>,
+    lazy_drain: tokio::time::Interval,
 }
 
 impl EventReader {
@@ -31,22 +36,41 @@ impl EventReader {
         // SAFETY: the RingBuf owns its map fd, keeps it open until dropped, and always
         // returns the same fd; the AsyncFd owns the RingBuf.
         let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }.map_err(|_| missing())?;
-        Ok(Self { ring })
+        let period = Duration::from_millis(LAZY_DRAIN_MS);
+        let mut lazy_drain = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        lazy_drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Ok(Self { ring, lazy_drain })
     }
 
-    /// Waits until records are available, then decodes all of them into `sink`.
-    /// Returns how many records were handed over (decode failures included).
+    /// Waits until records are available (woken by the kernel, or found by a drain every
+    /// [`LAZY_DRAIN_MS`], for records written without a wake-up), then decodes all of
+    /// them into `sink`. Returns how many records were handed over (at least one; decode
+    /// failures included).
     pub async fn next_batch(&mut self, mut sink: impl FnMut(Result<Record, DecodeError>)) -> std::io::Result<usize> {
-        let mut guard = self.ring.readable_mut().await?;
-        let ring = guard.get_inner_mut();
-        let mut n = 0;
-        while let Some(record) = ring.next() {
-            sink(decode::parse(&record));
-            n += 1;
+        loop {
+            let n = tokio::select! {
+                guard = self.ring.readable_mut() => {
+                    let mut guard = guard?;
+                    let n = drain(guard.get_inner_mut(), &mut sink);
+                    guard.clear_ready();
+                    n
+                }
+                _ = self.lazy_drain.tick() => drain(self.ring.get_mut(), &mut sink),
+            };
+            if n > 0 {
+                return Ok(n);
+            }
         }
-        guard.clear_ready();
-        Ok(n)
     }
+}
+
+fn drain(ring: &mut RingBuf<MapData>, sink: &mut impl FnMut(Result<Record, DecodeError>)) -> usize {
+    let mut n = 0;
+    while let Some(record) = ring.next() {
+        sink(decode::parse(&record));
+        n += 1;
+    }
+    n
 }
 
 /// Ring-buffer records that did not decode, by reason (read at scrape time).
