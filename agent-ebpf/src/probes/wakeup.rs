@@ -47,9 +47,19 @@ fn may_be_kubelets(filter: &WakeupFilter, path: &[u8; PATH_LEN]) -> bool {
     path[0] != b'/' || starts_with(path, FD_PATHS) || has_dot_component(path) || under_root(filter, path)
 }
 
+/// Byte by byte: a slice comparison becomes a call to `memcmp`, a subprogram whose
+/// pointer argument Linux 6.1's verifier refuses.
 #[inline(always)]
 fn starts_with(path: &[u8; PATH_LEN], prefix: &[u8]) -> bool {
-    prefix.len() <= PATH_LEN && path[..prefix.len()] == *prefix
+    if prefix.len() > PATH_LEN {
+        return false;
+    }
+    for i in 0..prefix.len() {
+        if path[i] != prefix[i] {
+            return false;
+        }
+    }
+    true
 }
 
 #[inline(always)]
