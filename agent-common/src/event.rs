@@ -84,6 +84,41 @@ pub struct SyscallEvent {
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 72);
 const _: () = assert!(core::mem::size_of::<SyscallEvent>() == 72 + 8 * MAX_ARGS + 2 * PATH_LEN + NAME_LEN);
 
+/// A traced syscall between its entry and its exit (value of `PENDING`, by `pid_tgid`):
+/// only what the entry alone knows. The rest, strings included, is read at exit straight
+/// into the ring buffer's record, so a call costs no copy of a whole record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PendingCall {
+    /// One of the [`kind`] values.
+    pub kind: u32,
+    /// Argument indices of the strings for `path0`, `path1` and `name` ([`NO_STRING`]:
+    /// none), from the call's [`SyscallSpec`]; the fourth is padding.
+    pub strings: [u8; 4],
+    /// `bpf_ktime_get_ns()` at entry.
+    pub start_ns: u64,
+    /// The arguments as passed (0 past the call's own).
+    pub args: [u64; MAX_ARGS],
+}
+
+/// [`PendingCall::strings`] entry for "no such string".
+pub const NO_STRING: u8 = u8::MAX;
+
+const _: () = assert!(core::mem::size_of::<PendingCall>() == 16 + 8 * MAX_ARGS);
+
+impl SyscallSpec {
+    /// The argument indices of its strings, as [`PendingCall::strings`] keeps them.
+    pub const fn string_args(&self) -> [u8; 4] {
+        const fn index(arg: Option<usize>) -> u8 {
+            match arg {
+                Some(i) => i as u8,
+                None => NO_STRING,
+            }
+        }
+        [index(self.path0), index(self.path1), index(self.name_arg), NO_STRING]
+    }
+}
+
 /// How to capture one syscall: its tracepoints, how many arguments it has, and which of
 /// them are strings to copy into `path0`, `path1` and `name`.
 #[derive(Clone, Copy, Debug)]

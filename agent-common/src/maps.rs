@@ -10,9 +10,6 @@ pub const PENDING: &str = "PENDING";
 /// Threads that can be inside a traced syscall at once before the oldest entry is evicted.
 pub const PENDING_ENTRIES: u32 = 16_384;
 
-/// Per-CPU scratch space for building a record too large for the BPF stack.
-pub const SCRATCH: &str = "SCRATCH";
-
 /// The single `volguard_common::wakeup::WakeupFilter` entry: which records wake the
 /// reader. Not pinned.
 pub const WAKEUP_FILTER: &str = "WAKEUP_FILTER";

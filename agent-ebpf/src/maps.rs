@@ -10,7 +10,7 @@ use volguard_common::{
     enforce::{
         EnforceConfig, MountTreeLayout, Owner, PendingClaim, PendingPublish, PodUid, PublishedRoot, RootKey, VolumeKey,
     },
-    event::SyscallEvent,
+    event::PendingCall,
     lsm_probe::ProbeSource,
     maps::{EVENTS_BYTES, PENDING_ENTRIES, VOLUME_ENTRIES},
     wakeup::WakeupFilter,
@@ -23,11 +23,7 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 /// A traced syscall between entry and exit, keyed by `pid_tgid`. LRU so that a thread that
 /// never returns (killed mid-syscall) cannot fill it.
 #[map]
-pub static PENDING: LruHashMap<u64, SyscallEvent> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
-
-/// Builds a record off the 512-byte BPF stack.
-#[map]
-pub static SCRATCH: PerCpuArray<SyscallEvent> = PerCpuArray::with_max_entries(1, 0);
+pub static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
 
 /// Which records wake the reader, set by the agent. Not pinned.
 #[map]

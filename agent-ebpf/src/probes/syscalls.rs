@@ -1,8 +1,10 @@
 //! Mount-family syscalls, traced with syscall tracepoints: each `sys_enter_<name>`
-//! program remembers its syscall's arguments per thread (as its `SyscallSpec` says); the
-//! one `sys_exit` program, attached to every matching `sys_exit_<name>`, adds the result
-//! and duration and emits one event. The records are built by [`enter`] and [`exit`],
-//! which the trampoline backend (`trampolines.rs`) shares.
+//! program parks its syscall's arguments per thread (a small `PendingCall`); the one
+//! `sys_exit` program, attached to every matching `sys_exit_<name>`, writes the record in
+//! place in the ring buffer: the strings its `SyscallSpec` names (read at exit, from the
+//! memory of a caller still blocked in the call), the result, the duration. The records
+//! are built by [`enter`] and [`exit`], which the trampoline backend (`trampolines.rs`)
+//! shares.
 //!
 //! Syscall tracepoint records put argument i at offset 16 + 8 * i and the exit's `ret`
 //! at 16 (see /sys/kernel/tracing/events/syscalls/*/format); stable since they exist.
@@ -14,7 +16,7 @@ use aya_ebpf::{
 };
 use volguard_common::{
     counters::Counter,
-    event::{self, MAX_ARGS, SyscallEvent, SyscallSpec, truncated},
+    event::{self, MAX_ARGS, NO_STRING, PendingCall, SyscallEvent, SyscallSpec, truncated},
 };
 
 use super::{
@@ -24,7 +26,7 @@ use super::{
 };
 use crate::{
     helpers::{count, read_user_str},
-    maps::{CONFIG, EVENTS, PENDING, SCRATCH},
+    maps::{CONFIG, EVENTS, PENDING},
 };
 
 const ARG0: usize = 16;
@@ -37,7 +39,7 @@ macro_rules! enter_programs {
         #[tracepoint]
         pub fn $program(ctx: TracePointContext) -> u32 {
             // SAFETY: reading this tracepoint's own argument slots (enter asks for i < nargs).
-            let _ = enter(&$spec, |i| unsafe { ctx.read_at::<u64>(ARG0 + i * ARG_SIZE) }.unwrap_or(0));
+            enter(&$spec, |i| unsafe { ctx.read_at::<u64>(ARG0 + i * ARG_SIZE) }.unwrap_or(0));
             0
         }
     )*};
@@ -56,61 +58,32 @@ enter_programs! {
     sys_enter_mount_setattr => event::MOUNT_SETATTR;
 }
 
-/// Parks this thread's record of a `spec` call in `PENDING`; `arg(i)` reads argument `i`
-/// (asked only for `i < spec.nargs`).
+/// Parks what only the entry of this thread's `spec` call knows in `PENDING`; `arg(i)`
+/// reads argument `i` (asked only for `i < spec.nargs`).
 #[inline(always)]
-pub fn enter(spec: &SyscallSpec, arg: impl Fn(usize) -> u64) -> Result<(), i32> {
-    let event = SCRATCH.get_ptr_mut(0).ok_or(0)?;
-    // SAFETY: per-CPU scratch entry, used only for the duration of this program.
-    let event = unsafe { &mut *event };
-    let pid_tgid = bpf_get_current_pid_tgid();
-
+pub fn enter(spec: &SyscallSpec, arg: impl Fn(usize) -> u64) {
+    let mut call = PendingCall { kind: spec.kind, strings: spec.string_args(), start_ns: 0, args: [0; MAX_ARGS] };
     for i in 0..MAX_ARGS {
-        event.args[i] = if i < spec.nargs { arg(i) } else { 0 };
-    }
-    let header = &mut event.header;
-    header.kind = spec.kind;
-    header.pid = pid_tgid as u32;
-    header.tgid = (pid_tgid >> 32) as u32;
-    header.mnt_ns = CONFIG.get(0).map_or(0, |cfg| current_mnt_ns(&cfg.layout));
-    header._pad = 0;
-    // SAFETY: helper without preconditions.
-    header.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
-    header.comm = bpf_get_current_comm().unwrap_or([0; 16]);
-    header.duration_ns = 0;
-    header.ret = 0;
-    header.truncated = 0;
-    let mut cut = 0;
-    if copy_arg(&event.args, spec.path0, &mut event.path0) {
-        cut |= truncated::PATH0;
-    }
-    if copy_arg(&event.args, spec.path1, &mut event.path1) {
-        cut |= truncated::PATH1;
-    }
-    if copy_arg(&event.args, spec.name_arg, &mut event.name) {
-        cut |= truncated::NAME;
-    }
-    event.header.truncated = cut;
-    // Taken last so the duration does not include our own string copies.
-    // SAFETY: helper without preconditions.
-    event.header.start_ns = unsafe { bpf_ktime_get_ns() };
-
-    if PENDING.insert(&pid_tgid, &*event, 0).is_err() {
-        count(Counter::PendingInsertFailed);
-    }
-    Ok(())
-}
-
-/// Copies the string argument `index` (if the spec has one) into `dst`; true if cut.
-#[inline(always)]
-fn copy_arg(args: &[u64; MAX_ARGS], index: Option<usize>, dst: &mut [u8]) -> bool {
-    match index {
-        Some(i) if i < MAX_ARGS => read_user_str(args[i] as *const u8, dst),
-        _ => {
-            dst[0] = 0;
-            false
+        if i < spec.nargs {
+            call.args[i] = arg(i);
         }
     }
+    // SAFETY: helper without preconditions.
+    call.start_ns = unsafe { bpf_ktime_get_ns() };
+    if PENDING.insert(&bpf_get_current_pid_tgid(), &call, 0).is_err() {
+        count(Counter::PendingInsertFailed);
+    }
+}
+
+/// Copies the string argument `index` ([`NO_STRING`]: none) into `dst`; true if cut.
+#[inline(always)]
+fn copy_arg(args: &[u64; MAX_ARGS], index: u8, dst: &mut [u8]) -> bool {
+    let i = index as usize;
+    if index == NO_STRING || i >= MAX_ARGS {
+        dst[0] = 0;
+        return false;
+    }
+    read_user_str(args[i] as *const u8, dst)
 }
 
 /// Shared by every `sys_exit_<name>` of the traced syscalls.
@@ -124,8 +97,7 @@ pub fn sys_exit(ctx: TracePointContext) -> u32 {
 }
 
 /// At the exit of a traced call that returned `ret`: settles this thread's claim and
-/// records the root of its owner's publish, then completes and emits the record its entry
-/// parked.
+/// records the root of its owner's publish, then emits the call's record.
 #[inline(always)]
 pub fn exit(ret: i64) {
     // SAFETY: helper without preconditions.
@@ -133,16 +105,55 @@ pub fn exit(ret: i64) {
     let pid_tgid = bpf_get_current_pid_tgid();
     settle_claim(pid_tgid, ret);
     record_published_root(pid_tgid, ret);
-    let Some(event) = PENDING.get_ptr_mut(&pid_tgid) else {
+    let Some(call) = PENDING.get_ptr(&pid_tgid) else {
         count(Counter::ExitWithoutEntry);
         return;
     };
     // SAFETY: this thread's own entry; no other thread uses its key.
-    let event = unsafe { &mut *event };
-    event.header.ret = ret;
-    event.header.duration_ns = now.saturating_sub(event.header.start_ns);
-    if EVENTS.output::<SyscallEvent>(&*event, wakeup::flags(event)).is_err() {
-        count(Counter::EventsLost);
-    }
+    let call = unsafe { *call };
     let _ = PENDING.remove(&pid_tgid);
+    emit(&call, pid_tgid, ret, now);
+}
+
+/// Builds the record of `call` in place in the ring buffer (the caller's strings are
+/// still in its memory: it is blocked in this very syscall) and submits it.
+#[inline(always)]
+fn emit(call: &PendingCall, pid_tgid: u64, ret: i64, now: u64) {
+    // Before the reservation: while it is held, only the record is written.
+    let comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    // SAFETY: helper without preconditions.
+    let cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+    let mnt_ns = CONFIG.get(0).map_or(0, |cfg| current_mnt_ns(&cfg.layout));
+    let Some(mut entry) = EVENTS.reserve::<SyscallEvent>(0) else {
+        count(Counter::EventsLost);
+        return;
+    };
+    // SAFETY: the reservation is ours and sized for a SyscallEvent; every field is set
+    // below (each string up to its NUL, which is all userspace reads).
+    let event = unsafe { &mut *entry.as_mut_ptr() };
+    let header = &mut event.header;
+    header.kind = call.kind;
+    header.pid = pid_tgid as u32;
+    header.tgid = (pid_tgid >> 32) as u32;
+    header.mnt_ns = mnt_ns;
+    header._pad = 0;
+    header.cgroup_id = cgroup_id;
+    header.start_ns = call.start_ns;
+    header.duration_ns = now.saturating_sub(call.start_ns);
+    header.ret = ret;
+    header.comm = comm;
+    event.args = call.args;
+    let mut cut = 0;
+    if copy_arg(&call.args, call.strings[0], &mut event.path0) {
+        cut |= truncated::PATH0;
+    }
+    if copy_arg(&call.args, call.strings[1], &mut event.path1) {
+        cut |= truncated::PATH1;
+    }
+    if copy_arg(&call.args, call.strings[2], &mut event.name) {
+        cut |= truncated::NAME;
+    }
+    event.header.truncated = cut;
+    let flags = wakeup::flags(event);
+    entry.submit(flags);
 }

@@ -38,7 +38,7 @@ macro_rules! trampoline_programs {
         #[fentry]
         pub fn $entry(ctx: FEntryContext) -> u32 {
             let regs = ctx_arg_address(ctx.as_ptr(), 0);
-            let _ = enter(&$spec, |i| reg_arg(regs, i));
+            enter(&$spec, |i| reg_arg(regs, i));
             0
         }
 

@@ -10,7 +10,7 @@ use volguard_common::{maps::WAKEUP_FILTER, wakeup::WakeupFilter};
 use super::loader::{LoadError, LoadedObject};
 
 /// Lets records of mounts outside `kubelet_root` be written without waking the reader.
-/// Must run before the programs attach. A root that does not fit leaves every record
+/// Must run before the programs attach. A root that is not absolute leaves every record
 /// waking it (logged).
 pub fn wake_only_for_kubelet_root(object: &mut LoadedObject, kubelet_root: &Path) -> Result<(), LoadError> {
     let missing = || LoadError::MissingMap { map: WAKEUP_FILTER };
