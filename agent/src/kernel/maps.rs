@@ -1,7 +1,7 @@
 //! The maps the LSM programs decide from, behind one typed handle taken once from the
 //! loaded object or from the pins: the config, the single-pod set, the owners, and the
-//! roots of owned trees (recorded by the kernel, forgotten here). Policy (which volumes, which owner, which mode) is the caller's;
-//! this module only speaks the kernel's formats.
+//! roots of owned trees (recorded by the kernel, forgotten here). Policy (which volumes,
+//! which owner, which mode) is the caller's; this module only speaks the kernel's formats.
 
 use std::{collections::BTreeMap, os::unix::fs::MetadataExt, path::Path};
 
