@@ -8,9 +8,16 @@
 //! whole, outside `/proc` (fd paths) and differ from the kubelet root within its first
 //! [`ROOT_PREFIX_LEN`] bytes is written without a wake-up; the agent reads it at its next
 //! wake-up or timed drain ([`LAZY_DRAIN_MS`]), in order with the rest. Every other record,
-//! and every record while the ring is half full, wakes it. `.` and `..` components are not
-//! looked at: a path that climbs back into the kubelet tree that way is read within
-//! [`LAZY_DRAIN_MS`], not at once.
+//! and every record while the ring is half full, wakes it: by the kernel's own rule (a
+//! wake-up only for the first unread record, so a burst costs one) unless a record written
+//! without a wake-up may be unread ahead of it, then by a forced one. `.` and `..`
+//! components are not looked at: a path that climbs back into the kubelet tree that way is
+//! read within [`LAZY_DRAIN_MS`], not at once.
+//!
+//! One race is left to the timed drain: the reader stops at the first record still being
+//! written, so a record another CPU submits behind one that is being written without a
+//! wake-up can wait up to [`LAZY_DRAIN_MS`] (a window of the few microseconds it takes to
+//! write a record, on a node where two mounts run at once).
 //!
 //! The rule runs in every exit program (ten fexit programs with trampolines), so it has no
 //! loop whose bound comes from data: Linux 6.1's verifier walked such loops' every exit

@@ -29,6 +29,11 @@ pub static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(
 #[map]
 pub static WAKEUP_FILTER: Array<WakeupFilter> = Array::with_max_entries(1, 0);
 
+/// Non-zero while a record written without a wake-up may be unread: the next record that
+/// wakes the reader forces it, and clears this. Kernel-side only, not pinned.
+#[map]
+pub static LAZY_UNREAD: Array<u32> = Array::with_max_entries(1, 0);
+
 /// Kernel-side counters, indexed by `Counter`.
 #[map]
 pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(Counter::COUNT, 0);

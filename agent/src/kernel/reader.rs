@@ -30,13 +30,18 @@ pub struct EventReader {
 impl EventReader {
     /// Takes the ring buffer out of the loaded object. Needs a tokio runtime with IO enabled.
     pub fn new(object: &mut LoadedObject) -> Result<Self, LoadError> {
+        Self::with_lazy_drain(object, Duration::from_millis(LAZY_DRAIN_MS))
+    }
+
+    /// As [`EventReader::new`], draining records written without a wake-up every `period`
+    /// (tests stretch it to tell a wake-up from a drain).
+    pub fn with_lazy_drain(object: &mut LoadedObject, period: Duration) -> Result<Self, LoadError> {
         let missing = || LoadError::MissingMap { map: EVENTS };
         let map = object.take_map(EVENTS)?;
         let ring = RingBuf::try_from(map).map_err(|_| missing())?;
         // SAFETY: the RingBuf owns its map fd, keeps it open until dropped, and always
         // returns the same fd; the AsyncFd owns the RingBuf.
         let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }.map_err(|_| missing())?;
-        let period = Duration::from_millis(LAZY_DRAIN_MS);
         let mut lazy_drain = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         lazy_drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
         Ok(Self { ring, lazy_drain })

@@ -4,6 +4,7 @@
 use std::{
     os::unix::ffi::OsStrExt,
     path::{Path, PathBuf},
+    time::Duration,
 };
 
 use nix::{
@@ -17,7 +18,7 @@ use volguard::{
 };
 use volguard_common::event::PATH_LEN;
 
-use crate::support::{have_root, make_dirs, mount_onto, own_cgroup_id, tracer};
+use crate::support::{have_root, make_dirs, mount_onto, own_cgroup_id, tracer, tracer_waking_for};
 
 /// The mount(2) arguments of `event`, which must be a mount.
 fn mount_args(event: &Event) -> (&RawString, &RawString, &RawString, u64) {
@@ -132,4 +133,43 @@ async fn long_paths_are_cut_at_the_bound_and_flagged_exactly() {
     assert!(target.truncated, "a longer path is flagged");
     assert!(!source.truncated);
     assert_eq!(long.ret, 0, "the mount itself is unaffected");
+}
+
+/// A mount outside the kubelet tree is written without waking the reader; the next record
+/// that may concern kubelet wakes it (forced: the kernel would not wake it for a record
+/// behind an unread one), and both arrive in order. The timed drain is an hour away, so
+/// only a wake-up can bring them.
+#[tokio::test]
+async fn a_mount_outside_the_kubelet_tree_waits_for_the_next_kubelet_record() {
+    if !have_root("a_mount_outside_the_kubelet_tree_waits_for_the_next_kubelet_record") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let kubelet_root = tmp.path().join("kubelet");
+    let [source, outside, inside] = make_dirs(tmp.path(), ["source", "outside", "kubelet/pods/uid-a/volumes"]);
+    let (_ebpf, mut recorder) = tracer_waking_for(&kubelet_root, Duration::from_secs(3600));
+
+    let (s, o) = (source.clone(), outside.clone());
+    let (tid, result) = run_in_private_mount_ns("vg-lazy-test", move || {
+        (gettid().as_raw() as u32, mount(Some(&s), &o, None::<&str>, MsFlags::MS_BIND, None::<&str>))
+    })
+    .unwrap();
+    result.unwrap();
+    recorder.drain(Duration::from_millis(500)).await;
+    let ours = |e: &Event| e.caller.pid == tid;
+    let read_early = recorder.seen().iter().any(ours);
+    let woken_by_others = recorder.seen().iter().any(|e| !ours(e));
+    assert!(!read_early || woken_by_others, "the outside mount woke the reader: {:?}", recorder.seen());
+
+    let (s, i) = (source.clone(), inside.clone());
+    let result = run_in_private_mount_ns("vg-lazy-test", move || {
+        mount(Some(&s), &i, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+    })
+    .unwrap();
+    result.unwrap();
+    let inside_mount = recorder.wait_for(mount_onto(&inside)).await;
+    let outside_mount = recorder.wait_for(mount_onto(&outside)).await;
+    assert!(outside_mount.start_ns < inside_mount.start_ns);
+    let position = |want: &Event| recorder.seen().iter().position(|e| e.start_ns == want.start_ns);
+    assert!(position(&outside_mount) < position(&inside_mount), "read in the order written");
 }

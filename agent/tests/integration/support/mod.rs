@@ -100,6 +100,17 @@ pub fn tracer_with(mut ebpf: LoadedObject) -> (LoadedObject, Recorder) {
     (ebpf, Recorder::new(reader))
 }
 
+/// A tracer set up as the agent's (records of mounts outside `kubelet_root` do not wake
+/// the reader), whose timed drain of such records comes only every `lazy_drain`.
+pub fn tracer_waking_for(kubelet_root: &std::path::Path, lazy_drain: Duration) -> (LoadedObject, Recorder) {
+    let mut ebpf = LoadedObject::load().expect("load the embedded eBPF object");
+    volguard::kernel::wakeup::wake_only_for_kubelet_root(&mut ebpf, kubelet_root).unwrap();
+    let tracing = trace_backend::choose_syscall_backend(trace_backend_choice()).expect("a syscall tracing backend");
+    ebpf.attach(&tracing.hooks()).expect("attach the tracing programs");
+    let reader = EventReader::with_lazy_drain(&mut ebpf, lazy_drain).unwrap();
+    (ebpf, Recorder::new(reader))
+}
+
 /// Keeps every event read so far, so a test can wait for several in any order.
 pub struct Recorder {
     reader: EventReader,
