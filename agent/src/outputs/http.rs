@@ -133,10 +133,22 @@ async fn healthz() -> Response {
     ok(json!({"status": "ok"}))
 }
 
+/// Ready once the programs are attached, the state is built and, with the Kubernetes API
+/// as the source, a first complete list has come: an agent that cannot reach or is refused
+/// by the API server holds a rollout at its first node. Facts that go stale later keep it
+/// ready (they stay in force; enforcement goes on), said in `detail`.
 async fn readyz(State(shared): AppState) -> Response {
-    let ready = shared.is_ready();
-    let body = json!({"apiVersion": API_VERSION, "ready": ready,
-                      "detail": if ready { "programs attached, state built" } else { "starting" }});
+    let view = shared.view();
+    let (ready, detail) = if !shared.is_ready() {
+        (false, "starting".to_owned())
+    } else if let Some(waiting) = view.source.first_sync_pending() {
+        (false, format!("programs attached, no facts yet: {waiting}"))
+    } else if let Some(stale) = &view.source.stale {
+        (true, format!("programs attached, state built; facts stale: {stale}"))
+    } else {
+        (true, "programs attached, state built".to_owned())
+    };
+    let body = json!({"apiVersion": API_VERSION, "ready": ready, "detail": detail});
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()
 }
@@ -224,7 +236,7 @@ mod tests {
     use crate::{
         facts::Facts,
         model::explain::{Conflict, ConflictAction},
-        outputs::served_state::{ConflictRecord, DebugView, MountRecord, VolumeDetail},
+        outputs::served_state::{ConflictRecord, DebugView, MountRecord, SourceStatus, VolumeDetail},
     };
 
     fn shared() -> Arc<ServedState> {
@@ -277,6 +289,29 @@ mod tests {
         let status = response.status();
         let bytes = to_bytes(response.into_body(), 1 << 20).await.unwrap();
         (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    #[tokio::test]
+    async fn not_ready_until_the_api_has_listed_once_and_ready_while_its_facts_go_stale() {
+        let s = shared();
+        s.set_ready();
+        let with_source = |source: SourceStatus| s.set_view(DebugView { source, ..DebugView::default() });
+        let waiting = "waiting for the first complete list from the API server";
+        with_source(SourceStatus::new("kubernetes_api", Some(waiting.into()), None));
+        let (code, body) = get(debug_router(s.clone()), "/readyz").await;
+        assert_eq!((code, body["ready"].as_bool()), (StatusCode::SERVICE_UNAVAILABLE, Some(false)));
+        assert!(body["detail"].as_str().unwrap().contains(waiting), "{body}");
+
+        let synced = Some(std::time::SystemTime::now());
+        with_source(SourceStatus::new("kubernetes_api", Some("pods: client error (Connect)".into()), synced));
+        let (code, body) = get(debug_router(s.clone()), "/readyz").await;
+        assert_eq!(code, StatusCode::OK, "stale facts stay in force: {body}");
+        assert!(body["detail"].as_str().unwrap().contains("facts stale: pods: client error (Connect)"), "{body}");
+
+        for source in [SourceStatus::new("none", None, None), SourceStatus::new("inventory", None, None)] {
+            with_source(source);
+            assert_eq!(get(debug_router(s.clone()), "/readyz").await.0, StatusCode::OK, "no API to wait for");
+        }
     }
 
     #[tokio::test]

@@ -77,6 +77,13 @@ impl SourceStatus {
     pub fn new(origin: &str, stale: Option<String>, synced_at: Option<SystemTime>) -> Self {
         Self { origin: origin.into(), stale, synced_at, synced_at_rfc3339: synced_at.map(rfc3339) }
     }
+
+    /// Why the agent has no facts yet: the Kubernetes API has not completed a first list
+    /// (unreachable, refused credentials). Once it has, stale facts stay in force.
+    pub fn first_sync_pending(&self) -> Option<&str> {
+        let waiting = self.origin == "kubernetes_api" && self.synced_at.is_none();
+        waiting.then(|| self.stale.as_deref().unwrap_or("waiting for the first complete list from the API server"))
+    }
 }
 
 /// The part of the state the loop refreshes.

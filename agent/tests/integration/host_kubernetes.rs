@@ -11,7 +11,7 @@ use crate::support::{
         CSI_DRIVERS, CSI_NODES, FakeApi, NODES, PODS, PVCS, PVS, csi_driver, csi_node, eventually, node, pod, rwop_pv,
         rwop_pvc,
     },
-    have_root,
+    have_root, http_get,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
 };
 
@@ -103,6 +103,58 @@ async fn api_facts_drive_enforcement_and_conflicts_become_events_and_an_outage_r
         );
         agent.stop();
         while ns.umount(&a).is_ok() {}
+        if pins.exists() {
+            uninstall(&pins);
+        }
+    });
+}
+
+/// An agent the API server does not give a first complete list is not ready (its
+/// DaemonSet's rollout stops there: a wrong certificate or RBAC shows at the first node);
+/// ready once the list comes, and it stays ready when the API goes away later (its facts
+/// stay in force, stale).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_is_not_ready_until_the_api_has_listed_once_and_stays_ready_through_an_outage() {
+    if !have_root("the_agent_is_not_ready_until_the_api_has_listed_once_and_stays_ready_through_an_outage") {
+        return;
+    }
+    let mut fake = FakeApi::start().await;
+    seed(&fake);
+    fake.fail_lists(PODS, true);
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let config = fake.kubeconfig(tree.tmp.path());
+    let pins = pin_root("kubernetes-ready");
+    let agent = tokio::task::block_in_place(|| {
+        let mountinfo = ns.mountinfo();
+        let extra = ["--mountinfo", &mountinfo, "--kubernetes", "--node-name", NODE];
+        let env = [("KUBECONFIG", config.to_str().unwrap())];
+        Agent::start_with_env(&tree.root(), &pins, &[], "auto", &extra, &env)
+    });
+    let readyz = || http_get(&agent.address("metrics"), "/readyz");
+    // The programs are attached (the agent printed its ready line), the pods never listed.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, body) = tokio::task::block_in_place(readyz);
+    assert_eq!(status, 503, "no facts yet: {body}");
+    assert!(body.contains("no facts yet: waiting for the first complete list"), "{body}");
+
+    fake.fail_lists(PODS, false);
+    let body = eventually("ready once the pods listed", Duration::from_secs(30), || async {
+        Some(tokio::task::block_in_place(readyz)).filter(|(status, _)| *status == 200).map(|(_, body)| body)
+    })
+    .await;
+    assert!(body.contains("\"ready\":true"), "{body}");
+
+    fake.stop().await;
+    let body = eventually("the outage in the readiness detail", Duration::from_secs(30), || async {
+        let (status, body) = tokio::task::block_in_place(readyz);
+        assert_eq!(status, 200, "stale facts stay in force: {body}");
+        Some(body).filter(|b| b.contains("facts stale"))
+    })
+    .await;
+    assert!(body.contains("\"ready\":true"), "{body}");
+    tokio::task::block_in_place(|| {
+        agent.stop();
         if pins.exists() {
             uninstall(&pins);
         }
