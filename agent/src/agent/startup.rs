@@ -83,7 +83,7 @@ pub(super) async fn start_facts_source(source: &FactsSource) -> Result<StartedSo
             let client =
                 crate::facts::k8s::client::http2_client(config).map_err(|e| AgentError::KubeConfig(e.to_string()))?;
             let mut waiting = Snapshot::empty(Origin::KubernetesApi);
-            waiting.stale = Some("waiting for the first complete list from the API server".into());
+            waiting.stale = Some(crate::facts::AWAITING_FIRST_LIST.into());
             let mut source = started(waiting);
             let (facts_tx, node) = (source.keep_alive.clone(), node_name.clone());
             let api_source = crate::facts::k8s::source::run(client.clone(), node.clone(), facts_tx);

@@ -433,6 +433,9 @@ impl Origin {
     }
 }
 
+/// Why an API source has no facts yet, until its first complete list.
+pub const AWAITING_FIRST_LIST: &str = "waiting for the first complete list from the API server";
+
 /// The facts in force and how fresh they are, as a source publishes them.
 #[derive(Clone, Debug)]
 pub struct Snapshot {

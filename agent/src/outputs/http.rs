@@ -296,7 +296,7 @@ mod tests {
         let s = shared();
         s.set_ready();
         let with_source = |source: SourceStatus| s.set_view(DebugView { source, ..DebugView::default() });
-        let waiting = "waiting for the first complete list from the API server";
+        let waiting = crate::facts::AWAITING_FIRST_LIST;
         with_source(SourceStatus::new("kubernetes_api", Some(waiting.into()), None));
         let (code, body) = get(debug_router(s.clone()), "/readyz").await;
         assert_eq!((code, body["ready"].as_bool()), (StatusCode::SERVICE_UNAVAILABLE, Some(false)));

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::{
     csi::report::CsiReport,
     enforce::Mode,
-    facts::ClaimRef,
+    facts::{AWAITING_FIRST_LIST, ClaimRef, Origin},
     kernel::trace_backend::{Backend, Fallback, TraceDecision},
     model::checks::Finding,
     model::explain::{Conflict, ConflictAction},
@@ -81,8 +81,8 @@ impl SourceStatus {
     /// Why the agent has no facts yet: the Kubernetes API has not completed a first list
     /// (unreachable, refused credentials). Once it has, stale facts stay in force.
     pub fn first_sync_pending(&self) -> Option<&str> {
-        let waiting = self.origin == "kubernetes_api" && self.synced_at.is_none();
-        waiting.then(|| self.stale.as_deref().unwrap_or("waiting for the first complete list from the API server"))
+        let waiting = self.origin == Origin::KubernetesApi.kind() && self.synced_at.is_none();
+        waiting.then(|| self.stale.as_deref().unwrap_or(AWAITING_FIRST_LIST))
     }
 }
 

@@ -94,8 +94,7 @@ pub fn tracer() -> (LoadedObject, Recorder) {
 }
 
 pub fn tracer_with(mut ebpf: LoadedObject) -> (LoadedObject, Recorder) {
-    let tracing = trace_backend::choose_syscall_backend(trace_backend_choice()).expect("a syscall tracing backend");
-    ebpf.attach(&tracing.hooks()).expect("attach the tracing programs");
+    attach_syscall_backend(&mut ebpf);
     let reader = EventReader::new(&mut ebpf).unwrap();
     (ebpf, Recorder::new(reader))
 }
@@ -105,10 +104,15 @@ pub fn tracer_with(mut ebpf: LoadedObject) -> (LoadedObject, Recorder) {
 pub fn tracer_waking_for(kubelet_root: &std::path::Path, lazy_drain: Duration) -> (LoadedObject, Recorder) {
     let mut ebpf = LoadedObject::load().expect("load the embedded eBPF object");
     volguard::kernel::wakeup::wake_only_for_kubelet_root(&mut ebpf, kubelet_root).unwrap();
-    let tracing = trace_backend::choose_syscall_backend(trace_backend_choice()).expect("a syscall tracing backend");
-    ebpf.attach(&tracing.hooks()).expect("attach the tracing programs");
+    attach_syscall_backend(&mut ebpf);
     let reader = EventReader::with_lazy_drain(&mut ebpf, lazy_drain).unwrap();
     (ebpf, Recorder::new(reader))
+}
+
+/// Attaches the tracing programs of the syscall backend the harness chose.
+fn attach_syscall_backend(ebpf: &mut LoadedObject) {
+    let tracing = trace_backend::choose_syscall_backend(trace_backend_choice()).expect("a syscall tracing backend");
+    ebpf.attach(&tracing.hooks()).expect("attach the tracing programs");
 }
 
 /// Keeps every event read so far, so a test can wait for several in any order.
