@@ -229,7 +229,9 @@ pub fn find_vm_kernel() -> Option<PathBuf> {
 /// Downloads the cloud kernel package and keeps only its vmlinuz (nothing is installed
 /// into /boot: this machine's own boot is untouched).
 fn install_vm_kernel(apt: &mut Apt) -> anyhow::Result<PathBuf> {
-    if let Some(kernel) = find_vm_kernel() {
+    if let Some(kernel) = find_vm_kernel()
+        && guest_modules_present(&kernel)
+    {
         println!("setup: VM kernel present ({})", kernel.display());
         return Ok(kernel);
     }
@@ -240,8 +242,20 @@ fn install_vm_kernel(apt: &mut Apt) -> anyhow::Result<PathBuf> {
             cloud_kernel_package()?
         }
     };
-    println!("setup: fetching the VM kernel from {package}");
-    fetch_vmlinuz(&package, None)
+    println!("setup: fetching the VM kernel (and the modules the e2e's VM node loads) from {package}");
+    fetch_vmlinuz(&package, None, crate::e2e::GUEST_MODULES)
+}
+
+/// Where the kernel modules that the e2e's VM node loads are kept beside `kernel`
+/// (`modules-<release>/<name>.ko`).
+pub fn vm_kernel_modules(kernel: &Path) -> PathBuf {
+    let name = kernel.file_name().map(|n| n.to_string_lossy().replacen("vmlinuz-", "modules-", 1));
+    kernel.with_file_name(name.unwrap_or_default())
+}
+
+fn guest_modules_present(kernel: &Path) -> bool {
+    let dir = vm_kernel_modules(kernel);
+    crate::e2e::GUEST_MODULES.iter().all(|m| dir.join(format!("{m}.ko")).exists())
 }
 
 /// Adds bookworm-backports to apt's sources (a file of our own; the suite's priority
@@ -261,7 +275,7 @@ fn install_backports_kernel(apt: &mut Apt) -> anyhow::Result<PathBuf> {
     apt.update()?;
     let spec = format!("{BACKPORTS_KERNEL_PACKAGE}={BACKPORTS_KERNEL_VERSION}");
     println!("setup: fetching the second VM kernel from {spec}");
-    let fetched = fetch_vmlinuz(&spec, Some(BACKPORTS_KERNEL_SHA256))?;
+    let fetched = fetch_vmlinuz(&spec, Some(BACKPORTS_KERNEL_SHA256), &[])?;
     fs::create_dir_all(kept.parent().expect("a parent"))?;
     fs::rename(&fetched, &kept).with_context(|| format!("moving {} to {}", fetched.display(), kept.display()))?;
     Ok(kept)
@@ -289,8 +303,9 @@ fn backports_sources() -> String {
 }
 
 /// Downloads `package` (`name` or `name=version`), checks its SHA-256 when pinned, and
-/// keeps only its vmlinuz in [`VM_KERNEL_DIR`] (nothing is installed).
-fn fetch_vmlinuz(package: &str, sha256: Option<&str>) -> anyhow::Result<PathBuf> {
+/// keeps only its vmlinuz and the named `modules` in [`VM_KERNEL_DIR`] (nothing is
+/// installed).
+fn fetch_vmlinuz(package: &str, sha256: Option<&str>, modules: &[&str]) -> anyhow::Result<PathBuf> {
     let work = Path::new(VM_KERNEL_DIR).join("download");
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
@@ -314,8 +329,34 @@ fn fetch_vmlinuz(package: &str, sha256: Option<&str>) -> anyhow::Result<PathBuf>
         .with_context(|| format!("{package} has no boot/vmlinuz-*"))?;
     let kept = Path::new(VM_KERNEL_DIR).join(vmlinuz.file_name().expect("a file name"));
     fs::copy(&vmlinuz, &kept).with_context(|| format!("copying {}", vmlinuz.display()))?;
+    if !modules.is_empty() {
+        let kept_modules = vm_kernel_modules(&kept);
+        fs::create_dir_all(&kept_modules)?;
+        let mut found = Vec::new();
+        find_files(&extracted.join("lib/modules"), &mut found)?;
+        for module in modules {
+            let file = format!("{module}.ko");
+            let path = found
+                .iter()
+                .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == file))
+                .with_context(|| format!("{package} has no module {file}"))?;
+            fs::copy(path, kept_modules.join(&file))?;
+        }
+    }
     fs::remove_dir_all(&work)?;
     Ok(kept)
+}
+
+fn find_files(dir: &Path, found: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            find_files(&path, found)?;
+        } else {
+            found.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// The versioned package the cloud kernel meta-package depends on.

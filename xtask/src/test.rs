@@ -47,6 +47,9 @@ pub fn run() -> anyhow::Result<()> {
         step("real node (Kubernetes, containerd, a CSI driver; volguard from its chart and image)", &mut || {
             e2e::run(&e2e::Options::default())
         });
+        step("real node with BPF LSM in the VM (scenario 6: refused in the kernel, then handed over)", &mut || {
+            e2e::run(&e2e::Options { vm: true, ..Default::default() })
+        });
         step("fuzzing (each parser of untrusted input, 20 s a target)", &mut || {
             fuzz::run(&fuzz::Options { seconds: 20, targets: Vec::new() })
         });

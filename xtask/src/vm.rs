@@ -391,18 +391,32 @@ fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf
         fs::create_dir_all(dest.parent().expect("a parent"))?;
         fs::copy(&lib, &dest).with_context(|| format!("copying {}", lib.display()))?;
     }
-    let init = root.join("init");
-    fs::write(&init, init_script(boot))?;
-    fs::set_permissions(&init, fs::Permissions::from_mode(0o755))?;
-
     let initrd = work.join("initrd.gz");
+    pack_initramfs(&root, &init_script(boot), &initrd, Compression::Gzip)?;
+    Ok(initrd)
+}
+
+/// How an initramfs is packed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Compression {
+    Gzip,
+    /// For large roots: the emulated kernel copies faster than it inflates.
+    None,
+}
+
+/// Writes `init` as the root's executable `/init` and packs the root into `initrd` (a newc
+/// cpio archive).
+pub(crate) fn pack_initramfs(root: &Path, init: &str, initrd: &Path, compression: Compression) -> anyhow::Result<()> {
+    let init_file = root.join("init");
+    fs::write(&init_file, init)?;
+    fs::set_permissions(&init_file, fs::Permissions::from_mode(0o755))?;
+    let filter = if compression == Compression::Gzip { " | gzip -1" } else { "" };
     run_cmd(
         Command::new("sh")
-            .current_dir(&root)
+            .current_dir(root)
             .arg("-c")
-            .arg(format!("find . -print0 | cpio --null -o -H newc --quiet | gzip -1 > '{}'", initrd.display())),
-    )?;
-    Ok(initrd)
+            .arg(format!("find . -print0 | cpio --null -o -H newc --quiet{filter} > '{}'", initrd.display())),
+    )
 }
 
 /// The absolute paths `ldd` lists for `binary` (the loader included).

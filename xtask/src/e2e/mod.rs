@@ -16,6 +16,7 @@ mod node;
 mod pki;
 mod prometheus;
 mod scenarios;
+mod vm_node;
 
 use std::{
     fs,
@@ -26,6 +27,7 @@ use std::{
 
 use anyhow::{Context, bail};
 pub use components::ensure as build_components;
+pub use vm_node::GUEST_MODULES;
 
 use crate::proc::{require_root, target_dir};
 
@@ -57,6 +59,11 @@ pub struct Options {
     /// instead of the chart's default: the README's install plus one `--set`.
     #[arg(long)]
     pub trace_backend: Option<String>,
+    /// Scenario 6 instead of 1-5: kubelet, containerd, the CSI driver, volguard and the
+    /// pods in the VM kernel with BPF LSM (qemu, software emulation), the control plane
+    /// outside; volguard enforces in the kernel.
+    #[arg(long)]
+    pub vm: bool,
 }
 
 /// The image tags: the install, and the `helm upgrade` that restarts the agent.
@@ -98,10 +105,15 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     if let Some(backend) = &options.trace_backend {
         inner.arg("--trace-backend").arg(backend);
     }
+    if options.vm {
+        inner.arg("--vm");
+    }
     let status = inner.status().context("starting the node's namespaces with unshare")?;
     // SAFETY: back to the default disposition.
     unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
-    let cleanup = restore_host(&sysctls).and_then(|()| nothing_left_behind());
+    // In the VM kubelet's sysctls and cgroups are the guest's: nothing of them outside.
+    let restored = if options.vm { Ok(()) } else { restore_host(&sysctls) };
+    let cleanup = restored.and_then(|()| nothing_left_behind());
     println!("e2e: {:.0} s in all; component logs in {}", started.elapsed().as_secs_f64(), logs.display());
     if !status.success() {
         bail!("the real-node test failed ({status}); component logs in {}", logs.display());
@@ -140,15 +152,28 @@ pub struct NodeOptions {
     hold: bool,
     #[arg(long)]
     trace_backend: Option<String>,
+    #[arg(long)]
+    vm: bool,
 }
 
 pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
+    end_the_node_on_interrupt();
     node::prepare_namespaces()?;
     let started = Instant::now();
-    let mut node = node::start(&options.logs, &options.images)?;
+    let mut node = if options.vm {
+        let mut node = node::start_control_plane(&options.logs)?;
+        vm_node::start(&mut node, &options.images)?;
+        node
+    } else {
+        node::start(&options.logs, &options.images)?
+    };
     println!("e2e: node {NODE_NAME} Ready after {:.1} s", started.elapsed().as_secs_f64());
     print_versions(&node)?;
-    let result = scenarios::run(&mut node, &options.logs, options.trace_backend.as_deref());
+    let result = if options.vm {
+        scenarios::run_in_vm(&node, &options.logs)
+    } else {
+        scenarios::run(&mut node, &options.logs, options.trace_backend.as_deref())
+    };
     if options.hold {
         println!(
             "e2e: holding; KUBECONFIG={} (inside this namespace); Ctrl-C ends it",
@@ -161,6 +186,21 @@ pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
     result
 }
 
+/// Ctrl-C (and SIGTERM) end the node. The node's first process is PID 1 of its PID
+/// namespace, which the kernel delivers only the signals it has a handler for (and it
+/// inherited SIGINT ignored from `run`); exiting makes the kernel kill every process of
+/// the namespace, and with them every mount and pin of the node.
+fn end_the_node_on_interrupt() {
+    extern "C" fn exit_now(_: libc::c_int) {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) };
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installing an async-signal-safe handler.
+        unsafe { libc::signal(signal, exit_now as *const () as libc::sighandler_t) };
+    }
+}
+
 fn print_versions(node: &node::Node) -> anyhow::Result<()> {
     let admin = node.admin();
     let server: serde_json::Value = serde_json::from_str(&admin.run(&["get", "--raw", "/version"])?)?;
@@ -169,7 +209,7 @@ fn print_versions(node: &node::Node) -> anyhow::Result<()> {
         "node",
         NODE_NAME,
         "-o",
-        "jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}",
+        "jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion} on Linux {.status.nodeInfo.kernelVersion}",
     ])?;
     let runc = crate::proc::output(Command::new("/usr/sbin/runc").arg("--version"))?;
     println!(
@@ -217,7 +257,9 @@ fn nothing_left_behind() -> anyhow::Result<()> {
     for entry in fs::read_dir("/proc")? {
         let exe = entry?.path().join("exe");
         if let Ok(target) = fs::read_link(&exe)
-            && (target.starts_with(components::COMPONENTS_DIR) || target.ends_with("volguard"))
+            && (target.starts_with(components::COMPONENTS_DIR)
+                || target.ends_with("volguard")
+                || target.ends_with("qemu-system-x86_64"))
         {
             running.push(target);
         }

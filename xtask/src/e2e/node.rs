@@ -157,6 +157,21 @@ pub fn prepare_namespaces() -> anyhow::Result<()> {
 
 /// Brings the control plane, containerd and kubelet up, and waits until the node is Ready.
 pub fn start(logs: &Path, images: &[PathBuf]) -> anyhow::Result<Node> {
+    let mut node = start_control_plane(logs)?;
+    let state = Path::new(STATE);
+    start_containerd(&mut node, state)?;
+    for image in images {
+        output(Command::new(bin("ctr")).args(["-n", "k8s.io", "images", "import"]).arg(image))
+            .with_context(|| format!("importing {}", image.display()))?;
+    }
+    start_kubelet(&mut node, state)?;
+    node.wait_ready()?;
+    Ok(node)
+}
+
+/// etcd, the API server, controller-manager and scheduler; returns once the API server
+/// is ready and the default ServiceAccount exists.
+pub fn start_control_plane(logs: &Path) -> anyhow::Result<Node> {
     let state = Path::new(STATE);
     let api_url = format!("https://127.0.0.1:{API_PORT}");
     let names = [
@@ -237,15 +252,6 @@ pub fn start(logs: &Path, images: &[PathBuf]) -> anyhow::Result<Node> {
     ];
     node.spawn("kube-controller-manager", &bin("kube-controller-manager"), &controller_manager_args)?;
     node.spawn("kube-scheduler", &bin("kube-scheduler"), &scheduler_args)?;
-
-    start_containerd(&mut node, state)?;
-    for image in images {
-        output(Command::new(bin("ctr")).args(["-n", "k8s.io", "images", "import"]).arg(image))
-            .with_context(|| format!("importing {}", image.display()))?;
-    }
-    start_kubelet(&mut node, state)?;
-    node.wait_ready()?;
-    let admin = node.admin();
     // The default ServiceAccount exists once the controller-manager's token controller ran.
     wait_for("the default ServiceAccount", Duration::from_secs(60), || {
         Ok(admin.run(&["get", "serviceaccount", "default", "-n", "default"]).is_ok())
@@ -253,7 +259,20 @@ pub fn start(logs: &Path, images: &[PathBuf]) -> anyhow::Result<Node> {
     Ok(node)
 }
 
-fn start_containerd(node: &mut Node, state: &Path) -> anyhow::Result<()> {
+/// What the node's root filesystem is, for runc.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Root {
+    /// A mounted filesystem: runc pivots into each container's root.
+    Mounted,
+    /// The VM's initramfs (rootfs), which pivot_root(2) refuses to leave: runc moves and
+    /// chroots instead.
+    Initramfs,
+}
+
+/// Writes containerd's configuration (and the CNI configuration it names) under `state`
+/// and returns the configuration file. The shim and the CNI plugin are found in the
+/// components' bin directory, on the node and in the VM alike.
+pub fn write_containerd_config(state: &Path, root: Root) -> anyhow::Result<PathBuf> {
     let cni_conf = state.join("cni");
     fs::create_dir_all(&cni_conf)?;
     // No pod network: every pod of this node uses the host network. The runtime still
@@ -284,12 +303,19 @@ state = "/run/containerd"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
       BinaryName = "/usr/sbin/runc"
       SystemdCgroup = false
+      NoPivotRoot = {no_pivot_root}
 "#,
         cni_bin = bin("loopback").parent().expect("bin dir").display(),
         cni_conf = cni_conf.display(),
+        no_pivot_root = root == Root::Initramfs,
     );
     let config_file = state.join("containerd.toml");
     fs::write(&config_file, config)?;
+    Ok(config_file)
+}
+
+fn start_containerd(node: &mut Node, state: &Path) -> anyhow::Result<()> {
+    let config_file = write_containerd_config(state, Root::Mounted)?;
     // The shim is found on PATH.
     let path =
         format!("{}:{}", bin("ctr").parent().expect("bin dir").display(), std::env::var("PATH").unwrap_or_default());
@@ -326,7 +352,14 @@ fn start_kubelet(node: &mut Node, state: &Path) -> anyhow::Result<()> {
             fs::write(cpuset.join(CGROUP_ROOT).join(file), fs::read_to_string(cpuset.join(file))?.trim())?;
         }
     }
-    let pki = &node.pki;
+    let config_file = write_kubelet_config(state, &node.pki)?;
+    let args = kubelet_args(&config_file, &node.pki.kubeconfig("kubelet"), NODE_IP);
+    node.spawn("kubelet", &bin("kubelet"), &args)
+}
+
+/// Writes kubelet's configuration under `state` (the same on the node and in the VM) and
+/// returns the file.
+pub fn write_kubelet_config(state: &Path, pki: &Pki) -> anyhow::Result<PathBuf> {
     let config = format!(
         r#"apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -350,12 +383,16 @@ evictionHard: {{memory.available: "100Mi", nodefs.available: "0%", imagefs.avail
     );
     let config_file = state.join("kubelet.yaml");
     fs::write(&config_file, config)?;
-    let args = vec![
+    Ok(config_file)
+}
+
+/// kubelet's command line.
+pub fn kubelet_args(config_file: &Path, kubeconfig: &Path, node_ip: &str) -> Vec<String> {
+    vec![
         format!("--config={}", config_file.display()),
-        format!("--kubeconfig={}", pki.kubeconfig("kubelet").display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
         format!("--hostname-override={NODE_NAME}"),
-        format!("--node-ip={NODE_IP}"),
+        format!("--node-ip={node_ip}"),
         "--v=2".into(),
-    ];
-    node.spawn("kubelet", &bin("kubelet"), &args)
+    ]
 }

@@ -29,8 +29,8 @@ const A_DATA: &str = "written-by-pod-a";
 pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow::Result<()> {
     let admin = node.admin();
     let chart = Chart { trace_backend };
-    install_csi_driver(&admin)?;
-    install_volguard(&admin, &chart)?;
+    install_csi_driver(&admin, NATIVE)?;
+    install_volguard(&admin, &chart, NATIVE)?;
     prometheus::start(node, &admin, Path::new(node::STATE))?;
     admin.run(&["create", "namespace", NS])?;
 
@@ -71,10 +71,43 @@ pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow:
     Ok(())
 }
 
-fn install_csi_driver(admin: &Kube) -> anyhow::Result<()> {
+/// How long a pod may take to start on the node (the driver's and the agent's included),
+/// and in the VM, where the node is emulated.
+const NATIVE: Duration = Duration::from_secs(90);
+const EMULATED: Duration = Duration::from_secs(600);
+
+/// Scenario 6 on the node in the VM (vm_node.rs): the CSI driver and volguard installed
+/// as in `run`, then the refusal in the kernel and the hand-over.
+pub fn run_in_vm(node: &Node, logs: &Path) -> anyhow::Result<()> {
+    let admin = node.admin();
+    let started = Instant::now();
+    install_csi_driver(&admin, EMULATED)?;
+    install_volguard(&admin, &Chart { trace_backend: None }, EMULATED)?;
+    println!("e2e: the CSI driver and volguard Ready in the VM after {:.0} s", started.elapsed().as_secs_f64());
+    admin.run(&["create", "namespace", NS])?;
+    println!("\n=== e2e scenario: 6. the same conflict with BPF LSM, in the VM");
+    let started = Instant::now();
+    match refused_in_the_kernel(&admin) {
+        Ok(summary) => {
+            println!("=== ok ({:.1} s): {summary}", started.elapsed().as_secs_f64());
+            Ok(())
+        }
+        Err(e) => {
+            let file = logs.join("agent-after-scenario-6.log");
+            let _ = fs::write(&file, agent_logs(&admin));
+            println!("=== FAILED: {e:#}\n=== the agent's log: {}", file.display());
+            for log in ["vm", "vm-kubelet"] {
+                println!("--- last lines of {log}.log ---\n{}", node.log_tail(log, 15));
+            }
+            Err(e.context("scenario 6 failed"))
+        }
+    }
+}
+
+fn install_csi_driver(admin: &Kube, timeout: Duration) -> anyhow::Result<()> {
     let manifest = fs::read_to_string(crate::proc::workspace_root().join("e2e/manifests/csi-hostpath.yaml"))?;
     admin.apply(&manifest)?;
-    let took = wait_for("the CSI driver registered in CSINode", Duration::from_secs(90), || {
+    let took = wait_for("the CSI driver registered in CSINode", timeout, || {
         let drivers = admin.run(&["get", "csinode", NODE_NAME, "-o", "jsonpath={.spec.drivers[*].name}"]);
         Ok(drivers.is_ok_and(|d| d.split_whitespace().any(|n| n == DRIVER)))
     })?;
@@ -88,14 +121,15 @@ struct Chart<'a> {
 }
 
 /// The README's "Install on a cluster", word for word, with only the image values set.
-fn install_volguard(admin: &Kube, chart: &Chart) -> anyhow::Result<()> {
+fn install_volguard(admin: &Kube, chart: &Chart, timeout: Duration) -> anyhow::Result<()> {
     helm_with_values(
         &["install", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"],
         TAG,
         chart,
         admin,
     )?;
-    run_cmd(admin.kubectl().args(["-n", "kube-system", "rollout", "status", "daemonset/volguard", "--timeout=180s"]))
+    let timeout = format!("--timeout={}s", timeout.as_secs() * 2);
+    run_cmd(admin.kubectl().args(["-n", "kube-system", "rollout", "status", "daemonset/volguard", &timeout]))
         .context("the agent's DaemonSet did not become ready")?;
     Ok(())
 }
@@ -289,8 +323,12 @@ fn second_pod(admin: &Kube) -> anyhow::Result<String> {
 }
 
 fn wait_event(admin: &Kube, pod: &str) -> anyhow::Result<super::kube::Event> {
+    wait_event_within(admin, pod, Duration::from_secs(60))
+}
+
+fn wait_event_within(admin: &Kube, pod: &str, timeout: Duration) -> anyhow::Result<super::kube::Event> {
     let mut found = None;
-    wait_for(&format!("volguard's Warning Event on {pod}"), Duration::from_secs(60), || {
+    wait_for(&format!("volguard's Warning Event on {pod}"), timeout, || {
         found = admin.events_for(NS, pod)?.into_iter().find(|e| e.reason.starts_with("SinglePodVolume"));
         Ok(found.is_some())
     })?;
@@ -302,6 +340,125 @@ fn wait_event(admin: &Kube, pod: &str) -> anyhow::Result<super::kube::Event> {
 fn wait_value(what: &str, mut check: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<f64> {
     wait_for(what, Duration::from_secs(30), &mut check)?;
     conflicts_total()
+}
+
+/// Scenario 6: scenario 1b's conflict on a kernel with BPF LSM, where volguard (the
+/// chart's `mode: auto`) enforces: B's NodePublish fails in the kernel with EBUSY, so
+/// kubelet keeps B in ContainerCreating and retries, and volguard's Event explains; once A
+/// is deleted, a retry goes through and B starts with A's data (measured). Before that,
+/// scenario 2's "no gap in enforcement across an agent restart", which only enforce mode
+/// can keep, with the gap made as long as it takes.
+fn refused_in_the_kernel(admin: &Kube) -> anyhow::Result<String> {
+    volume(admin, "single", "ReadWriteOnce", true)?;
+    admin.apply(&claim_pod("single-a", "single", &format!("echo {A_DATA} > /data/owner && exec sleep 100000")))?;
+    let a_took = admin.wait_pod_running(NS, "single-a", EMULATED)?;
+    let asked = Instant::now();
+    admin.apply(&claim_pod("single-b", "single", "cat /data/owner && exec sleep 100000"))?;
+    let event = wait_event_within(admin, "single-b", EMULATED)?;
+    let refused_after = asked.elapsed();
+    ensure!(event.reason == "SinglePodVolumeRefused", "volguard did not refuse in the kernel: {event:?}");
+    ensure!(
+        event.note.contains("pv-single") && event.note.contains("single") && event.note.contains("single-a"),
+        "the Event does not name the volume, the claim and the owner: {event:?}"
+    );
+    // kubelet's own account: the driver's publish failed with EBUSY, and kubelet retried.
+    let mut attempts = 0;
+    let mut kubelet_says = String::new();
+    wait_for("kubelet to retry B's mount after EBUSY", EMULATED, || {
+        let failed: Vec<serde_json::Value> = admin.get_json(&[
+            "events.v1.events.k8s.io",
+            "-n",
+            NS,
+            "--field-selector",
+            "regarding.name=single-b,reason=FailedMount",
+        ])?["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let busy: Vec<&serde_json::Value> = failed
+            .iter()
+            .filter(|e| e["note"].as_str().is_some_and(|n| n.to_lowercase().contains("resource busy")))
+            .collect();
+        attempts =
+            busy.iter().map(|e| e["series"]["count"].as_u64().or(e["deprecatedCount"].as_u64()).unwrap_or(1)).sum();
+        // The driver's mount output, the last line of kubelet's note.
+        kubelet_says = busy
+            .first()
+            .and_then(|e| e["note"].as_str())
+            .and_then(|n| n.trim_end().lines().last())
+            .unwrap_or_default()
+            .to_owned();
+        Ok(attempts >= 2)
+    })?;
+    let waiting = admin.get_json(&["pod", "-n", NS, "single-b"])?;
+    let creating = &waiting["status"]["containerStatuses"][0]["state"]["waiting"]["reason"];
+    ensure!(
+        waiting["status"]["phase"] == "Pending" && creating == "ContainerCreating",
+        "B is not held in ContainerCreating: {}",
+        waiting["status"]
+    );
+    let owner = exec(admin, "single-a", &["cat", "/data/owner"])?;
+    ensure!(owner.trim() == A_DATA, "pod A reads {owner:?} from its own volume");
+
+    // No gap while no agent runs: the agent taken off the node (helm upgrade with a node
+    // selector nothing matches), a publish of another owned volume is refused by the
+    // pinned programs alone; the agent brought back (helm upgrade to a new tag) adopts
+    // them and reports it. (Another volume: kubelet's back-off after B's refusals is per
+    // volume and would delay any new publish of this one by minutes.)
+    volume(admin, "single-2", "ReadWriteOnce", true)?;
+    admin.apply(&claim_pod("owner-2", "single-2", "exec sleep 100000"))?;
+    admin.wait_pod_running(NS, "owner-2", EMULATED)?;
+    let chart = Chart { trace_backend: None };
+    let upgrade = ["upgrade", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"];
+    let mut away = upgrade.to_vec();
+    away.extend(["--set-string", "nodeSelector.volguard\\.dev/e2e-no-such-node=true"]);
+    helm_with_values(&away, TAG, &chart, admin)?;
+    wait_for("no agent pod on the node", EMULATED, || {
+        Ok(admin.run(&["get", "pods", "-n", AGENT_NS, "-l", AGENT_SELECTOR, "-o", "name"])?.trim().is_empty())
+    })?;
+    admin.apply(&claim_pod("pod-without-agent", "single-2", "exec sleep 100000"))?;
+    let refused_alone = wait_for("kubelet's EBUSY on pod-without-agent while no agent runs", EMULATED, || {
+        Ok(admin
+            .events_for(NS, "pod-without-agent")?
+            .iter()
+            .any(|e| e.reason == "FailedMount" && e.note.contains("resource busy")))
+    })?;
+    ensure!(
+        admin.run(&["get", "pods", "-n", AGENT_NS, "-l", AGENT_SELECTOR, "-o", "name"])?.trim().is_empty(),
+        "an agent pod appeared before the refusal was seen"
+    );
+    helm_with_values(&upgrade, UPGRADE_TAG, &chart, admin)?;
+    let rollout_timeout = format!("--timeout={}s", EMULATED.as_secs());
+    run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", &rollout_timeout]))?;
+    let reported = wait_event_within(admin, "pod-without-agent", EMULATED)?;
+    ensure!(
+        reported.reason == "SinglePodVolumeRefused"
+            && admin.pod_phase(NS, "pod-without-agent").as_deref() == Some("Pending"),
+        "the publish while no agent ran was not refused: {reported:?}"
+    );
+    admin.run(&["delete", "pod", "-n", NS, "pod-without-agent", "owner-2", "--wait=true", "--timeout=300s"])?;
+
+    let deleted = Instant::now();
+    admin.run(&["delete", "pod", "-n", NS, "single-a", "--wait=true", "--timeout=300s"])?;
+    let delete_took = deleted.elapsed();
+    admin.wait_pod_running(NS, "single-b", EMULATED)?;
+    let handed_over = deleted.elapsed();
+    let data = exec(admin, "single-b", &["cat", "/data/owner"])?;
+    ensure!(data.trim() == A_DATA, "B reads {data:?} after the hand-over, not A's data");
+    Ok(format!(
+        "A Running in {:.0} s; B refused in the kernel {:.1} s after it was created ({}: {:?}); kubelet retried \
+         {attempts} times ({kubelet_says:?}) with B in ContainerCreating; with no agent on the node a publish of \
+         another owned volume was refused by the pins alone ({:.1} s after it was asked), and the upgraded agent \
+         reported it ({}); A deleted in {:.1} s, B Running with A's data {:.1} s after the delete",
+        a_took.as_secs_f64(),
+        refused_after.as_secs_f64(),
+        event.reason,
+        event.note,
+        refused_alone.as_secs_f64(),
+        reported.reason,
+        delete_took.as_secs_f64(),
+        handed_over.as_secs_f64(),
+    ))
 }
 
 /// Scenario 4: `kubectl exec` into the agent pod: check finds the driver through the real

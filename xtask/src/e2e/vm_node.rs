@@ -1,0 +1,247 @@
+//! Scenario 6's node: kubelet, containerd, runc, the CSI driver, volguard and the pods in
+//! Debian's 6.1 cloud kernel with BPF LSM, under qemu (software emulation); etcd, the API
+//! server, controller-manager and scheduler stay in the node's namespaces outside, at
+//! native speed.
+//!
+//! qemu's user-mode network joins the two: a connection from the guest to an address of
+//! the node's namespace (the `kubernetes` Service's 10.0.0.1:443, where the API server
+//! listens) is made by qemu from that namespace, and the API server reaches kubelet
+//! (exec, logs) at the guest's address, which qemu forwards from the namespace's loopback.
+//! The guest's root is an initramfs holding every binary, image and certificate at the
+//! path it has outside, so the configurations written for the node serve the VM as well.
+
+use std::{
+    fs,
+    os::unix::fs::symlink,
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+
+use super::{
+    NODE_NAME, SERVICE_IP,
+    components::bin,
+    node::{self, API_PORT, CGROUP_ROOT, Node, Root, STATE},
+};
+use crate::{
+    proc::{run_cmd, target_dir},
+    setup, vm,
+};
+
+/// The guest's address on qemu's user-mode network (its default), which kubelet registers
+/// as the node's InternalIP.
+const GUEST_IP: &str = "10.0.2.15";
+/// qemu's own address on that network: the guest's gateway.
+const GATEWAY: &str = "10.0.2.2";
+/// qemu's DNS forwarder on that network (for the guest's resolv.conf; nothing resolves).
+const DNS: &str = "10.0.2.3";
+/// The kernel modules the guest loads, in order (Debian's cloud kernel builds virtio as
+/// modules; `cargo xtask setup` keeps them beside the kernel).
+pub const GUEST_MODULES: &[&str] = &[
+    "virtio_ring",
+    "virtio",
+    "virtio_pci_modern_dev",
+    "virtio_pci_legacy_dev",
+    "virtio_pci",
+    "failover",
+    "net_failover",
+    "virtio_net",
+    "overlay",
+];
+/// The node binaries the guest runs (the rest stay outside).
+const GUEST_BINARIES: &[&str] = &["kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "loopback"];
+/// Where the guest keeps the image archives it imports into containerd.
+const GUEST_IMAGES: &str = "/images";
+/// The guest's memory: containerd's content store and snapshots live in it.
+const GUEST_MEMORY_MIB: u32 = 3072;
+/// How long the emulated node may take to register and become Ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// Boots the VM as one of the node's processes (its console in `<logs>/vm.log`,
+/// containerd's and kubelet's logs on the second and third serial ports) and waits until
+/// the node is Ready.
+pub fn start(node: &mut Node, images: &[PathBuf]) -> anyhow::Result<()> {
+    let kernel = setup::find_vm_kernel().context("no VM kernel: run `cargo xtask setup` as root")?;
+    let modules = setup::vm_kernel_modules(&kernel);
+    let initrd = build_initramfs(node, images, &modules)?;
+    // qemu listens for the API server's connections to kubelet on the guest's address: a
+    // local route, not an address, so that they leave from 127.0.0.1, which qemu presents
+    // to the guest as its gateway (a source of the guest's own address would be dropped).
+    run_cmd(Command::new("ip").args(["route", "add", "local", &format!("{GUEST_IP}/32"), "dev", "lo"]).args([
+        "src",
+        "127.0.0.1",
+        "table",
+        "local",
+    ]))?;
+    let serial = |name: &str| format!("file:{}", node.logs.join(format!("{name}.log")).display());
+    let args: Vec<String> = [
+        "-accel",
+        "tcg",
+        "-cpu",
+        "max",
+        "-smp",
+        "2",
+        "-m",
+        &GUEST_MEMORY_MIB.to_string(),
+        "-nographic",
+        "-no-reboot",
+        "-kernel",
+        &kernel.display().to_string(),
+        "-initrd",
+        &initrd.display().to_string(),
+        "-append",
+        "console=ttyS0 quiet lsm=lockdown,capability,bpf rdinit=/init panic=-1",
+        "-netdev",
+        &format!("user,id=net0,hostfwd=tcp:{GUEST_IP}:10250-:10250"),
+        "-device",
+        "virtio-net-pci,netdev=net0",
+        "-serial",
+        "mon:stdio",
+        "-serial",
+        &serial("vm-containerd"),
+        "-serial",
+        &serial("vm-kubelet"),
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    println!("e2e: booting {} with BPF LSM (qemu, software emulation); console in vm.log", kernel.display());
+    let started = Instant::now();
+    node.spawn("vm", Path::new("qemu-system-x86_64"), &args)?;
+    let admin = node.admin();
+    // Not `wait_for`: a VM that stopped (kubelet exited) ends the wait at once.
+    loop {
+        node.check_alive().with_context(|| format!("the VM's console ends:\n{}", node.log_tail("vm", 30)))?;
+        let ready =
+            admin.run(&["get", "node", NODE_NAME, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
+        if ready.is_ok_and(|s| s.trim() == "True") {
+            break;
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            bail!(
+                "the node in the VM was not Ready after {READY_TIMEOUT:?}; the console ends:\n{}",
+                node.log_tail("vm", 30)
+            );
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    println!("e2e: the node in the VM is Ready {:.0} s after boot", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Lays out the guest's root and packs it, uncompressed (the emulated kernel unpacks it
+/// faster than it would inflate it), into `target/e2e/vm/initrd`.
+fn build_initramfs(node: &Node, images: &[PathBuf], modules: &Path) -> anyhow::Result<PathBuf> {
+    let work = target_dir().join("e2e/vm");
+    let root = work.join("root");
+    let _ = fs::remove_dir_all(&root);
+    fs::create_dir_all(&root)?;
+    let inside = |path: &Path| root.join(path.strip_prefix("/").unwrap_or(path));
+    let copy = |from: &Path, at: &Path| -> anyhow::Result<()> {
+        let to = inside(at);
+        fs::create_dir_all(to.parent().expect("a file in a directory"))?;
+        fs::copy(from, &to).with_context(|| format!("copying {} into the VM's root", from.display()))?;
+        Ok(())
+    };
+    for dir in ["proc", "sys", "dev", "tmp", "etc", "var/lib", "run"] {
+        fs::create_dir_all(root.join(dir))?;
+    }
+    copy(Path::new("/bin/busybox"), Path::new("/bin/busybox")).context("busybox-static")?;
+    symlink("busybox", root.join("bin/sh"))?;
+    let mut programs: Vec<PathBuf> = GUEST_BINARIES.iter().map(|b| bin(b)).collect();
+    programs.push(PathBuf::from("/usr/sbin/runc"));
+    for program in &programs {
+        copy(program, program)?;
+        // The Go components are static: ldd fails on them, and they need nothing.
+        for library in vm::shared_libraries(program).unwrap_or_default() {
+            copy(&library, &library)?;
+        }
+    }
+    for module in GUEST_MODULES {
+        let file = modules.join(format!("{module}.ko"));
+        copy(&file, &Path::new("/lib/modules-vm").join(format!("{module}.ko")))
+            .with_context(|| format!("the VM's module {module} (re-run `cargo xtask setup`)"))?;
+    }
+    for image in images {
+        copy(image, &Path::new(GUEST_IMAGES).join(image.file_name().expect("an archive file")))?;
+    }
+
+    // The node's certificates and the configurations, written in the node's state
+    // directory (outside, nothing runs from them) and copied at the same paths. kubelet's
+    // kubeconfig names the API server by the `kubernetes` Service's address, which the
+    // guest reaches through qemu.
+    let state = Path::new(STATE);
+    let containerd_config = node::write_containerd_config(state, Root::Initramfs)?;
+    let kubelet_config = node::write_kubelet_config(state, &node.pki)?;
+    let guest_kubeconfig = state.join("kubelet-in-vm.kubeconfig");
+    let kubeconfig = fs::read_to_string(node.pki.kubeconfig("kubelet"))?
+        .replace(&format!("https://127.0.0.1:{API_PORT}"), &format!("https://{SERVICE_IP}:{API_PORT}"));
+    fs::write(&guest_kubeconfig, kubeconfig)?;
+    let mut files = vec![containerd_config.clone(), kubelet_config.clone(), guest_kubeconfig.clone()];
+    for dir in [node.pki.dir.clone(), state.join("cni")] {
+        for entry in fs::read_dir(dir)? {
+            files.push(entry?.path());
+        }
+    }
+    for file in &files {
+        copy(file, file)?;
+    }
+    fs::write(root.join("etc/resolv.conf"), format!("nameserver {DNS}\n"))?;
+    fs::write(root.join("etc/hosts"), "127.0.0.1 localhost\n")?;
+    fs::write(root.join("etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n")?;
+    fs::write(root.join("etc/group"), "root:x:0:\n")?;
+    fs::write(root.join("etc/machine-id"), "0e2e0e2e0e2e0e2e0e2e0e2e0e2e0e2e\n")?;
+
+    let kubelet = node::kubelet_args(&kubelet_config, &guest_kubeconfig, GUEST_IP).join(" ");
+    let initrd = work.join("initrd");
+    vm::pack_initramfs(&root, &init_script(&containerd_config, &kubelet), &initrd, vm::Compression::None)?;
+    Ok(initrd)
+}
+
+/// The guest's PID 1: the mounts a node has (cgroup v2, bpffs shared for the agent's pins,
+/// a shared kubelet root for the CSI driver's Bidirectional mount), the network, then
+/// containerd (images imported) and kubelet. It runs until qemu is stopped; a kubelet
+/// that exits powers the VM off, which the node notices at once.
+fn init_script(containerd_config: &Path, kubelet_args: &str) -> String {
+    let modules = GUEST_MODULES.join(" ");
+    let bin_dir = bin("kubelet").parent().expect("bin dir").display().to_string();
+    format!(
+        r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin:/usr/sbin:{bin_dir}
+say() {{ echo "volguard-vm-node: $*"; }}
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t securityfs securityfs /sys/kernel/security
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+# kubelet wants every controller the kernel has (hugetlb included) in its cgroup root.
+echo $(sed 's/[^ ]*/+&/g' /sys/fs/cgroup/cgroup.controllers) > /sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/{CGROUP_ROOT}
+mount -t bpf bpf /sys/fs/bpf && mount --make-shared /sys/fs/bpf
+for dir in /var/lib/kubelet /var/lib/containerd /run /var/log /tmp; do
+  mkdir -p $dir && mount -t tmpfs -o mode=0755 volguard-e2e $dir
+done
+mount --make-rshared /var/lib/kubelet
+for module in {modules}; do insmod /lib/modules-vm/$module.ko || say "insmod $module failed"; done
+ip link set lo up
+ip link set eth0 up
+ip addr add {GUEST_IP}/24 dev eth0
+ip route add default via {GATEWAY}
+say "kernel $(uname -r), active LSMs: $(cat /sys/kernel/security/lsm), $(nproc) CPUs"
+containerd --config {containerd} > /dev/ttyS1 2>&1 &
+until ctr version > /dev/null 2>&1; do sleep 1; done
+for image in {GUEST_IMAGES}/*.tar; do
+  ctr -n k8s.io images import $image > /dev/null || say "importing $image failed"
+done
+say "containerd up, images imported; starting kubelet"
+kubelet {kubelet_args} > /dev/ttyS2 2>&1
+say "kubelet exited ($?)"
+poweroff -f
+"#,
+        containerd = containerd_config.display(),
+    )
+}
