@@ -28,6 +28,16 @@ fn seed(fake: &FakeApi) {
     fake.apply(CSI_NODES, csi_node(NODE, &[("hostpath.csi.k8s.io", NODE)]));
 }
 
+/// The agent in auto mode on `tree`, reading `ns`'s mount table and its facts from the
+/// API server `kubeconfig` names, as node [`NODE`], with `extra` arguments.
+fn start_agent(tree: &KubeletTree, ns: &MountNs, pins: &Path, kubeconfig: &Path, extra: &[&str]) -> Agent {
+    let mountinfo = ns.mountinfo();
+    let mut args = vec!["--mountinfo", &mountinfo, "--kubernetes", "--node-name", NODE];
+    args.extend(extra);
+    let env = [("KUBECONFIG", kubeconfig.to_str().unwrap())];
+    Agent::start_with_env(&tree.root(), pins, &[], "auto", &args, &env)
+}
+
 /// Pod B publishes: refused (enforce) or quarantined; either way pod B ends without the volume.
 fn second_publish_is_stopped(ns: &MountNs, agent: &Agent, volume: &Path, b: &Path) {
     let is_quarantine = |l: &str| l.contains("CONFLICT quarantined") && l.contains("pod-b");
@@ -57,16 +67,7 @@ async fn api_facts_drive_enforcement_and_conflicts_become_events_and_an_outage_r
     let pins = pin_root("kubernetes");
 
     let agent = tokio::task::block_in_place(|| {
-        let mountinfo = ns.mountinfo();
-        let extra = ["--mountinfo", &mountinfo, "--kubernetes", "--node-name", NODE, "--reconcile-interval", "200ms"];
-        let agent = Agent::start_with_env(
-            &tree.root(),
-            &pins,
-            &[],
-            "auto",
-            &extra,
-            &[("KUBECONFIG", config.to_str().unwrap())],
-        );
+        let agent = start_agent(&tree, &ns, &pins, &config, &["--reconcile-interval", "200ms"]);
         agent.wait_for_line("the API's facts", |l| l.contains("node model: 1 single-pod volumes (1 ReadWriteOncePod"));
         assert_eq!(ns.bind(&volume, &a), Ok(()), "pod A publishes first");
         second_publish_is_stopped(&ns, &agent, &volume, &b);
@@ -125,15 +126,13 @@ async fn the_agent_is_not_ready_until_the_api_has_listed_once_and_stays_ready_th
     let ns = MountNs::new();
     let config = fake.kubeconfig(tree.tmp.path());
     let pins = pin_root("kubernetes-ready");
-    let agent = tokio::task::block_in_place(|| {
-        let mountinfo = ns.mountinfo();
-        let extra = ["--mountinfo", &mountinfo, "--kubernetes", "--node-name", NODE];
-        let env = [("KUBECONFIG", config.to_str().unwrap())];
-        Agent::start_with_env(&tree.root(), &pins, &[], "auto", &extra, &env)
-    });
+    let agent = tokio::task::block_in_place(|| start_agent(&tree, &ns, &pins, &config, &[]));
     let readyz = || http_get(&agent.address("metrics"), "/readyz");
-    // The programs are attached (the agent printed its ready line), the pods never listed.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The programs are attached (the agent printed its ready line) and its pod list failed.
+    eventually("a failed list of the pods", Duration::from_secs(30), || async {
+        fake.requests().iter().any(|r| r.resource == PODS && !r.is_watch()).then_some(())
+    })
+    .await;
     let (status, body) = tokio::task::block_in_place(readyz);
     assert_eq!(status, 503, "no facts yet: {body}");
     assert!(body.contains("no facts yet: waiting for the first complete list"), "{body}");
