@@ -52,6 +52,8 @@ pub const GUEST_MODULES: &[&str] = &[
 ];
 /// The node binaries the guest runs (the rest stay outside).
 const GUEST_BINARIES: &[&str] = &["kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "loopback"];
+/// Where the guest keeps those modules.
+const GUEST_MODULE_DIR: &str = "/lib/modules-vm";
 /// Where the guest keeps the image archives it imports into containerd.
 const GUEST_IMAGES: &str = "/images";
 /// The guest's memory: containerd's content store and snapshots live in it.
@@ -161,7 +163,7 @@ fn build_initramfs(node: &Node, images: &[PathBuf], modules: &Path) -> anyhow::R
     }
     for module in GUEST_MODULES {
         let file = modules.join(format!("{module}.ko"));
-        copy(&file, &Path::new("/lib/modules-vm").join(format!("{module}.ko")))
+        copy(&file, &Path::new(GUEST_MODULE_DIR).join(format!("{module}.ko")))
             .with_context(|| format!("the VM's module {module} (re-run `cargo xtask setup`)"))?;
     }
     for image in images {
@@ -226,7 +228,7 @@ for dir in /var/lib/kubelet /var/lib/containerd /run /var/log /tmp; do
   mkdir -p $dir && mount -t tmpfs -o mode=0755 volguard-e2e $dir
 done
 mount --make-rshared /var/lib/kubelet
-for module in {modules}; do insmod /lib/modules-vm/$module.ko || say "insmod $module failed"; done
+for module in {modules}; do insmod {GUEST_MODULE_DIR}/$module.ko || say "insmod $module failed"; done
 ip link set lo up
 ip link set eth0 up
 ip addr add {GUEST_IP}/24 dev eth0
