@@ -226,8 +226,8 @@ pub fn find_vm_kernel() -> Option<PathBuf> {
     kernels.pop()
 }
 
-/// Downloads the cloud kernel package and keeps only its vmlinuz (nothing is installed
-/// into /boot: this machine's own boot is untouched).
+/// Downloads the cloud kernel package and keeps only its vmlinuz and the modules the e2e's
+/// VM node loads (nothing is installed into /boot: this machine's own boot is untouched).
 fn install_vm_kernel(apt: &mut Apt) -> anyhow::Result<PathBuf> {
     if let Some(kernel) = find_vm_kernel()
         && guest_modules_present(&kernel)
