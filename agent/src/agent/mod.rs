@@ -276,7 +276,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         explain: source.events,
         log_limiter,
         shared: shared.clone(),
-        view_dirty: false,
+        view_freshness: Default::default(),
         view: view::ViewBuilder::start(view_sinks.clone()),
         csi_mounts,
         csi: None,

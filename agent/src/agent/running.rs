@@ -3,7 +3,7 @@
 
 use std::{
     sync::Arc,
-    time::{Duration, SystemTime},
+    time::{Duration, Instant, SystemTime},
 };
 
 use tokio::sync::{mpsc, watch};
@@ -53,8 +53,8 @@ pub(super) struct Running<'a> {
     pub(super) log_limiter: RateLimiter,
     /// Metrics and what the debug API shows.
     pub(super) shared: Arc<ServedState>,
-    /// The debug view is out of date (refreshed at most once a second).
-    pub(super) view_dirty: bool,
+    /// When the debug view is owed a new copy.
+    pub(super) view_freshness: super::view::Freshness,
     /// Builds the debug view (and the mounts the CSI checks see) off the loop.
     pub(super) view: super::view::ViewBuilder,
     /// The mounts as the CSI checks see them (sent by the view builder).
@@ -105,6 +105,8 @@ impl Running<'_> {
         let mut prepared = prepare_facts(facts, self.model.command_line().clone());
         let mut resync = false;
         loop {
+            let view_due = self.view_freshness.urgent_due();
+            let view_due_at = tokio::time::Instant::from_std(view_due.unwrap_or_else(Instant::now));
             let step = tokio::select! {
                 batch = feed.next_batch(|input| {
                     match input {
@@ -131,6 +133,7 @@ impl Running<'_> {
                     continue
                 }
                 _ = lost_check.tick() => Step::Tick,
+                _ = tokio::time::sleep_until(view_due_at), if view_due.is_some() => Step::UrgentView,
                 _ = reconcile.tick() => Step::ReconcileTick,
                 Some(read) = node_reads.recv() => Step::Reconcile(read),
                 Ok(()) = csi.changed() => Step::Csi,
@@ -145,7 +148,7 @@ impl Running<'_> {
                         self.shared.metrics.set_events_lost(lost);
                     }
                     self.explain_unnamed();
-                    if self.view_dirty {
+                    if self.view_freshness.is_dirty() {
                         self.refresh_view()?;
                     }
                 }
@@ -155,6 +158,7 @@ impl Running<'_> {
                         self.reconcile(read)?;
                     }
                 }
+                Step::UrgentView => self.refresh_view()?,
                 Step::Csi => {
                     let report = csi.borrow_and_update().clone();
                     self.csi_report(report);
@@ -188,7 +192,7 @@ impl Running<'_> {
             warn!("CSI finding {:?}: {}: {}", f.check, f.subject, f.message);
         }
         self.csi = Some(report);
-        self.view_dirty = true;
+        self.view_freshness.changed();
     }
 
     /// Single-pod volumes found published into several pods, without a publish the agent
@@ -255,7 +259,7 @@ impl Running<'_> {
         let conflict = self.model.conflict(action, volume, pod_uid, owner_uid).made_by(by);
         self.shared.metrics.conflict(conflict.claim.as_ref(), action);
         self.shared.record_conflict(ConflictRecord::new(&conflict));
-        self.view_dirty = true;
+        self.view_freshness.changed();
         if conflict.pod.name.is_none() && self.explain.is_some() {
             // A pod this new may not have reached the agent's watch yet: wait for it.
             let facts = self.model.snapshot().facts.clone();
@@ -351,7 +355,7 @@ impl Running<'_> {
             self.shared.mask_cleared(&t.volume, &t.pod_uid);
         }
         self.model.apply(&change);
-        self.view_dirty = true;
+        self.view_freshness.changed();
         let transition = match (self.decision.in_kernel(), by) {
             (true, MadeBy::Syscall(_)) => {
                 self.owners.publish_changed(&change);
@@ -361,8 +365,12 @@ impl Running<'_> {
             (true, MadeBy::Notice) => false,
             (false, by) => self.observe(by, &change),
         };
-        // Ownership or a quarantine changed: every view must say so now, not in a second.
-        if transition && let Err(e) = self.refresh_view() {
+        // Ownership or a quarantine changed: every view must say so now, not in a second
+        // (in a burst, within `view::URGENT_GAP`).
+        if transition
+            && self.view_freshness.changed_urgently(Instant::now())
+            && let Err(e) = self.refresh_view()
+        {
             warn!("refreshing the debug view: {e}");
         }
     }
@@ -418,7 +426,7 @@ impl Running<'_> {
     pub(super) fn refresh_view(&mut self) -> Result<(), AgentError> {
         let inputs = self.view_inputs()?;
         self.view.request(inputs);
-        self.view_dirty = false;
+        self.view_freshness.copied(Instant::now());
         Ok(())
     }
 
@@ -537,7 +545,7 @@ impl Running<'_> {
         let masks_before: Vec<(String, String)> =
             self.model.mounts().masks().map(|(v, p, _)| (v.to_owned(), p.to_owned())).collect();
         self.model.set_tree_findings(read.tree_findings);
-        self.view_dirty = true;
+        self.view_freshness.changed();
         let pass = match read.mounts {
             Ok(fresh) => self.model.reconcile_with(fresh, &owners),
             Err(e) => {
@@ -604,7 +612,7 @@ impl Running<'_> {
         let retired = self.model.take_retired();
         crate::sys::background::spawn(move || drop(retired));
         self.facts_metrics();
-        self.view_dirty = true;
+        self.view_freshness.changed();
         if change.single_pod {
             self.report_shared_volumes();
             self.owners.sync_single_pod_set(&self.model)?;
@@ -629,6 +637,8 @@ const SLOW_STEP: Duration = Duration::from_millis(5);
 /// What woke the event loop, other than events.
 enum Step {
     Tick,
+    /// A change of ownership or quarantine the view held back (see `view::URGENT_GAP`).
+    UrgentView,
     ReconcileTick,
     Reconcile(NodeRead),
     Csi,
@@ -639,6 +649,7 @@ impl Step {
     fn name(&self) -> &'static str {
         match self {
             Step::Tick => "the 1 s tick (lost events, held conflicts, the view)",
+            Step::UrgentView => "the view after a burst of ownership changes",
             Step::ReconcileTick => "starting a reconciliation",
             Step::Reconcile(_) => "a reconciliation",
             Step::Csi => "a CSI report",

@@ -8,7 +8,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     sync::{Arc, Mutex},
-    time::SystemTime,
+    time::{Duration, Instant, SystemTime},
 };
 
 use tokio::sync::{mpsc, watch};
@@ -22,6 +22,57 @@ use crate::{
     outputs::metrics::SinglePodCounts,
     outputs::served_state::{self, DebugView, ServedState, SourceStatus},
 };
+
+/// Shortest time between two copies handed over for a change every view must show at
+/// once (ownership, a quarantine). Each copy costs the loop a clone and the node a wake-up
+/// of the builder's threads: in a tight loop of an owner's publishes and unpublishes a copy
+/// per change made each bind+umount cycle some 20 µs slower on this project's 2-core
+/// machine (BENCHMARKS.md, row 1). A burst's last change is shown within this time.
+pub(super) const URGENT_GAP: Duration = Duration::from_millis(20);
+
+/// When the loop owes the builder a new copy: any change within the loop's one-second
+/// tick; a change every view must show at once now, or, within [`URGENT_GAP`] of the
+/// last copy, as soon as that gap has passed.
+#[derive(Debug, Default)]
+pub(super) struct Freshness {
+    dirty: bool,
+    urgent_due: Option<Instant>,
+    last_copy: Option<Instant>,
+}
+
+impl Freshness {
+    /// Something the view shows changed: due at the next tick.
+    pub(super) fn changed(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Something every view must show at once changed at `now`: true if the copy is to be
+    /// handed over now, else it is due at [`Self::urgent_due`].
+    pub(super) fn changed_urgently(&mut self, now: Instant) -> bool {
+        self.dirty = true;
+        match self.last_copy.map(|last| last + URGENT_GAP) {
+            Some(gap_ends) if now < gap_ends => {
+                self.urgent_due.get_or_insert(gap_ends);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    pub(super) fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// When an urgent copy held back by the gap is due.
+    pub(super) fn urgent_due(&self) -> Option<Instant> {
+        self.urgent_due
+    }
+
+    /// A copy was handed over at `now`.
+    pub(super) fn copied(&mut self, now: Instant) {
+        *self = Self { dirty: false, urgent_due: None, last_copy: Some(now) };
+    }
+}
 
 /// A copy of what the loop knows, enough to build the view.
 pub(super) struct ViewInputs {
@@ -111,4 +162,38 @@ pub(super) fn build(inputs: ViewInputs, sinks: &ViewSinks) {
         }
         changed
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urgent_changes_are_copied_at_once_and_a_burst_once_per_gap() {
+        let start = Instant::now();
+        let mut f = Freshness::default();
+        assert!(!f.is_dirty());
+        assert!(f.changed_urgently(start), "the first urgent change is copied at once");
+        f.copied(start);
+        assert!(!f.is_dirty() && f.urgent_due().is_none());
+        // A burst within the gap: held back, due when the gap ends, however many come.
+        let later = start + URGENT_GAP / 4;
+        assert!(!f.changed_urgently(later));
+        assert!(!f.changed_urgently(later + URGENT_GAP / 4));
+        assert_eq!(f.urgent_due(), Some(start + URGENT_GAP));
+        assert!(f.is_dirty());
+        let due = start + URGENT_GAP;
+        f.copied(due);
+        assert!(f.urgent_due().is_none());
+        // After a quiet gap, at once again.
+        assert!(f.changed_urgently(due + URGENT_GAP));
+    }
+
+    #[test]
+    fn other_changes_wait_for_the_tick() {
+        let mut f = Freshness::default();
+        f.changed();
+        assert!(f.is_dirty());
+        assert!(f.urgent_due().is_none(), "not urgent: copied at the loop's tick");
+    }
 }

@@ -271,3 +271,32 @@ fn a_publish_made_while_no_agent_ran_is_not_taken_for_the_owner_for_its_reused_l
     assert_eq!(agent.count_lines(|l| l.contains("(mount table): pod pod-b owns it")), 0);
     node.finish(agent);
 }
+
+#[test]
+fn the_debug_view_shows_the_last_owner_of_a_burst_of_publishes_without_waiting_for_the_tick() {
+    if !have_root("the_debug_view_shows_the_last_owner_of_a_burst_of_publishes_without_waiting_for_the_tick") {
+        return;
+    }
+    let node = Node::new("inv-burst", &inventory("ReadWriteOncePod", false));
+    let agent = node.agent();
+    agent.wait_for_line("the model", |l| l.contains("1 single-pod volumes (1 ReadWriteOncePod"));
+    // Pod A publishes and unpublishes in a tight loop (each change of owner is copied to the
+    // view at most once per `URGENT_GAP`), then pod B claims the released volume at once:
+    // an owner the burst never had, so only a copy made after the burst can show it.
+    for _ in 0..200 {
+        assert_eq!(node.ns.bind(&node.volume, &node.a), Ok(()));
+        assert_eq!(node.ns.umount(&node.a), Ok(()));
+    }
+    node.second_publish_claims(&agent);
+    let owned_by_b = serde_json::json!(["pod-b", ["pod-b"], "ReadWriteOncePod", "shop/data"]);
+    // Held back by the gap, B's claim is still copied when the gap ends (20 ms), not at the
+    // loop's one-second tick; half a second leaves room for a loaded machine. In enforce
+    // mode the kernel keeps the owners and the view follows the tick.
+    let within = if agent.mode() == "quarantine" { Duration::from_millis(500) } else { Duration::from_secs(10) };
+    let deadline = Instant::now() + within;
+    while volume_view(&agent) != owned_by_b {
+        assert!(Instant::now() < deadline, "the view still shows {} after {within:?}", volume_view(&agent));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    node.finish(agent);
+}
