@@ -315,6 +315,15 @@ fn build_test_binaries() -> anyhow::Result<BTreeMap<String, PathBuf>> {
     Ok(found)
 }
 
+/// The kernel's filesystems every VM's /init mounts first (both the test VM and the e2e
+/// node): the BPF LSM list is read from securityfs, tracepoint formats from tracefs.
+pub(crate) const KERNEL_FILESYSTEMS: &str = "\
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t securityfs securityfs /sys/kernel/security
+mount -t tracefs tracefs /sys/kernel/tracing";
+
 fn init_script(boot: &Boot) -> String {
     let mut plan = String::new();
     for (area, tracing, args) in boot.runs {
@@ -339,11 +348,7 @@ fn init_script(boot: &Boot) -> String {
         r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin HOME=/root RUST_BACKTRACE=1 VOLGUARD_IN_VM=1 VOLGUARD_REQUIRE_ROOT_TESTS=1 VOLGUARD_AGENT_BIN={AGENT_IN_VM}
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mount -t securityfs securityfs /sys/kernel/security
-mount -t tracefs tracefs /sys/kernel/tracing
+{KERNEL_FILESYSTEMS}
 mount -t bpf bpf /sys/fs/bpf
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmpfs /tmp

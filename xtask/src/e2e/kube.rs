@@ -108,7 +108,9 @@ fn tempfile_with(text: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// Polls `check` every 500 ms until it says true; fails after `timeout` naming `what`.
-/// Returns how long it took.
+/// An error of `check` counts as "not yet" (an API server still starting refuses
+/// connections), except [`ProcessExited`]: nothing can come after a component died, so
+/// the wait ends at once. Returns how long it took.
 pub fn wait_for(
     what: &str,
     timeout: Duration,
@@ -120,6 +122,7 @@ pub fn wait_for(
         match check() {
             Ok(true) => return Ok(started.elapsed()),
             Ok(false) => {}
+            Err(e) if e.is::<ProcessExited>() => return Err(e.context(format!("waiting for {what}"))),
             Err(e) => last_error = Some(e),
         }
         if started.elapsed() > timeout {
@@ -132,9 +135,46 @@ pub fn wait_for(
     }
 }
 
+/// A process the node started has exited.
+#[derive(Debug, thiserror::Error)]
+#[error("{name} exited ({status}); its log: {log}")]
+pub struct ProcessExited {
+    pub name: String,
+    pub status: std::process::ExitStatus,
+    pub log: PathBuf,
+}
+
 /// The helm binary that `cargo xtask setup` unpacked (upstream helm, see deploy.rs).
 pub fn helm(kubeconfig: &Path) -> Command {
     let mut cmd = Command::new(crate::deploy::helm_binary());
     cmd.env("KUBECONFIG", kubeconfig).current_dir(crate::proc::workspace_root());
     cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use super::*;
+
+    #[test]
+    fn a_dead_component_ends_the_wait_at_once_and_other_errors_are_retried() {
+        let died = || ProcessExited { name: "kubelet".into(), status: ExitStatusExt::from_raw(256), log: "k.log".into() };
+        let mut checks = 0;
+        let err = wait_for("the node Ready", Duration::from_secs(600), || {
+            checks += 1;
+            Err(died().into())
+        })
+        .unwrap_err();
+        assert_eq!(checks, 1, "no retry after a component died");
+        let message = format!("{err:#}");
+        assert!(message.contains("waiting for the node Ready") && message.contains("kubelet exited"), "{message}");
+
+        let mut checks = 0;
+        let took = wait_for("the API server", Duration::from_secs(600), || {
+            checks += 1;
+            if checks < 2 { Err(anyhow::anyhow!("connection refused")) } else { Ok(true) }
+        });
+        assert!(took.is_ok() && checks == 2, "an ordinary error is \"not yet\"");
+    }
 }

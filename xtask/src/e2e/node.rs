@@ -63,7 +63,8 @@ impl Node {
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
         for (name, child) in &mut self.processes {
             if let Some(status) = child.try_wait()? {
-                bail!("{name} exited ({status}); its log: {}", self.logs.join(format!("{name}.log")).display());
+                let log = self.logs.join(format!("{name}.log"));
+                return Err(super::kube::ProcessExited { name: name.clone(), status, log }.into());
             }
         }
         Ok(())

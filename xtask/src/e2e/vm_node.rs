@@ -27,7 +27,8 @@ use super::{
 };
 use crate::{
     proc::{run_cmd, target_dir},
-    setup, vm,
+    setup,
+    vm::{self, KERNEL_FILESYSTEMS},
 };
 
 /// The guest's address on qemu's user-mode network (its default), which kubelet registers
@@ -113,7 +114,7 @@ pub fn start(node: &mut Node, images: &[PathBuf]) -> anyhow::Result<()> {
     let started = Instant::now();
     node.spawn("vm", Path::new("qemu-system-x86_64"), &args)?;
     let admin = node.admin();
-    // Not `wait_for`: a VM that stopped (kubelet exited) ends the wait at once.
+    // Its own loop: a VM that stopped (kubelet exited) ends the wait with the console's end.
     loop {
         node.check_alive().with_context(|| format!("the VM's console ends:\n{}", node.log_tail("vm", 30)))?;
         let ready =
@@ -214,11 +215,7 @@ fn init_script(containerd_config: &Path, kubelet_args: &str) -> String {
 /bin/busybox --install -s /bin
 export PATH=/bin:/usr/sbin:{bin_dir}
 say() {{ echo "volguard-vm-node: $*"; }}
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mount -t securityfs securityfs /sys/kernel/security
-mount -t tracefs tracefs /sys/kernel/tracing
+{KERNEL_FILESYSTEMS}
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 # kubelet wants every controller the kernel has (hugetlb included) in its cgroup root.
 echo $(sed 's/[^ ]*/+&/g' /sys/fs/cgroup/cgroup.controllers) > /sys/fs/cgroup/cgroup.subtree_control
