@@ -184,10 +184,11 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-/// The event loop runs on the main thread (the runtime's `block_on`); the HTTP listeners,
-/// the facts source and the CSI checks run on two workers, and CPU-heavy passes on the
-/// blocking pool, so none of them waits for another. Two workers whatever the node's
-/// size: the agent's work follows its node's volumes, not its cores.
+/// The event loop runs on a thread and runtime of its own (`agent::run`, see
+/// `agent/loop_thread.rs`); the HTTP listeners, the facts source and the CSI checks run on
+/// this runtime's two workers, and CPU-heavy passes on its blocking pool, so none of them
+/// waits for another. Two workers whatever the node's size: the agent's work follows its
+/// node's volumes, not its cores.
 fn main() -> anyhow::Result<()> {
     volguard::sys::heap::keep_large_blocks_out_of_the_heap();
     tokio::runtime::Builder::new_multi_thread()

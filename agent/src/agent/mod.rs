@@ -14,6 +14,7 @@ use tracing::{info, warn};
 use volguard_common::enforce::KernelLayout;
 
 mod feed;
+mod loop_thread;
 mod mount_index;
 mod off_loop;
 mod own_calls;
@@ -24,6 +25,7 @@ mod unnamed;
 mod view;
 
 use feed::{Feed, NoticeFeed};
+use loop_thread::LoopRuntime;
 use running::Running;
 use startup::{serve_http, start_facts_source, start_in_kernel, start_userspace};
 
@@ -199,10 +201,13 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     shared.metrics.set_trace_backend(&tracing);
     shared.set_tracing(&tracing);
     serve_http(&opts, &shared).await?;
+    let loop_runtime =
+        LoopRuntime::new().map_err(|source| AgentError::Io { context: "starting the event loop's runtime", source })?;
     // Indexed before the mount table is read, so no detach falls between the two.
     let notices = match (tracing.backend, watched) {
         (Backend::Fanotify, Some(watched)) => Some(
-            NoticeFeed::start(watched, &opts.kubelet_root, shared.clone())
+            loop_runtime
+                .register(|| NoticeFeed::start(watched, &opts.kubelet_root, shared.clone()))
                 .map_err(|source| AgentError::Io { context: "listing the watched namespace's mounts", source })?,
         ),
         _ => None,
@@ -254,7 +259,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
             (Feed::Notices(notices), Some(held), object)
         }
         (None, Some(mut object)) => {
-            let events = EventSource::new(&mut object)?;
+            let events = loop_runtime.register(|| EventSource::new(&mut object))?;
             let (counters, decode_errors) = events.shared_counts();
             let programs = Arc::new(ProgramStats::new(&object, opts.bpf_stats));
             shared.metrics.kernel.attach(KernelCounts { counters, decode_errors, programs });
@@ -269,6 +274,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let (mounts_tx, csi_mounts) = tokio::sync::watch::channel(model.mounts().clone());
     let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
     let mut agent = Running {
+        tasks: tokio::runtime::Handle::current(),
         opts: &opts,
         decision: &decision,
         model,
@@ -297,7 +303,10 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     crate::sys::heap::return_free_memory();
     eprintln!("{READY} mode={} ({}) trace-backend={} ({tracing})", decision.mode, decision.reason, tracing.backend);
 
-    let result = agent.event_loop(&mut feed, facts, &mut stop).await;
+    let result = loop_runtime
+        .run(agent.event_loop(&mut feed, facts, &mut stop))
+        .map_err(|source| AgentError::Io { context: "starting the event loop's thread", source })
+        .and_then(|ended| ended);
     // Unpinned links (the userspace modes') detach here.
     drop(object);
     if decision.in_kernel() && !opts.keep_enforcement_on_exit {

@@ -5,7 +5,10 @@
 
 use std::{collections::BTreeSet, sync::Arc};
 
-use tokio::sync::{mpsc, watch};
+use tokio::{
+    runtime::Handle,
+    sync::{mpsc, watch},
+};
 
 use crate::{
     facts::Snapshot,
@@ -19,15 +22,17 @@ const OUTDATED_READ_RETRIES: u32 = 3;
 /// The reconciliation's reads, one at a time; results arrive on the receiver [`Self::new`]
 /// returns.
 pub(super) struct NodeReads {
+    /// Where the reads run (not the loop's own runtime).
+    tasks: Handle,
     tx: mpsc::Sender<NodeRead>,
     in_flight: bool,
     retries: u32,
 }
 
 impl NodeReads {
-    pub(super) fn new() -> (Self, mpsc::Receiver<NodeRead>) {
+    pub(super) fn new(tasks: Handle) -> (Self, mpsc::Receiver<NodeRead>) {
         let (tx, rx) = mpsc::channel(1);
-        (Self { tx, in_flight: false, retries: 0 }, rx)
+        (Self { tasks, tx, in_flight: false, retries: 0 }, rx)
     }
 
     /// Starts a read, unless one is still running (it counts for this tick too).
@@ -37,7 +42,7 @@ impl NodeReads {
         }
         self.in_flight = true;
         let (read, tx) = (model.node_reader(), self.tx.clone());
-        crate::sys::background::spawn(move || {
+        crate::sys::background::spawn_on(&self.tasks, move || {
             let _ = tx.blocking_send(read());
         });
     }
@@ -56,15 +61,17 @@ impl NodeReads {
     }
 }
 
-/// Prepares each new snapshot of `facts` on the blocking pool, in order; when several
-/// arrive while one is prepared, only the newest is. Ends when `facts`' sender is gone.
+/// Prepares each new snapshot of `facts` on the blocking pool of `tasks`, in order; when
+/// several arrive while one is prepared, only the newest is. Ends when `facts`' sender is
+/// gone.
 pub(super) fn prepare_facts(
+    tasks: &Handle,
     mut facts: watch::Receiver<Snapshot>,
     command_line: BTreeSet<String>,
 ) -> mpsc::Receiver<PreparedFacts> {
     let (tx, rx) = mpsc::channel(1);
     let command_line = Arc::new(command_line);
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut last_set = None;
         while facts.changed().await.is_ok() {
             let (snapshot, command_line) = (facts.borrow_and_update().clone(), command_line.clone());

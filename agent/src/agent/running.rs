@@ -43,6 +43,9 @@ use crate::{
 
 /// The running agent's state, owned by the event loop.
 pub(super) struct Running<'a> {
+    /// The runtime of every task but the loop (HTTP, facts, CSI checks, background work):
+    /// the loop's own runtime, on its own thread, runs nothing else.
+    pub(super) tasks: tokio::runtime::Handle,
     pub(super) opts: &'a RunOptions,
     pub(super) decision: &'a ModeDecision,
     pub(super) model: NodeModel,
@@ -101,8 +104,8 @@ impl Running<'_> {
         let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         let mut own_calls = super::own_calls::OwnCalls::announce();
         let mut csi = self.start_csi_monitor(&facts);
-        let (mut reads, mut node_reads) = NodeReads::new();
-        let mut prepared = prepare_facts(facts, self.model.command_line().clone());
+        let (mut reads, mut node_reads) = NodeReads::new(self.tasks.clone());
+        let mut prepared = prepare_facts(&self.tasks, facts, self.model.command_line().clone());
         let mut resync = false;
         loop {
             let view_due = self.view_freshness.urgent_due();
@@ -180,7 +183,7 @@ impl Running<'_> {
         check.extra_sockets = self.opts.csi_sockets.clone();
         let (csi_tx, csi_rx) = watch::channel(Arc::new(CsiReport::default()));
         let options = MonitorOptions::new(check, Some(self.decision.mode));
-        tokio::spawn(crate::csi::monitor::run(options, facts.clone(), self.csi_mounts.clone(), csi_tx));
+        self.tasks.spawn(crate::csi::monitor::run(options, facts.clone(), self.csi_mounts.clone(), csi_tx));
         csi_rx
     }
 
@@ -610,7 +613,7 @@ impl Running<'_> {
     fn facts_changed(&mut self, prepared: PreparedFacts) -> Result<(), AgentError> {
         let change = self.model.set_prepared(prepared);
         let retired = self.model.take_retired();
-        crate::sys::background::spawn(move || drop(retired));
+        crate::sys::background::spawn_on(&self.tasks, move || drop(retired));
         self.facts_metrics();
         self.view_freshness.changed();
         if change.single_pod {

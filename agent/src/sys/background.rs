@@ -20,7 +20,16 @@ thread_local! {
 
 /// Runs `work` on the blocking pool at the background priority.
 pub fn spawn<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> tokio::task::JoinHandle<T> {
-    tokio::task::spawn_blocking(move || {
+    spawn_on(&tokio::runtime::Handle::current(), work)
+}
+
+/// Runs `work` on `runtime`'s blocking pool at the background priority (from the event
+/// loop's thread, whose own runtime runs the loop alone).
+pub fn spawn_on<T: Send + 'static>(
+    runtime: &tokio::runtime::Handle,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    runtime.spawn_blocking(move || {
         lower_this_thread();
         work()
     })

@@ -159,7 +159,8 @@ mod tests {
 
     #[test]
     fn a_dead_component_ends_the_wait_at_once_and_other_errors_are_retried() {
-        let died = || ProcessExited { name: "kubelet".into(), status: ExitStatusExt::from_raw(256), log: "k.log".into() };
+        let died =
+            || ProcessExited { name: "kubelet".into(), status: ExitStatusExt::from_raw(256), log: "k.log".into() };
         let mut checks = 0;
         let err = wait_for("the node Ready", Duration::from_secs(600), || {
             checks += 1;
