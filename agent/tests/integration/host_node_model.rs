@@ -129,10 +129,15 @@ fn volume_view(agent: &Agent) -> Value {
 
 /// Polls `cond` for up to 10 s.
 fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    eventually_within(what, Duration::from_secs(10), cond);
+}
+
+/// Polls `cond` every 10 ms for up to `within`.
+fn eventually_within(what: &str, within: Duration, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + within;
     while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -293,10 +298,6 @@ fn the_debug_view_shows_the_last_owner_of_a_burst_of_publishes_without_waiting_f
     // loop's one-second tick; half a second leaves room for a loaded machine. In enforce
     // mode the kernel keeps the owners and the view follows the tick.
     let within = if agent.mode() == "quarantine" { Duration::from_millis(500) } else { Duration::from_secs(10) };
-    let deadline = Instant::now() + within;
-    while volume_view(&agent) != owned_by_b {
-        assert!(Instant::now() < deadline, "the view still shows {} after {within:?}", volume_view(&agent));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    eventually_within("the view to show B's claim", within, || volume_view(&agent) == owned_by_b);
     node.finish(agent);
 }
