@@ -9,7 +9,7 @@ use std::{
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use volguard::{
-    facts::k8s::{client::http2_client, source},
+    facts::k8s::{client::http2_client, object_watch, source},
     facts::{Facts, Origin, SinglePodReason, Snapshot},
     model::explain::{Conflict, ConflictAction},
     outputs::events::{self, EventCounters},
@@ -341,6 +341,28 @@ async fn over_tls_every_list_and_watch_shares_one_http2_connection() {
     assert_eq!(fake.connections(), 1, "one multiplexed connection");
 }
 
+/// A pod using 30 claims, each list answered 50 ms late: never more than
+/// `LISTS_AT_ONCE` of the followers' lists are in flight, and every claim is listed.
+#[tokio::test]
+async fn followers_list_a_bounded_number_of_objects_at_once() {
+    let fake = FakeApi::start_tls().await;
+    seed(&fake);
+    let claims: Vec<String> = (0..30).map(|i| format!("c-{i}")).collect();
+    for (i, name) in claims.iter().enumerate() {
+        fake.apply(PVCS, claim("shop", name, "ReadWriteOncePod", &format!("pv-c{i}")));
+        fake.apply(PVS, volume(&format!("pv-c{i}"), "ReadWriteOncePod", "shop", name));
+    }
+    let names: Vec<&str> = claims.iter().map(String::as_str).collect();
+    fake.apply(PODS, pod_with_claims("many", "uid-m", NODE, &names));
+    fake.slow_lists(PVCS, Some(Duration::from_millis(50)));
+    let mut rx = start_source(&fake);
+    snapshot_where(&mut rx, "every claim is followed", |s| s.facts.single_pod_volumes().len() == 31).await;
+
+    let most = fake.most_lists_in_flight(PVCS);
+    assert!(most > 1, "lists overlap: {most}");
+    assert!(most <= object_watch::LISTS_AT_ONCE, "{most} lists of claims at once");
+}
+
 #[tokio::test]
 async fn nothing_is_published_until_the_followed_objects_have_listed() {
     let fake = FakeApi::start().await;
@@ -463,6 +485,51 @@ async fn a_failing_followed_watch_makes_the_facts_stale_naming_the_object_and_ke
     fake.fail_lists(PVCS, false);
     let healthy = snapshot_where(&mut rx, "fresh again", |s| s.stale.is_none() && s.synced_at > first.synced_at).await;
     assert_eq!(healthy.facts, first.facts);
+}
+
+/// The server ends the claim's watch (as at each watch's timeout) and the claim changes
+/// before, or just after, the follower watches again: the follower resumes from the last
+/// version it saw, without a list, and the change is not missed.
+#[tokio::test]
+async fn a_followed_watch_the_server_ends_resumes_from_its_version_and_misses_nothing() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut rx = start_source(&fake);
+    snapshot_where(&mut rx, "the first list is in", |s| !s.facts.persistent_volumes.is_empty()).await;
+    let (lists, watches) = (list_requests(&fake, PVCS), watch_requests(&fake, PVCS));
+
+    fake.end_watches(PVCS);
+    let mut annotated = rwop_pvc("pv-1");
+    annotated["metadata"]["annotations"] = json!({"volguard.io/single-pod": "true"});
+    fake.apply(PVCS, annotated);
+    let s = snapshot_where(&mut rx, "the change made around the watch's end", |s| {
+        s.facts.persistent_volume_claims.iter().any(|c| c.annotations.contains_key("volguard.io/single-pod"))
+    })
+    .await;
+    assert_eq!(s.stale, None, "a watch's end is not a failure");
+    eventually("the claim watched again", WAIT, || async { (fake.open_watches(PVCS) == 1).then_some(()) }).await;
+    assert_eq!(list_requests(&fake, PVCS), lists, "resumed without a list");
+    assert!(watch_requests(&fake, PVCS) > watches);
+}
+
+/// A watch line that is not a watch event: the facts go stale naming the volume and keep it,
+/// and the follower lists again and is fresh.
+#[tokio::test]
+async fn a_garbled_watch_event_makes_the_facts_stale_and_the_follower_lists_again() {
+    let fake = FakeApi::start().await;
+    seed(&fake);
+    let mut rx = start_source(&fake);
+    let first = snapshot_where(&mut rx, "the first list is in", |s| !s.facts.persistent_volumes.is_empty()).await;
+    let lists = list_requests(&fake, PVS);
+
+    fake.send_raw_line(PVS, r#"{"type": "MODIFIED", "object": {"#);
+    let stale = snapshot_where(&mut rx, "stale naming the volume", |s| s.stale.is_some()).await;
+    let why = stale.stale.clone().unwrap_or_default();
+    assert!(why.starts_with("persistentvolumes pv-1: a watch event: "), "{why}");
+    assert_eq!(stale.facts, first.facts, "the volume is kept");
+    let healthy = snapshot_where(&mut rx, "fresh again", |s| s.stale.is_none() && s.synced_at > first.synced_at).await;
+    assert_eq!(healthy.facts, first.facts);
+    assert!(list_requests(&fake, PVS) > lists, "listed again");
 }
 
 fn conflict_facts() -> Facts {

@@ -172,12 +172,13 @@ pub fn node_info(node: &Node) -> facts::NodeInfo {
     facts::NodeInfo { kubelet_version: info.map(|i| i.kubelet_version.clone()).unwrap_or_default() }
 }
 
-/// The objects of each kind, as the stores hold them.
+/// The objects of each kind, as the stores hold them (followed PVs and PVCs as their
+/// facts, converted when they arrive: [`super::object_watch`]).
 #[derive(Debug, Default)]
 pub struct Objects<'a> {
     pub pods: Vec<&'a Pod>,
-    pub persistent_volumes: Vec<&'a PersistentVolume>,
-    pub persistent_volume_claims: Vec<&'a PersistentVolumeClaim>,
+    pub persistent_volumes: Vec<&'a facts::PersistentVolume>,
+    pub persistent_volume_claims: Vec<&'a facts::PersistentVolumeClaim>,
     pub csi_drivers: Vec<&'a CSIDriver>,
     pub csi_nodes: Vec<&'a CSINode>,
 }
@@ -189,10 +190,10 @@ pub fn facts(node_name: &str, objects: &Objects<'_>) -> facts::Facts {
     let mut pods: Vec<facts::Pod> = objects.pods.iter().filter_map(|p| pod(p)).collect();
     pods.sort_by(|a, b| a.uid.cmp(&b.uid));
     let mut persistent_volumes: Vec<facts::PersistentVolume> =
-        objects.persistent_volumes.iter().filter_map(|p| persistent_volume(p)).collect();
+        objects.persistent_volumes.iter().map(|&p| p.clone()).collect();
     persistent_volumes.sort_by(|a, b| a.name.cmp(&b.name));
     let mut persistent_volume_claims: Vec<facts::PersistentVolumeClaim> =
-        objects.persistent_volume_claims.iter().filter_map(|p| persistent_volume_claim(p)).collect();
+        objects.persistent_volume_claims.iter().map(|&p| p.clone()).collect();
     persistent_volume_claims.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     let mut csi_drivers: Vec<facts::CsiDriver> = objects.csi_drivers.iter().filter_map(|d| csi_driver(d)).collect();
     csi_drivers.sort_by(|a, b| a.name.cmp(&b.name));
@@ -390,11 +391,12 @@ mod tests {
         let pod_a: Pod = from(json!({"metadata": {"name": "a", "namespace": "ns", "uid": "uid-b"}}));
         let pod_b: Pod = from(json!({"metadata": {"name": "b", "namespace": "ns", "uid": "uid-a"}}));
         let pod_bad: Pod = from(json!({"metadata": {"name": "bad", "namespace": "ns"}}));
-        let pv_z: PersistentVolume =
-            from(json!({"metadata": {"name": "z"}, "spec": {"accessModes": ["ReadWriteOncePod"]}}));
-        let pv_a: PersistentVolume = from(json!({"metadata": {"name": "a"}}));
-        let pvc_2: PersistentVolumeClaim = from(json!({"metadata": {"name": "a", "namespace": "ns2"}}));
-        let pvc_1: PersistentVolumeClaim = from(json!({"metadata": {"name": "b", "namespace": "ns1"}}));
+        let pv_z =
+            persistent_volume(&from(json!({"metadata": {"name": "z"}, "spec": {"accessModes": ["ReadWriteOncePod"]}})))
+                .unwrap();
+        let pv_a = persistent_volume(&from(json!({"metadata": {"name": "a"}}))).unwrap();
+        let pvc_2 = persistent_volume_claim(&from(json!({"metadata": {"name": "a", "namespace": "ns2"}}))).unwrap();
+        let pvc_1 = persistent_volume_claim(&from(json!({"metadata": {"name": "b", "namespace": "ns1"}}))).unwrap();
         let other_node: CSINode = from(json!({"metadata": {"name": "n2"}, "spec": {"drivers": []}}));
         let this_node: CSINode =
             from(json!({"metadata": {"name": "n1"}, "spec": {"drivers": [{"name": "d", "nodeID": "x"}]}}));

@@ -1,5 +1,5 @@
-//! Only the PVCs and PVs this node's pods use, each followed by its own narrowed watch
-//! (`fieldSelector=metadata.name=<name>`), as kubelet's watch-based object cache follows
+//! Only the PVCs and PVs this node's pods use, each followed by its own narrowed list and
+//! watch ([`super::object_watch`]: `fieldSelector=metadata.name=<name>`), as kubelet's watch-based object cache follows
 //! the objects its pods reference (pkg/kubelet/util/manager/watch_based_manager.go). The
 //! agent's memory and its load on the API server grow with this node's pods, not with the
 //! cluster's volumes.
@@ -11,26 +11,20 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap, btree_map::Entry},
-    fmt::Debug,
     sync::Arc,
 };
 
-use futures::Stream;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
-use kube::{
-    Api, Client, Resource,
-    runtime::{
-        reflector::store::{Store, Writer},
-        watcher,
-    },
-};
-use serde::de::DeserializeOwned;
+use kube::Client;
 use tokio::task::JoinHandle;
 
 use super::{
+    convert,
     health::{ObjectKey, Watched},
-    watch_loop::{Signals, WatcherId, watch_forever},
+    object_watch::{Followed, Lister, NamedObject, Slot, follow_forever, read},
+    watch_loop::{Signals, WatcherId},
 };
+use crate::facts;
 
 fn non_empty(value: Option<&String>) -> Option<&str> {
     value.map(String::as_str).filter(|v| !v.is_empty())
@@ -61,27 +55,34 @@ pub fn claims_used_by<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> BTreeSet<O
 }
 
 /// The volumes `claims` are bound to (`spec.volumeName`).
-pub fn volumes_bound_to<'a>(claims: impl IntoIterator<Item = &'a PersistentVolumeClaim>) -> BTreeSet<String> {
-    claims
-        .into_iter()
-        .filter_map(|c| non_empty(c.spec.as_ref().and_then(|s| s.volume_name.as_ref())))
-        .map(str::to_owned)
-        .collect()
+pub fn volumes_bound_to<'a>(claims: impl IntoIterator<Item = &'a facts::PersistentVolumeClaim>) -> BTreeSet<String> {
+    claims.into_iter().filter_map(|c| c.volume_name.clone()).collect()
 }
 
-/// `metadata.name=<name>`: a list and watch of one object.
-fn named(name: &str) -> watcher::Config {
-    watcher::Config::default().fields(&format!("metadata.name={name}"))
+impl Followed for PersistentVolumeClaim {
+    type Fact = facts::PersistentVolumeClaim;
+
+    fn fact(&self) -> Option<Self::Fact> {
+        convert::persistent_volume_claim(self)
+    }
 }
 
-/// One followed object's watcher: its store, and its task, aborted when this is dropped.
-struct Follower<K: Resource<DynamicType = ()> + 'static> {
+impl Followed for PersistentVolume {
+    type Fact = facts::PersistentVolume;
+
+    fn fact(&self) -> Option<Self::Fact> {
+        convert::persistent_volume(self)
+    }
+}
+
+/// One followed object's slot, and its task, aborted when this is dropped.
+struct Follower<F> {
     id: u64,
-    store: Store<K>,
+    slot: Slot<F>,
     task: JoinHandle<()>,
 }
 
-impl<K: Resource<DynamicType = ()> + 'static> Drop for Follower<K> {
+impl<F> Drop for Follower<F> {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -96,52 +97,44 @@ pub struct Changes {
 
 /// Starts watcher tasks and remembers which id watches what.
 struct Spawner {
-    client: Client,
+    lister: Lister,
     signals: Signals,
     next_id: u64,
     ids: HashMap<u64, Watched>,
 }
 
 impl Spawner {
-    fn follow_claim(&mut self, key: &ObjectKey) -> Follower<PersistentVolumeClaim> {
-        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &key.namespace);
-        let config = named(&key.name);
-        self.spawn(Watched::Claim(key.clone()), move || watcher(api.clone(), config.clone()))
+    fn follow_claim(&mut self, key: &ObjectKey) -> Follower<facts::PersistentVolumeClaim> {
+        self.spawn::<PersistentVolumeClaim>(Some(&key.namespace), &key.name, Watched::Claim(key.clone()))
     }
 
-    fn follow_volume(&mut self, name: &str) -> Follower<PersistentVolume> {
-        let api: Api<PersistentVolume> = Api::all(self.client.clone());
-        let config = named(name);
-        self.spawn(Watched::Volume(name.to_owned()), move || watcher(api.clone(), config.clone()))
+    fn follow_volume(&mut self, name: &str) -> Follower<facts::PersistentVolume> {
+        self.spawn::<PersistentVolume>(None, name, Watched::Volume(name.to_owned()))
     }
 
-    fn spawn<K, S>(&mut self, watched: Watched, start: impl Fn() -> S + Send + 'static) -> Follower<K>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        S: Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
-    {
+    fn spawn<K: Followed>(&mut self, namespace: Option<&str>, name: &str, watched: Watched) -> Follower<K::Fact> {
         let id = self.next_id;
         self.next_id += 1;
-        let writer = Writer::<K>::default();
-        let store = writer.as_reader();
-        let task = tokio::spawn(watch_forever(
+        let slot = Slot::default();
+        let object = NamedObject::new::<K>(namespace, name, watched.to_string());
+        let task = tokio::spawn(follow_forever::<K>(
+            self.lister.clone(),
+            object,
+            slot.clone(),
             WatcherId::Follower(id),
-            watched.to_string(),
-            start,
-            writer,
             self.signals.clone(),
         ));
         self.ids.insert(id, watched);
-        Follower { id, store, task }
+        Follower { id, slot, task }
     }
 }
 
 /// Makes `followed` hold exactly `wanted`, starting followers with `start`.
-fn reconcile<Key: Ord, K: Resource<DynamicType = ()> + 'static>(
-    followed: &mut BTreeMap<Key, Follower<K>>,
+fn reconcile<Key: Ord, F>(
+    followed: &mut BTreeMap<Key, Follower<F>>,
     wanted: BTreeSet<Key>,
     spawner: &mut Spawner,
-    start: impl Fn(&mut Spawner, &Key) -> Follower<K>,
+    start: impl Fn(&mut Spawner, &Key) -> Follower<F>,
     changes: &mut Changes,
 ) {
     followed.retain(|key, follower| {
@@ -163,14 +156,14 @@ fn reconcile<Key: Ord, K: Resource<DynamicType = ()> + 'static>(
 /// The running per-object watchers of claims and volumes.
 pub struct Followers {
     spawner: Spawner,
-    claims: BTreeMap<ObjectKey, Follower<PersistentVolumeClaim>>,
-    volumes: BTreeMap<String, Follower<PersistentVolume>>,
+    claims: BTreeMap<ObjectKey, Follower<facts::PersistentVolumeClaim>>,
+    volumes: BTreeMap<String, Follower<facts::PersistentVolume>>,
 }
 
 impl Followers {
     /// Followers whose watchers report to `signals` as [`WatcherId::Follower`].
     pub fn new(client: Client, signals: Signals) -> Self {
-        let spawner = Spawner { client, signals, next_id: 0, ids: HashMap::new() };
+        let spawner = Spawner { lister: Lister::new(client), signals, next_id: 0, ids: HashMap::new() };
         Self { spawner, claims: BTreeMap::new(), volumes: BTreeMap::new() }
     }
 
@@ -192,13 +185,13 @@ impl Followers {
     }
 
     /// The followed claims that have listed (and exist).
-    pub fn claims(&self) -> Vec<Arc<PersistentVolumeClaim>> {
-        self.claims.values().flat_map(|f| f.store.state()).collect()
+    pub fn claims(&self) -> Vec<Arc<facts::PersistentVolumeClaim>> {
+        self.claims.values().filter_map(|f| read(&f.slot)).collect()
     }
 
     /// The followed volumes that have listed (and exist).
-    pub fn volumes(&self) -> Vec<Arc<PersistentVolume>> {
-        self.volumes.values().flat_map(|f| f.store.state()).collect()
+    pub fn volumes(&self) -> Vec<Arc<facts::PersistentVolume>> {
+        self.volumes.values().filter_map(|f| read(&f.slot)).collect()
     }
 }
 
@@ -216,10 +209,12 @@ mod tests {
         .expect("test pod")
     }
 
-    fn claim(volume_name: Option<&str>) -> PersistentVolumeClaim {
-        serde_json::from_value(json!({"metadata": {"name": "c", "namespace": "shop"},
+    fn claim(volume_name: Option<&str>) -> facts::PersistentVolumeClaim {
+        let claim: PersistentVolumeClaim =
+            serde_json::from_value(json!({"metadata": {"name": "c", "namespace": "shop"},
             "spec": {"volumeName": volume_name}}))
-        .expect("test claim")
+            .expect("test claim");
+        claim.fact().expect("a usable claim")
     }
 
     fn keys(pairs: &[(&str, &str)]) -> BTreeSet<ObjectKey> {

@@ -20,10 +20,35 @@ use tokio::sync::mpsc;
 use super::health::{Kind, Signal};
 
 /// The first wait before a failed watcher lists again; doubles up to [`RESTART_MAX`].
-const RESTART_MIN: Duration = Duration::from_millis(500);
+pub const RESTART_MIN: Duration = Duration::from_millis(500);
 const RESTART_MAX: Duration = Duration::from_secs(30);
 /// A watcher that ran this long before failing starts its restart delay from the minimum again.
 const RESTART_RESET_AFTER: Duration = Duration::from_secs(120);
+
+/// How long a failed watcher waits before it lists again.
+pub struct RestartDelay {
+    next: Duration,
+}
+
+impl Default for RestartDelay {
+    fn default() -> Self {
+        Self { next: RESTART_MIN }
+    }
+}
+
+impl RestartDelay {
+    /// The wait after a watcher that ran for `ran` failed: [`RESTART_MIN`], doubling at each
+    /// failure up to [`RESTART_MAX`], from the minimum again after a run of
+    /// [`RESTART_RESET_AFTER`].
+    pub fn after_failure(&mut self, ran: Duration) -> Duration {
+        if ran > RESTART_RESET_AFTER {
+            self.next = RESTART_MIN;
+        }
+        let delay = self.next;
+        self.next = (delay * 2).min(RESTART_MAX);
+        delay
+    }
+}
 
 /// Which watcher a signal comes from: a kind's, or a followed object's (by a number never
 /// reused, so a signal still queued from a stopped follower is recognised and dropped).
@@ -47,19 +72,16 @@ pub async fn watch_forever<K, S>(
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     S: Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
 {
-    let mut delay = RESTART_MIN;
+    let mut restart = RestartDelay::default();
     loop {
         let started = Instant::now();
         match watch_until_failure(id, &label, start(), &mut writer, &signals).await {
             Stop::ChannelClosed => return,
             Stop::Failed => {}
         }
-        if started.elapsed() > RESTART_RESET_AFTER {
-            delay = RESTART_MIN;
-        }
+        let delay = restart.after_failure(started.elapsed());
         tracing::debug!(watched = label.as_str(), ?delay, "re-listing after a watch failure");
         tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(RESTART_MAX);
     }
 }
 
@@ -117,4 +139,19 @@ where
     }
     // The watcher's stream never ends; treat an end like a failure.
     Stop::Failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_restart_delay_doubles_to_its_cap_and_starts_over_after_a_long_run() {
+        let mut restart = RestartDelay::default();
+        let short = Duration::from_secs(1);
+        let delays: Vec<_> = (0..9).map(|_| restart.after_failure(short).as_millis()).collect();
+        assert_eq!(delays, [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
+        assert_eq!(restart.after_failure(RESTART_RESET_AFTER + short), RESTART_MIN);
+        assert_eq!(restart.after_failure(short), RESTART_MIN * 2);
+    }
 }

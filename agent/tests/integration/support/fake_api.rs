@@ -121,6 +121,10 @@ struct Collection {
     watchers: Vec<Watcher>,
     gone_next_watch: bool,
     fail_lists: bool,
+    /// Set by [`FakeApi::slow_lists`]: each list waits this long before it is answered.
+    list_delay: Option<Duration>,
+    lists_in_flight: usize,
+    most_lists_in_flight: usize,
 }
 
 #[derive(Default)]
@@ -348,6 +352,19 @@ impl FakeApi {
         });
     }
 
+    /// Ends every open watch of `resource`, as the server does when a watch's timeout is up.
+    pub fn end_watches(&self, resource: &str) {
+        lock(&self.inner).collections.get_mut(resource).expect("known resource").watchers.clear();
+    }
+
+    /// Sends `text` as one line to every open watch of `resource`, as is: for malformed events.
+    pub fn send_raw_line(&self, resource: &str, text: &str) {
+        let line = Bytes::from(format!("{text}\n"));
+        let mut guard = lock(&self.inner);
+        let c = guard.collections.get_mut(resource).expect("known resource");
+        c.watchers.retain(|w| w.tx.send(line.clone()).is_ok());
+    }
+
     /// Adds objects with no watch event and no history, as if they had been there long
     /// before any client came (fast for tens of thousands of objects).
     pub fn preload(&self, resource: &str, objects: impl IntoIterator<Item = Value>) {
@@ -389,6 +406,16 @@ impl FakeApi {
         lock(&self.inner).collections.get_mut(resource).expect("known resource").fail_lists = fail;
     }
 
+    /// While set, every list of `resource` is answered `delay` late, so that lists overlap.
+    pub fn slow_lists(&self, resource: &str, delay: Option<Duration>) {
+        lock(&self.inner).collections.get_mut(resource).expect("known resource").list_delay = delay;
+    }
+
+    /// The most lists of `resource` that were waiting at once under [`FakeApi::slow_lists`].
+    pub fn most_lists_in_flight(&self, resource: &str) -> usize {
+        lock(&self.inner).collections.get(resource).expect("known resource").most_lists_in_flight
+    }
+
     /// Requests answered so far by HTTP version (`"HTTP/1.1"`, `"HTTP/2.0"`).
     pub fn http_versions(&self) -> BTreeMap<String, usize> {
         lock(&self.inner).http_versions.clone()
@@ -425,6 +452,7 @@ impl Collection {
 
 fn collection_route(resource: &'static str) -> MethodRouter<Shared> {
     get(move |State(inner): State<Shared>, Query(params): Query<HashMap<String, String>>| async move {
+        delay_list(&inner, resource, &params).await;
         collection(&inner, resource, None, params)
     })
 }
@@ -434,9 +462,25 @@ fn namespaced_route(resource: &'static str) -> MethodRouter<Shared> {
         move |State(inner): State<Shared>,
               Path(namespace): Path<String>,
               Query(params): Query<HashMap<String, String>>| async move {
+            delay_list(&inner, resource, &params).await;
             collection(&inner, resource, Some(namespace), params)
         },
     )
+}
+
+/// Holds a list of `resource` for its [`FakeApi::slow_lists`] delay, counted in flight.
+async fn delay_list(inner: &Shared, resource: &str, params: &HashMap<String, String>) {
+    let is_watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
+    let delay = {
+        let mut guard = lock(inner);
+        let c = guard.collections.get_mut(resource).expect("known resource");
+        let Some(delay) = c.list_delay.filter(|_| !is_watch) else { return };
+        c.lists_in_flight += 1;
+        c.most_lists_in_flight = c.most_lists_in_flight.max(c.lists_in_flight);
+        delay
+    };
+    tokio::time::sleep(delay).await;
+    lock(inner).collections.get_mut(resource).expect("known resource").lists_in_flight -= 1;
 }
 
 fn collection(
