@@ -283,7 +283,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         log_limiter,
         shared: shared.clone(),
         view_freshness: Default::default(),
-        view: view::ViewBuilder::start(view_sinks.clone()),
+        view: view::ViewBuilder::new(view_sinks.clone(), tokio::runtime::Handle::current()),
         csi_mounts,
         csi: None,
         unnamed: Default::default(),

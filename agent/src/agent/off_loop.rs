@@ -1,7 +1,8 @@
 //! Work the event loop hands to the blocking pool, so that nothing proportional to the
 //! node's volumes runs between two events: the reconciliation's reads (the mount table,
 //! the kubelet tree) and the preparation of each new facts snapshot (its look-ups, the
-//! single-pod set, the findings). Each comes back to the loop as a message, ready to use.
+//! single-pod set, the findings), each coming back to the loop as a message, ready to
+//! use; the CSI reports' metrics and log lines; and the freeing of what the loop replaces.
 
 use std::{collections::BTreeSet, sync::Arc};
 
@@ -11,9 +12,47 @@ use tokio::{
 };
 
 use crate::{
+    csi::report::CsiReport,
     facts::Snapshot,
-    model::node::{NodeModel, NodeRead, PreparedFacts},
+    model::{
+        checks::Severity,
+        node::{NodeModel, NodeRead, PreparedFacts},
+    },
+    outputs::served_state::ServedState,
 };
+
+/// Frees `value` on the blocking pool of `tasks`: what the loop replaces may hold the last
+/// reference to something the size of 10,000 volumes (old facts, a CSI report, a view's
+/// unbuilt inputs), freed where no event waits for it.
+pub(super) fn drop_off_loop<T: Send + 'static>(tasks: &Handle, value: T) {
+    crate::sys::background::spawn_on(tasks, move || drop(value));
+}
+
+/// Sets the CSI metrics and logs the error findings of each report on `reports`, on the
+/// blocking pool of `tasks`: indexing 10,000 volumes' findings by driver took 1.1–1.9 ms
+/// on the loop (bench 6c). Ends when the reports' sender is gone.
+pub(super) fn publish_csi_reports(
+    tasks: &Handle,
+    mut reports: watch::Receiver<Arc<CsiReport>>,
+    shared: Arc<ServedState>,
+) {
+    tasks.spawn(async move {
+        while reports.changed().await.is_ok() {
+            let (report, shared) = (reports.borrow_and_update().clone(), shared.clone());
+            let publish = move || {
+                let drivers =
+                    report.drivers.iter().map(|d| (d.name.as_str(), d.vendor_version.as_deref().unwrap_or("")));
+                shared.metrics.set_csi(drivers, report.findings_by_driver());
+                for f in report.findings.iter().filter(|f| f.severity == Severity::Error) {
+                    tracing::warn!("CSI finding {:?}: {}: {}", f.check, f.subject, f.message);
+                }
+            };
+            if crate::sys::background::spawn(publish).await.is_err() {
+                return;
+            }
+        }
+    });
+}
 
 /// A table read finished while the publishes changed is read again this many times in a
 /// row before it is used anyway (the owners' two-pass rule covers what it missed).

@@ -13,7 +13,7 @@ use super::{
     AgentError, RunOptions,
     feed::{Feed, Input, OwnMount},
     mount_index::MountChange,
-    off_loop::{NodeReads, prepare_facts},
+    off_loop::{NodeReads, drop_off_loop, prepare_facts, publish_csi_reports},
 };
 use crate::{
     csi::{
@@ -184,17 +184,16 @@ impl Running<'_> {
         let (csi_tx, csi_rx) = watch::channel(Arc::new(CsiReport::default()));
         let options = MonitorOptions::new(check, Some(self.decision.mode));
         self.tasks.spawn(crate::csi::monitor::run(options, facts.clone(), self.csi_mounts.clone(), csi_tx));
+        publish_csi_reports(&self.tasks, csi_rx.clone(), self.shared.clone());
         csi_rx
     }
 
-    /// A new CSI report: into the metrics and the debug view.
+    /// A new CSI report for the debug view (its metrics and log lines are
+    /// [`publish_csi_reports`]'s).
     fn csi_report(&mut self, report: Arc<CsiReport>) {
-        let drivers = report.drivers.iter().map(|d| (d.name.as_str(), d.vendor_version.as_deref().unwrap_or("")));
-        self.shared.metrics.set_csi(drivers, report.findings_by_driver());
-        for f in report.findings.iter().filter(|f| f.severity == crate::model::checks::Severity::Error) {
-            warn!("CSI finding {:?}: {}: {}", f.check, f.subject, f.message);
+        if let Some(replaced) = self.csi.replace(report) {
+            drop_off_loop(&self.tasks, replaced);
         }
-        self.csi = Some(report);
         self.view_freshness.changed();
     }
 
@@ -428,7 +427,9 @@ impl Running<'_> {
     /// (see [`super::view`]).
     pub(super) fn refresh_view(&mut self) -> Result<(), AgentError> {
         let inputs = self.view_inputs()?;
-        self.view.request(inputs);
+        if let Some(unbuilt) = self.view.request(inputs) {
+            drop_off_loop(&self.tasks, unbuilt);
+        }
         self.view_freshness.copied(Instant::now());
         Ok(())
     }
@@ -613,7 +614,7 @@ impl Running<'_> {
     fn facts_changed(&mut self, prepared: PreparedFacts) -> Result<(), AgentError> {
         let change = self.model.set_prepared(prepared);
         let retired = self.model.take_retired();
-        crate::sys::background::spawn_on(&self.tasks, move || drop(retired));
+        drop_off_loop(&self.tasks, retired);
         self.facts_metrics();
         self.view_freshness.changed();
         if change.single_pod {
