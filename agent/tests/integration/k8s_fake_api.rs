@@ -317,13 +317,8 @@ async fn only_the_claims_and_volumes_this_nodes_pods_use_are_followed() {
     assert_eq!((fake.open_watches(PVCS), fake.open_watches(PVS)), (1, 1));
 }
 
-/// Against a server that offers HTTP/2 (TLS with ALPN, as every real API server), all of
-/// the agent's lists and watches share one connection: a node following 30 claims opens
-/// 60 watches on it, not 60 connections.
-#[tokio::test]
-async fn over_tls_every_list_and_watch_shares_one_http2_connection() {
-    let fake = FakeApi::start_tls().await;
-    seed(&fake);
+/// 30 RWOP claims `shop/c-<i>` bound to volumes `pv-c<i>`, all used by one pod of this node.
+fn add_a_pod_using_30_claims(fake: &FakeApi) {
     let claims: Vec<String> = (0..30).map(|i| format!("c-{i}")).collect();
     for (i, name) in claims.iter().enumerate() {
         fake.apply(PVCS, claim("shop", name, "ReadWriteOncePod", &format!("pv-c{i}")));
@@ -331,6 +326,16 @@ async fn over_tls_every_list_and_watch_shares_one_http2_connection() {
     }
     let names: Vec<&str> = claims.iter().map(String::as_str).collect();
     fake.apply(PODS, pod_with_claims("many", "uid-m", NODE, &names));
+}
+
+/// Against a server that offers HTTP/2 (TLS with ALPN, as every real API server), all of
+/// the agent's lists and watches share one connection: a node following 30 claims opens
+/// 60 watches on it, not 60 connections.
+#[tokio::test]
+async fn over_tls_every_list_and_watch_shares_one_http2_connection() {
+    let fake = FakeApi::start_tls().await;
+    seed(&fake);
+    add_a_pod_using_30_claims(&fake);
     let mut rx = start_source(&fake);
     snapshot_where(&mut rx, "every claim is followed", |s| s.facts.single_pod_volumes().len() == 31).await;
 
@@ -347,13 +352,7 @@ async fn over_tls_every_list_and_watch_shares_one_http2_connection() {
 async fn followers_list_a_bounded_number_of_objects_at_once() {
     let fake = FakeApi::start_tls().await;
     seed(&fake);
-    let claims: Vec<String> = (0..30).map(|i| format!("c-{i}")).collect();
-    for (i, name) in claims.iter().enumerate() {
-        fake.apply(PVCS, claim("shop", name, "ReadWriteOncePod", &format!("pv-c{i}")));
-        fake.apply(PVS, volume(&format!("pv-c{i}"), "ReadWriteOncePod", "shop", name));
-    }
-    let names: Vec<&str> = claims.iter().map(String::as_str).collect();
-    fake.apply(PODS, pod_with_claims("many", "uid-m", NODE, &names));
+    add_a_pod_using_30_claims(&fake);
     fake.slow_lists(PVCS, Some(Duration::from_millis(50)));
     let mut rx = start_source(&fake);
     snapshot_where(&mut rx, "every claim is followed", |s| s.facts.single_pod_volumes().len() == 31).await;

@@ -8,6 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use anyhow::Context;
 use serde_json::Value;
 
 use super::{Outcome, Tools, yaml_documents};
@@ -73,6 +74,12 @@ const VERB_MARKERS: &[(&str, &[&str])] = &[
 /// Where a typed kube API names its kind: `Api<Pod>`, `Writer::<Pod>`, …
 const KIND_MARKERS: &[&str] = &["Api<", "Api::<", "Writer<", "Writer::<", "Store<", "Store::<", "ObjectRef<"];
 
+/// Kinds followed one object at a time (`impl Followed for PersistentVolume`) are listed and
+/// watched by the file that defines the trait (agent/src/facts/k8s/object_watch.rs): they
+/// take that file's verbs.
+const FOLLOWED_KIND_MARKER: &str = "Followed for ";
+const FOLLOWED_TRAIT: &str = "trait Followed";
+
 /// `(apiGroup, resource, verb)` triples.
 type Triples = BTreeSet<(String, String, String)>;
 
@@ -115,39 +122,57 @@ fn show(t: &(String, String, String)) -> String {
 /// The kinds the agent's code uses through kube, and the verbs of each file they are in.
 fn used_by_code(root: &Path) -> anyhow::Result<Vec<(String, PathBuf, BTreeSet<&'static str>)>> {
     let mut found = Vec::new();
+    let (mut followed, mut follower_verbs) = (Vec::new(), None);
     for file in crate::proc::rust_files(&root.join("agent/src"))? {
         let text = fs::read_to_string(&file)?;
         if !text.contains("kube::") && !text.contains("use kube") {
             continue;
         }
-        // Code only: line comments out (docs mention kinds and verbs in prose).
+        // Code only: the unit tests (last in a file) and line comments out (tests use kinds
+        // of their own; docs mention kinds and verbs in prose).
+        let shipped = text.split("#[cfg(test)]").next().unwrap_or_default();
         let code: String =
-            text.lines().map(|l| l.split_once("//").map_or(l, |(before, _)| before)).collect::<Vec<_>>().join("\n");
+            shipped.lines().map(|l| l.split_once("//").map_or(l, |(before, _)| before)).collect::<Vec<_>>().join("\n");
         let verbs: BTreeSet<&'static str> = VERB_MARKERS
             .iter()
             .filter(|(_, markers)| markers.iter().any(|m| code.contains(m)))
             .map(|(verb, _)| *verb)
             .collect();
-        let mut kinds = BTreeSet::new();
-        for marker in KIND_MARKERS {
-            for (at, _) in code.match_indices(marker) {
-                let rest = &code[at + marker.len()..];
-                // `Api<Pod>` or `Api<k8s_openapi::api::core::v1::Pod>`: the last path segment.
-                let path: String =
-                    rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
-                let kind = path.rsplit("::").next().unwrap_or_default().to_owned();
-                // Generic parameters (`Api<K>`) are not kinds.
-                if kind.len() > 1 && kind.starts_with(|c: char| c.is_ascii_uppercase()) {
-                    kinds.insert(kind);
-                }
-            }
-        }
         let relative = file.strip_prefix(root).unwrap_or(&file).to_path_buf();
-        for kind in kinds {
+        for kind in kinds_after(&code, KIND_MARKERS) {
             found.push((kind, relative.clone(), verbs.clone()));
         }
+        for kind in kinds_after(&code, &[FOLLOWED_KIND_MARKER]) {
+            followed.push((kind, relative.clone()));
+        }
+        if code.contains(FOLLOWED_TRAIT) {
+            follower_verbs = Some(verbs);
+        }
+    }
+    if !followed.is_empty() {
+        let verbs = follower_verbs.with_context(|| format!("`{FOLLOWED_TRAIT}` not found in agent/src"))?;
+        found.extend(followed.into_iter().map(|(kind, file)| (kind, file, verbs.clone())));
     }
     Ok(found)
+}
+
+/// The kinds named right after any of `markers` in `code`.
+fn kinds_after(code: &str, markers: &[&str]) -> BTreeSet<String> {
+    let mut kinds = BTreeSet::new();
+    for marker in markers {
+        for (at, _) in code.match_indices(marker) {
+            let rest = &code[at + marker.len()..];
+            // `Api<Pod>` or `Api<k8s_openapi::api::core::v1::Pod>`: the last path segment.
+            let path: String =
+                rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
+            let kind = path.rsplit("::").next().unwrap_or_default().to_owned();
+            // Generic parameters (`Api<K>`) are not kinds.
+            if kind.len() > 1 && kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+                kinds.insert(kind);
+            }
+        }
+    }
+    kinds
 }
 
 pub(super) fn rbac(t: &Tools, root: &Path, work: &Path) -> Outcome {

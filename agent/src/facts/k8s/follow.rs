@@ -1,8 +1,8 @@
 //! Only the PVCs and PVs this node's pods use, each followed by its own narrowed list and
-//! watch ([`super::object_watch`]: `fieldSelector=metadata.name=<name>`), as kubelet's watch-based object cache follows
-//! the objects its pods reference (pkg/kubelet/util/manager/watch_based_manager.go). The
-//! agent's memory and its load on the API server grow with this node's pods, not with the
-//! cluster's volumes.
+//! watch ([`super::object_watch`]: `fieldSelector=metadata.name=<name>`), as kubelet's
+//! watch-based object cache follows the objects its pods reference
+//! (pkg/kubelet/util/manager/watch_based_manager.go). The agent's memory and its load on
+//! the API server grow with this node's pods, not with the cluster's volumes.
 //!
 //! - [`claims_used_by`] and [`volumes_bound_to`]: pure, which objects the pods need.
 //! - [`Followers`]: the running watchers. One starts when a pod first needs its object and

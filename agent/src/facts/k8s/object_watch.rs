@@ -104,9 +104,9 @@ impl NamedObject {
         format!("metadata.name={}", self.name)
     }
 
-    /// The facts of `object` if it is this one (a fake or broken server may send others).
-    fn fact_of<K: Followed>(&self, object: &K) -> Option<K::Fact> {
-        (object.name_any() == self.name).then(|| object.fact()).flatten()
+    /// Whether `object` is this one: the selector says so, a fake or broken server may not.
+    fn is<K: Followed>(&self, object: &K) -> bool {
+        object.name_any() == self.name
     }
 }
 
@@ -195,7 +195,7 @@ async fn list_into<K: Followed>(lister: &Lister, object: &NamedObject, slot: &Sl
     let request = object.request.list(&params).map_err(|e| format!("list request: {e}"))?;
     let list: ObjectList<K> = lister.client.request(request).await.map_err(|e| e.to_string())?;
     let version = list.metadata.resource_version.filter(|v| !v.is_empty()).ok_or("a list without resourceVersion")?;
-    store(slot, list.items.iter().find_map(|o| object.fact_of(o)));
+    store(slot, list.items.iter().find(|o| object.is(*o)).and_then(Followed::fact));
     Ok(version)
 }
 
@@ -245,22 +245,21 @@ fn apply_event<K: Followed>(
     version: &mut String,
 ) -> Result<bool, Stop> {
     let event: WatchEvent<K> = serde_json::from_slice(line).map_err(|e| Stop::Failed(format!("a watch event: {e}")))?;
-    match event {
-        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-            advance(version, o.resource_version());
-            store(slot, object.fact_of(&o));
-        }
-        WatchEvent::Deleted(o) => {
-            advance(version, o.resource_version());
-            store(slot, None);
-        }
+    let (o, exists) = match event {
+        WatchEvent::Added(o) | WatchEvent::Modified(o) => (o, true),
+        WatchEvent::Deleted(o) => (o, false),
         WatchEvent::Bookmark(bookmark) => {
             advance(version, Some(bookmark.metadata.resource_version));
             return Ok(false);
         }
         WatchEvent::Error(status) if status.code == 410 => return Err(expired(object)),
         WatchEvent::Error(status) => return Err(Stop::Failed(format!("{} ({})", status.message, status.code))),
+    };
+    advance(version, o.resource_version());
+    if !object.is(&o) {
+        return Ok(false);
     }
+    store(slot, if exists { o.fact() } else { None });
     Ok(true)
 }
 
@@ -328,10 +327,12 @@ mod tests {
     }
 
     #[test]
-    fn another_objects_event_is_not_kept() {
+    fn another_objects_events_change_nothing_but_the_version() {
         let (slot, mut version) = (Slot::default(), "1".to_owned());
-        apply(&event("ADDED", "cm-other", Some("3")), &slot, &mut version).unwrap();
-        assert_eq!(name_in(&slot), None);
+        apply(&event("ADDED", "cm-1", Some("2")), &slot, &mut version).unwrap();
+        assert!(!apply(&event("ADDED", "cm-other", Some("3")), &slot, &mut version).unwrap());
+        assert!(!apply(&event("DELETED", "cm-other", Some("4")), &slot, &mut version).unwrap());
+        assert_eq!((name_in(&slot).as_deref(), version.as_str()), (Some("cm-1"), "4"));
     }
 
     #[test]
