@@ -21,9 +21,9 @@ use super::health::{Kind, Signal};
 
 /// The first wait before a failed watcher lists again; doubles up to [`RESTART_MAX`].
 pub const RESTART_MIN: Duration = Duration::from_millis(500);
-const RESTART_MAX: Duration = Duration::from_secs(30);
+pub const RESTART_MAX: Duration = Duration::from_secs(30);
 /// A watcher that ran this long before failing starts its restart delay from the minimum again.
-const RESTART_RESET_AFTER: Duration = Duration::from_secs(120);
+pub const RESTART_RESET_AFTER: Duration = Duration::from_secs(120);
 
 /// How long a failed watcher waits before it lists again.
 pub struct RestartDelay {
