@@ -135,7 +135,7 @@ fn fuzz_command(toolchain: &str) -> Command {
     cmd
 }
 
-/// target/fuzz-corpus/<name>, with the target's seeds written in; libFuzzer adds what it
+/// `target/fuzz-corpus/<name>`, with the target's seeds written in; libFuzzer adds what it
 /// finds there.
 fn seeded_corpus(name: &str, seeds: &Seeds) -> anyhow::Result<PathBuf> {
     let corpus = target_dir().join("fuzz-corpus").join(name);

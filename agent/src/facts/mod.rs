@@ -47,7 +47,7 @@ pub struct Facts {
     /// watchers do not, so the agent's facts leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeInfo>,
-    /// The look-ups by name (see [`index`]), built on first use. A `Facts` is not changed
+    /// The look-ups by name (see `facts/index.rs`), built on first use. A `Facts` is not changed
     /// after its first look-up: it is shared as the facts in force.
     #[serde(skip)]
     pub lookup: Lookup,

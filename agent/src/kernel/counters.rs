@@ -41,7 +41,7 @@ impl ReadCounter for Counters {
 #[derive(Debug)]
 pub struct CounterWatch {
     counter: Counter,
-    /// What an increase means, for the warning ("<n> <meaning>").
+    /// What an increase means, for the warning (`"<n> <meaning>"`).
     meaning: &'static str,
     reported: u64,
 }

@@ -38,7 +38,7 @@ const FEXIT_LINK_PREFIX: &str = "tramp-fexit_";
 const SETTLE_GRACE: Duration = Duration::from_millis(500);
 const SETTLE_LIMIT: Duration = Duration::from_secs(10);
 /// How long [`Pins::uninstall`] waits for the kernel to detach the unpinned links.
-const DETACH_LIMIT: Duration = Duration::from_secs(30);
+pub const DETACH_LIMIT: Duration = Duration::from_secs(30);
 
 /// Whether the link pinned under `name` settles claims at syscall exit.
 pub fn settles_claims(name: &str) -> bool {
@@ -122,7 +122,7 @@ impl Pins {
     /// of links this agent no longer has. Returns how many earlier pins were replaced.
     ///
     /// When our exit programs are fexit trampolines, an earlier agent's exit programs go
-    /// last, once no claim waits for settlement (see [`Self::wait_for_claims`]): a
+    /// last, once no claim waits for settlement (see `wait_for_claims`): a
     /// trampoline sees only the calls that entered its function after it was attached, so
     /// a mount in flight across the switch is settled by the earlier exit program.
     pub fn install_links(&self, links: Vec<(String, FdLink)>) -> Result<usize, PinError> {

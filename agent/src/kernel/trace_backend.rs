@@ -358,7 +358,7 @@ pub fn choose_syscall_backend(choice: BackendChoice) -> Result<TraceDecision, Ch
     Ok(decide(choice, false, probe.as_ref(), Some(&not_for_syscalls))?)
 }
 
-/// Why [`choose`] could not decide.
+/// Why [`choose_syscall_backend`] could not decide.
 #[derive(Debug, thiserror::Error)]
 pub enum ChooseError {
     #[error(transparent)]
