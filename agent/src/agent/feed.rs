@@ -3,13 +3,13 @@
 //! attached to or detached from the watched namespace, read with statmount).
 
 use std::{
+    collections::HashSet,
     io,
     path::Path,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use tokio::io::{Interest, unix::AsyncFd};
 use tracing::{info, warn};
 
 use super::mount_index::{MountChange, MountIndex, Outcome};
@@ -18,8 +18,9 @@ use crate::{
     kernel::{decode::Record, reader::EventSource, trace_backend::WatchedNamespace},
     outputs::{notification_metrics::NoticeKind, notification_metrics::SkipReason, served_state::ServedState},
     sys::{
-        fanotify::{MountWatch, Notice, parse},
-        statmount::{listmount, statmount},
+        fanotify::{MountWatch, Notice, NoticeError, parse},
+        paced_fd::{PacedFd, READ_GAP},
+        statmount::{StatmountError, listmount, statmount},
     },
 };
 
@@ -77,9 +78,18 @@ const MAX_BATCH: usize = 4096;
 /// How often skipped notices are logged (each is counted).
 const SKIP_LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// The mounts that `notices` detach. Mount ids are never reused, so a mount attached and
+/// detached within one batch is gone: it is not read (its statmount would find nothing,
+/// and every statmount takes the namespace's lock that a mounting thread then waits for).
+fn detached_in(notices: &[Result<Notice, NoticeError>]) -> HashSet<u64> {
+    notices.iter().filter_map(|n| if let Ok(Notice::Detached(id)) = n { Some(*id) } else { None }).collect()
+}
+
 /// fanotify mount notices, turned into [`MountChange`]s.
 pub(super) struct NoticeFeed {
-    watch: AsyncFd<MountWatch>,
+    /// Read at most once per [`READ_GAP`]: a burst of mounts wakes the loop once per gap,
+    /// not once per notice.
+    watch: PacedFd<MountWatch>,
     ns_id: u64,
     ns_name: String,
     index: MountIndex,
@@ -102,8 +112,8 @@ impl NoticeFeed {
         let WatchedNamespace { watch, namespace, name, ns_id } = watched;
         let held = HeldNamespace::new(name.clone(), namespace);
         let mut feed = Self {
-            // SAFETY: the watch owns its descriptor until dropped, and the AsyncFd owns the watch.
-            watch: unsafe { AsyncFd::register_with_interest(watch, Interest::READABLE) }?,
+            // SAFETY: the watch owns its descriptor until dropped, and the PacedFd owns the watch.
+            watch: unsafe { PacedFd::new(watch, READ_GAP) }?,
             ns_id,
             ns_name: name,
             index: MountIndex::new(kubelet_root),
@@ -145,16 +155,23 @@ impl NoticeFeed {
         }
         drop(guard);
         let handled = notices.len();
+        let gone = detached_in(&notices);
         for notice in notices {
             match notice {
-                Ok(notice) => self.handle(notice, &mut sink)?,
+                Ok(notice) => self.handle(notice, &gone, &mut sink)?,
                 Err(e) => self.skipped(SkipReason::Undecodable, &e.to_string()),
             }
         }
         Ok(handled)
     }
 
-    fn handle(&mut self, notice: Notice, sink: &mut impl FnMut(Input) -> Vec<OwnMount>) -> io::Result<()> {
+    /// Handles one notice; `gone` holds the mounts a later notice of the batch detached.
+    fn handle(
+        &mut self,
+        notice: Notice,
+        gone: &HashSet<u64>,
+        sink: &mut impl FnMut(Input) -> Vec<OwnMount>,
+    ) -> io::Result<()> {
         let metrics = &self.shared.metrics.notifications;
         match notice {
             Notice::Attached(_) => metrics.notice(NoticeKind::Attach),
@@ -163,7 +180,11 @@ impl NoticeFeed {
             Notice::Overflow => {}
         }
         let ns_id = self.ns_id;
-        match self.index.apply(notice, |id| statmount(id, ns_id)) {
+        let read = |mnt_id| match gone.contains(&mnt_id) {
+            true => Err(StatmountError::Gone { mnt_id }),
+            false => statmount(mnt_id, ns_id),
+        };
+        match self.index.apply(notice, read) {
             Outcome::Changes(changes) => {
                 for change in changes {
                     // A mask may be gone before its attach notice is read: indexed now, its
@@ -199,5 +220,24 @@ impl NoticeFeed {
             self.unlogged_skips = 0;
             self.last_skip_log = Some(now);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_mounts_a_batch_detaches_count_as_gone() {
+        let notices = [
+            Ok(Notice::Attached(1)),
+            Ok(Notice::Detached(1)),
+            Ok(Notice::Attached(2)),
+            Ok(Notice::Moved(3)),
+            Err(NoticeError::Version(2)),
+            Ok(Notice::Detached(4)),
+            Ok(Notice::Overflow),
+        ];
+        assert_eq!(detached_in(&notices), HashSet::from([1, 4]), "a moved mount is still there");
     }
 }

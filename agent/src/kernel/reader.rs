@@ -1,7 +1,6 @@
 //! Drains the `EVENTS` ring buffer as it becomes readable and decodes each record.
 
 use aya::maps::{MapData, RingBuf};
-use tokio::io::{Interest, unix::AsyncFd};
 use tokio::time::MissedTickBehavior;
 use volguard_common::{maps::EVENTS, wakeup::LAZY_DRAIN_MS};
 
@@ -19,11 +18,16 @@ use super::{
     counters::{CounterWatch, Counters},
     loader::{LoadError, LoadedObject},
 };
-use crate::kernel::decode::{self, DecodeError, Record};
+use crate::{
+    kernel::decode::{self, DecodeError, Record},
+    sys::paced_fd::{PacedFd, READ_GAP},
+};
 
 /// Owns the ring buffer; hand it to one task.
 pub struct EventReader {
-    ring: AsyncFd<RingBuf<MapData>>,
+    /// Read at most once per [`READ_GAP`]: a burst of records wakes the reader once per
+    /// gap, however many of them the kernel wakes it for.
+    ring: PacedFd<RingBuf<MapData>>,
     lazy_drain: tokio::time::Interval,
 }
 
@@ -40,8 +44,8 @@ impl EventReader {
         let map = object.take_map(EVENTS)?;
         let ring = RingBuf::try_from(map).map_err(|_| missing())?;
         // SAFETY: the RingBuf owns its map fd, keeps it open until dropped, and always
-        // returns the same fd; the AsyncFd owns the RingBuf.
-        let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }.map_err(|_| missing())?;
+        // returns the same fd; the PacedFd owns the RingBuf.
+        let ring = unsafe { PacedFd::new(ring, READ_GAP) }.map_err(|_| missing())?;
         let mut lazy_drain = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         lazy_drain.set_missed_tick_behavior(MissedTickBehavior::Delay);
         Ok(Self { ring, lazy_drain })
@@ -54,13 +58,13 @@ impl EventReader {
     pub async fn next_batch(&mut self, mut sink: impl FnMut(Result<Record, DecodeError>)) -> std::io::Result<usize> {
         loop {
             let n = tokio::select! {
-                guard = self.ring.readable_mut() => {
+                guard = self.ring.readable() => {
                     let mut guard = guard?;
                     let n = drain(guard.get_inner_mut(), &mut sink);
                     guard.clear_ready();
                     n
                 }
-                _ = self.lazy_drain.tick() => drain(self.ring.get_mut(), &mut sink),
+                _ = self.lazy_drain.tick() => self.ring.get_mut().map_or(0, |ring| drain(ring, &mut sink)),
             };
             if n > 0 {
                 return Ok(n);

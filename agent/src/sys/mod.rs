@@ -1,11 +1,12 @@
 //! Process-level helpers on top of the OS: running work in a private mount namespace,
 //! the signals the agent stops on, background work at a lower priority, freed heap given
-//! back, and the mount syscalls libc does not wrap yet (fanotify mount notifications,
-//! statmount, listmount).
+//! back, the mount syscalls libc does not wrap yet (fanotify mount notifications,
+//! statmount, listmount), and kernel queues read at most once per gap.
 
 pub mod background;
 pub mod fanotify;
 pub mod heap;
 pub mod mountns;
+pub mod paced_fd;
 pub mod signals;
 pub mod statmount;
