@@ -1,7 +1,7 @@
 //! A kernel queue read at most once per gap. While a descriptor is registered with the
-//! runtime's epoll, every record the kernel queues on it wakes the thread that waits
-//! there: during a burst of mounts that is one cross-CPU wake-up and one context switch
-//! per record, paid by the mounting thread too. [`PacedFd`] reads the queue when it
+//! runtime's epoll, each wake-up the kernel makes on it wakes the thread that waits
+//! there: during a burst of mounts that was up to one cross-CPU wake-up and one context
+//! switch per record, paid by the mounting thread too. [`PacedFd`] reads the queue when it
 //! becomes readable, but never sooner than [`READ_GAP`] after its previous read: until
 //! then the descriptor is taken off the epoll, so what arrives meanwhile wakes nobody and
 //! is read in one go at the end of the gap. A record that comes after a quiet gap is read
@@ -28,7 +28,7 @@ enum State<T: AsRawFd> {
     Registered(AsyncFd<T>),
     /// Off it until the gap has passed.
     Resting(T),
-    /// Only while moving between the two, or after a failed registration.
+    /// Only while moving between the two (a failed registration leaves it resting).
     Gone,
 }
 
