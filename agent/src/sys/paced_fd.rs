@@ -78,11 +78,10 @@ impl<T: AsRawFd> PacedFd<T> {
 
     /// Takes the descriptor off the epoll (a no-op if it is not on it).
     fn rest(&mut self) {
-        if let State::Registered(_) = self.state
-            && let State::Registered(fd) = std::mem::replace(&mut self.state, State::Gone)
-        {
-            self.state = State::Resting(fd.into_inner());
-        }
+        self.state = match std::mem::replace(&mut self.state, State::Gone) {
+            State::Registered(fd) => State::Resting(fd.into_inner()),
+            other => other,
+        };
     }
 
     /// Puts the descriptor back on the epoll; what was queued meanwhile makes it readable
@@ -142,6 +141,14 @@ mod tests {
         total
     }
 
+    /// Waits for the paced pipe, reads all it holds, and clears the readiness.
+    async fn read_paced(paced: &mut PacedFd<Pipe>) -> usize {
+        let mut guard = paced.readable().await.unwrap();
+        let n = drain(guard.get_inner());
+        guard.clear_ready();
+        n
+    }
+
     #[tokio::test]
     async fn a_record_after_a_quiet_gap_is_read_at_once_and_a_burst_waits_the_gap() {
         use std::io::Write;
@@ -152,28 +159,21 @@ mod tests {
 
         write.write_all(b"a").unwrap();
         let started = Instant::now();
-        let mut guard = paced.readable().await.unwrap();
-        assert_eq!(drain(guard.get_inner()), 1);
-        guard.clear_ready();
-        drop(guard);
+        assert_eq!(read_paced(&mut paced).await, 1);
         assert!(started.elapsed() < gap / 2, "the first record is read at once");
 
         // Within the gap: the next read waits for its end, then finds all that came.
         write.write_all(b"bc").unwrap();
-        let mut guard = paced.readable().await.unwrap();
+        let burst = read_paced(&mut paced).await;
         assert!(started.elapsed() >= gap, "a record in a burst waits the gap");
-        assert_eq!(drain(guard.get_inner()), 2, "what came while resting is read in one go");
-        guard.clear_ready();
-        drop(guard);
+        assert_eq!(burst, 2, "what came while resting is read in one go");
 
         // After a quiet gap, at once again.
         tokio::time::sleep(gap).await;
         write.write_all(b"d").unwrap();
         let quiet = Instant::now();
-        let mut guard = paced.readable().await.unwrap();
+        assert_eq!(read_paced(&mut paced).await, 1);
         assert!(quiet.elapsed() < gap / 2);
-        assert_eq!(drain(guard.get_inner()), 1);
-        guard.clear_ready();
     }
 
     #[tokio::test]
@@ -184,13 +184,12 @@ mod tests {
         // SAFETY: as above.
         let mut paced = unsafe { PacedFd::new(read, gap) }.unwrap();
         write.write_all(b"a").unwrap();
-        drain(paced.readable().await.unwrap().get_inner());
+        read_paced(&mut paced).await;
         // Cancelled while resting: the descriptor is kept, and readable afterwards.
         let cut = tokio::time::timeout(Duration::from_millis(10), paced.readable()).await;
         assert!(cut.is_err(), "still inside the gap");
         assert_eq!(drain(paced.get_mut().expect("kept while resting")), 0);
         write.write_all(b"b").unwrap();
-        let guard = paced.readable().await.unwrap();
-        assert_eq!(drain(guard.get_inner()), 1);
+        assert_eq!(read_paced(&mut paced).await, 1);
     }
 }
