@@ -47,8 +47,8 @@ enum Command {
         #[arg(long)]
         dir: std::path::PathBuf,
     },
-    /// Run each fuzz target in fuzz/ for a bounded time (nightly + cargo-fuzz; skipped
-    /// with a message where they are missing).
+    /// Run each fuzz target in fuzz/ for a bounded time (cargo-fuzz, which `cargo xtask
+    /// setup` installs; on nightly where rustup has it, else on stable)
     Fuzz(fuzz::Options),
     /// A real single-node cluster (upstream Kubernetes, containerd, a CSI driver) in
     /// namespaces of its own, volguard installed from its chart and image, the scenarios.

@@ -50,8 +50,8 @@ pub fn run() -> anyhow::Result<()> {
         step("real node with BPF LSM in the VM (scenario 6: refused in the kernel, then handed over)", &mut || {
             e2e::run(&e2e::Options { vm: true, ..Default::default() })
         });
-        step("fuzzing (each parser of untrusted input, 20 s a target)", &mut || {
-            fuzz::run(&fuzz::Options { seconds: 20, targets: Vec::new() })
+        step("fuzzing (each parser of untrusted input, 20 s a target, unoptimized build)", &mut || {
+            fuzz::run(&fuzz::Options { seconds: 20, dev: true, targets: Vec::new() })
         });
         step("VM tests (BPF LSM, qemu)", &mut || vm::run(&vm::Options { timeout: 1200, ..Default::default() }));
     }

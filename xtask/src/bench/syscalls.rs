@@ -162,7 +162,8 @@ impl Bench {
         );
         let _ = writeln!(
             self.report.details,
-            "\n### 1b and 8 in the VM\n\nThe same tests in the VM: Debian's cloud kernel under qemu's software \
+            "\n### 1b and 8 in the VM\n\nThe same tests in the VM, release builds as on the host (the test binary \
+             and the agent; until 2026-11-26 the VM ran unoptimized ones): Debian's cloud kernel under qemu's software \
              emulation (TCG, 2 vCPUs), booted with `bpf` in `lsm=`, so the agent runs in enforce mode (tracing and LSM \
              programs attached; removed with `volguard uninstall` before each baseline); once per backend. Emulation \
              makes every syscall slower than on hardware; the ratio is the figure.\n"
