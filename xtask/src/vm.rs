@@ -200,7 +200,8 @@ pub const BENCH_LINE: &str = "volguard-bench: ";
 /// JSON of each of its `volguard-bench:` lines.
 pub fn bench(timeout: Duration) -> anyhow::Result<Vec<String>> {
     let kernel = vm_kernel()?;
-    // As on the host (`cargo test --release`): the loops and the agent both optimized.
+    // As on the host (`cargo test --release`): the loops and the agent both optimized
+    // (until 2026-11-26 the VM measured unoptimized ones, a build nobody runs).
     let binaries = build_test_binaries(Profile::Release)?;
     let work = target_dir().join("vm").join("bench");
     let initrd = build_initramfs(&work, &BENCH_BOOT, &binaries)?;
@@ -309,7 +310,7 @@ fn build_test_binaries(profile: Profile) -> anyhow::Result<BTreeMap<String, Path
 /// The agent as users build it (`cargo build --release`; the real-node test's image holds
 /// the same binary, so after it this costs nothing). Under software emulation the
 /// unoptimized agent made the tests' boots take about twice as long (LsmNoBpf: 138 s
-/// against 72 s), and the benchmark measured a build nobody runs.
+/// against 72 s).
 fn build_release_agent() -> anyhow::Result<PathBuf> {
     let json = output(
         cargo().args(["build", "--release", "--message-format=json", "-p", "volguard"]).stderr(Stdio::inherit()),
