@@ -18,7 +18,7 @@ use crate::{
     enforce::Mode,
     facts::{SinglePodSet, Snapshot},
     model::checks::Finding,
-    model::mounts::{Mounts, volume_views},
+    model::mounts::{Mounts, each_volume_view},
     outputs::metrics::SinglePodCounts,
     outputs::served_state::{self, DebugView, ServedState, SourceStatus},
 };
@@ -27,7 +27,8 @@ use crate::{
 /// once (ownership, a quarantine). Each copy costs the loop a clone and the node a wake-up
 /// of the builder's threads: in a tight loop of an owner's publishes and unpublishes a copy
 /// per change made each bind+umount cycle ~8 µs slower (66 against 58 µs) on this
-/// project's 2-core machine. A burst's last change is shown within this time.
+/// project's 2-core machine. A burst's last change is shown within this time, plus the
+/// builder's rest on a node whose view takes milliseconds (see `build_while_pending`).
 pub(super) const URGENT_GAP: Duration = Duration::from_millis(20);
 
 /// When the loop owes the builder a new copy: any change within the loop's one-second
@@ -139,7 +140,9 @@ impl ViewBuilder {
 }
 
 /// Builds the newest inputs until none are waiting (inputs handed over during a build
-/// replace each other: only the newest is built), then marks the builder idle.
+/// replace each other: only the newest is built), then marks the builder idle. Between
+/// two builds it rests (`background::rest_after`): a view of 10,000 volumes takes ~20 ms,
+/// and ownership changes come faster than that in a burst.
 fn build_while_pending(pending: &Mutex<Pending>, sinks: &ViewSinks) {
     /// Marks the builder idle if a build panics, so that the next request starts one again.
     struct IdleOnPanic<'a>(&'a Mutex<Pending>);
@@ -161,7 +164,11 @@ fn build_while_pending(pending: &Mutex<Pending>, sinks: &ViewSinks) {
             };
             inputs
         };
+        let started = Instant::now();
         build(inputs, sinks);
+        if lock(pending).newest.is_some() {
+            std::thread::sleep(crate::sys::background::rest_after(started.elapsed()));
+        }
     }
 }
 
@@ -169,12 +176,12 @@ fn build_while_pending(pending: &Mutex<Pending>, sinks: &ViewSinks) {
 /// they changed (an unchanged copy would make them judge every volume again).
 pub(super) fn build(inputs: ViewInputs, sinks: &ViewSinks) {
     let ViewInputs { mode, mode_reason, snapshot, single_pod, mounts, owners, findings, csi } = inputs;
-    let views = volume_views(&snapshot.facts, &single_pod, &mounts, &owners);
-    sinks.shared.metrics.set_single_pod(SinglePodCounts::of(&views));
-    sinks.shared.metrics.set_node_findings(&findings);
+    let views = each_volume_view(&snapshot.facts, &single_pod, &mounts, &owners);
     let csi_findings = csi.iter().flat_map(|r| r.findings.iter().cloned());
     let all: Vec<Finding> = findings.iter().cloned().chain(csi_findings).collect();
     let mut volumes = served_state::volume_details(views, &all);
+    sinks.shared.metrics.set_single_pod(SinglePodCounts::of(volumes.iter().map(|d| &d.view)));
+    sinks.shared.metrics.set_node_findings(&findings);
     if let Some(report) = &csi {
         let by_name: HashMap<&str, _> = report.volumes.iter().map(|v| (v.name.as_str(), v)).collect();
         for detail in &mut volumes {

@@ -10,7 +10,7 @@
 //! string in a `*_rfc3339` field beside it (what the CLI and people should read).
 
 use std::{
-    collections::{BTreeMap, VecDeque},
+    collections::VecDeque,
     sync::{
         Arc, Mutex, RwLock,
         atomic::{AtomicBool, Ordering},
@@ -282,10 +282,18 @@ fn newest<T: Clone>(queue: &Mutex<VecDeque<T>>, limit: usize) -> Vec<T> {
     queue.lock().unwrap_or_else(|e| e.into_inner()).iter().rev().take(limit).cloned().collect()
 }
 
-/// Attaches findings to the volumes they are about (by subject naming the volume).
-pub fn volume_details(views: Vec<VolumeView>, findings: &[Finding]) -> Vec<VolumeDetail> {
-    let mut details: BTreeMap<String, VolumeDetail> =
-        views.into_iter().map(|v| (v.name.clone(), VolumeDetail::from(v))).collect();
+/// Attaches findings to the volumes they are about (by subject naming the volume), in
+/// name order.
+///
+/// Built for every change of ownership, so it moves each volume once: `views` come
+/// sorted by name from `each_volume_view`, and a detail is found by binary search (a
+/// `BTreeMap` of 10,000 details cost a name copy, a sort buffer and two more moves of
+/// every detail: ~10 MiB of fresh pages per build, bench 6c).
+pub fn volume_details(views: impl IntoIterator<Item = VolumeView>, findings: &[Finding]) -> Vec<VolumeDetail> {
+    let mut details: Vec<VolumeDetail> = views.into_iter().map(VolumeDetail::from).collect();
+    if !details.is_sorted_by(|a, b| a.view.name <= b.view.name) {
+        details.sort_by(|a, b| a.view.name.cmp(&b.view.name));
+    }
     // A finding is about each volume its subject names: a look-up per word, not a scan of
     // every volume per finding (10,000 volumes with a finding each would be 10^8 steps).
     for f in findings {
@@ -293,16 +301,19 @@ pub fn volume_details(views: Vec<VolumeView>, findings: &[Finding]) -> Vec<Volum
         named.sort_unstable();
         named.dedup();
         for word in named {
-            if let Some(detail) = details.get_mut(word) {
+            let first = details.partition_point(|d| d.view.name.as_str() < word);
+            for detail in details[first..].iter_mut().take_while(|d| d.view.name == word) {
                 detail.findings.push(f.clone());
             }
         }
     }
-    details.into_values().collect()
+    details
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]
@@ -338,6 +349,42 @@ mod tests {
         let recent = shared.recent_mounts(3);
         assert_eq!(recent.iter().map(|m| m.target.as_str()).collect::<Vec<_>>(), ["/t/1033", "/t/1032", "/t/1031"]);
         assert_eq!(shared.recent_mounts(usize::MAX).len(), MOUNTS_KEPT);
+    }
+
+    fn view(name: &str) -> VolumeView {
+        VolumeView {
+            name: name.into(),
+            single_pod: None,
+            claim: None,
+            driver: None,
+            owner: None,
+            published_to: Vec::new(),
+            quarantined: Vec::new(),
+            state: None,
+            pod_names: BTreeMap::new(),
+        }
+    }
+
+    fn finding(subject: &str) -> Finding {
+        Finding {
+            check: crate::model::checks::Check::EphemeralClaimMissing,
+            severity: crate::model::checks::Severity::Warning,
+            subject: subject.into(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn details_come_in_name_order_with_the_findings_that_name_them() {
+        let views = ["pv-b", "pv-a", "pv-c"].map(view);
+        let findings = [finding("ns/pod pv-a"), finding("pv-c pv-c"), finding("pv-ab"), finding("pv-b/pv-a")];
+        let details = volume_details(views, &findings);
+        let names: Vec<&str> = details.iter().map(|d| d.view.name.as_str()).collect();
+        assert_eq!(names, ["pv-a", "pv-b", "pv-c"]);
+        let about = |i: usize| details[i].findings.iter().map(|f| f.subject.as_str()).collect::<Vec<_>>();
+        assert_eq!(about(0), ["ns/pod pv-a", "pv-b/pv-a"], "a prefix (pv-ab) is not a name");
+        assert_eq!(about(1), ["pv-b/pv-a"]);
+        assert_eq!(about(2), ["pv-c pv-c"], "once however often the subject names it");
     }
 
     #[test]
