@@ -92,14 +92,15 @@ pub async fn run(
                 let mut report = judge.run(drivers_now, &facts_now, &mounts_now, mode);
                 report.checked_at = asked_at;
                 let changed = *current != report;
+                let took = started.elapsed();
                 tracing::debug!(
                     volumes = judge.volumes(),
                     rebuilt = judge.rebuilt(),
                     changed,
-                    elapsed = ?started.elapsed(),
+                    elapsed = ?took,
                     "CSI checks judged"
                 );
-                (judge, changed.then_some(report), started.elapsed())
+                (judge, changed.then_some(report), took)
             });
             let Ok((judge, changed, took)) = judged.await else { return };
             last = judge;
