@@ -14,6 +14,12 @@
 //! components are not looked at: a path that climbs back into the kubelet tree that way is
 //! read within [`LAZY_DRAIN_MS`], not at once.
 //!
+//! Where the LSM hooks decide conflicts (enforce, or audit with BPF LSM), nothing the agent
+//! does with a syscall record is waited on: the kernel has refused or reported the conflict
+//! already (a conflict record always wakes the agent), and the records only feed its views,
+//! metrics and map upkeep. There every syscall record may wait ([`WakeupFilter::kernel_decides`]):
+//! an owner's publish and unmount then cost its thread no cross-CPU wake-up either.
+//!
 //! One race is left to the timed drain: the reader stops at the first record still being
 //! written, so a record another CPU submits behind one that is being written without a
 //! wake-up can wait up to [`LAZY_DRAIN_MS`] (a window of the few microseconds it takes to
@@ -33,7 +39,7 @@ use crate::{
 pub const ROOT_PREFIX_LEN: usize = 32;
 
 /// Value of the `WAKEUP_FILTER` map: the kubelet root's first bytes and which of them
-/// count. All-zero (`mask[0] == 0`): every record wakes the reader.
+/// count, and whether the kernel decides conflicts. All-zero: every record wakes the reader.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct WakeupFilter {
@@ -42,6 +48,9 @@ pub struct WakeupFilter {
     pub root_prefix: [u8; ROOT_PREFIX_LEN],
     /// 0xff for each byte of `root_prefix` that is part of the root, 0 after.
     pub mask: [u8; ROOT_PREFIX_LEN],
+    /// Non-zero where the LSM hooks decide conflicts: every syscall record may wait.
+    pub kernel_decides: u32,
+    pub _pad: u32,
 }
 
 /// Longest time a record written without a wake-up waits for the agent, in milliseconds.
@@ -52,6 +61,15 @@ pub const LAZY_DRAIN_MS: u64 = 100;
 pub const FD_PATHS: &[u8; 6] = b"/proc/";
 
 impl WakeupFilter {
+    /// No filter: every record wakes the reader.
+    pub const EVERY_RECORD_WAKES: Self =
+        Self { root_prefix: [0; ROOT_PREFIX_LEN], mask: [0; ROOT_PREFIX_LEN], kernel_decides: 0, _pad: 0 };
+
+    /// Every syscall record may wait: the LSM hooks decide conflicts.
+    pub fn kernel_decides(self) -> Self {
+        Self { kernel_decides: 1, ..self }
+    }
+
     /// A filter for `kubelet_root` (absolute; a trailing `/` is dropped); `None` when it is
     /// not absolute or holds a NUL (every record then wakes the reader).
     pub fn for_kubelet_root(kubelet_root: &[u8]) -> Option<Self> {
@@ -63,7 +81,7 @@ impl WakeupFilter {
             return None;
         }
         let kept = root.len().min(ROOT_PREFIX_LEN);
-        let mut filter = Self { root_prefix: [0; ROOT_PREFIX_LEN], mask: [0; ROOT_PREFIX_LEN] };
+        let mut filter = Self::EVERY_RECORD_WAKES;
         filter.root_prefix[..kept].copy_from_slice(&root[..kept]);
         filter.mask[..kept].fill(0xff);
         Some(filter)
@@ -72,7 +90,15 @@ impl WakeupFilter {
     /// Whether the agent set a filter.
     #[inline(always)]
     pub fn is_set(&self) -> bool {
-        self.mask[0] != 0
+        self.mask[0] != 0 || self.kernel_decides != 0
+    }
+
+    /// Whether `event` may be written without waking the reader (while the ring is less
+    /// than half full, which the caller checks): every record where the kernel decides
+    /// conflicts, else a whole record that cannot concern the kubelet tree.
+    #[inline(always)]
+    pub fn may_wait(&self, event: &SyscallEvent) -> bool {
+        self.kernel_decides != 0 || (event.header.truncated == 0 && !self.may_concern_kubelet(event))
     }
 
     /// False only for a mount(2) or umount2(2) whose paths are known to lie outside the
@@ -172,6 +198,23 @@ mod tests {
         // Documented: `..` is not looked at (read at the next drain, not at once).
         assert!(!bind(b"/srv/a", b"/tmp/../var/lib/kubelet/pods/p"));
         assert!(f.may_concern_kubelet(&event(kind::MOVE_MOUNT, 0, b"", b"/mnt")), "every other call");
+    }
+
+    #[test]
+    fn where_the_kernel_decides_every_record_may_wait_else_only_whole_ones_outside_the_tree() {
+        let publish =
+            event(kind::MOUNT, MS_BIND, b"/srv/a", b"/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/v/mount");
+        let mut outside = event(kind::MOUNT, MS_BIND, b"/srv/a", b"/mnt/b");
+        let userspace = WakeupFilter::for_kubelet_root(b"/var/lib/kubelet").unwrap();
+        assert!(!userspace.may_wait(&publish), "quarantine acts on it at once");
+        assert!(userspace.may_wait(&outside));
+        outside.header.truncated = 1;
+        assert!(!userspace.may_wait(&outside), "a cut path may be kubelet's");
+        let kernel = userspace.kernel_decides();
+        assert!(kernel.may_wait(&publish) && kernel.may_wait(&outside));
+        let kernel_only = WakeupFilter::EVERY_RECORD_WAKES.kernel_decides();
+        assert!(kernel_only.is_set() && kernel_only.may_wait(&publish), "also without a usable kubelet root");
+        assert!(!WakeupFilter::EVERY_RECORD_WAKES.is_set());
     }
 
     #[test]

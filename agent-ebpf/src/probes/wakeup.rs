@@ -6,8 +6,9 @@ use volguard_common::event::SyscallEvent;
 
 use crate::maps::{EVENTS, LAZY_UNREAD, WAKEUP_FILTER};
 
-/// Flags for writing `event`: no wake-up for a mount or unmount that cannot concern the
-/// kubelet tree while the ring is less than half full. Any other record takes the
+/// Flags for writing `event`: no wake-up for a record the agent's filter lets wait (a
+/// mount or unmount that cannot concern the kubelet tree; any record where the LSM hooks
+/// decide conflicts) while the ring is less than half full. Any other record takes the
 /// kernel's own rule (wake the reader if the record is the first unread one), unless a
 /// record written without a wake-up may be unread ahead of it: then the wake-up is forced,
 /// since the kernel would not wake the reader for a record behind unread ones. Forcing
@@ -22,8 +23,7 @@ pub fn flags(event: &SyscallEvent) -> u64 {
     if !filter.is_set() {
         return 0;
     }
-    let lazy = event.header.truncated == 0
-        && !filter.may_concern_kubelet(event)
+    let lazy = filter.may_wait(event)
         && EVENTS.query(BPF_RB_AVAIL_DATA as u64) < EVENTS.query(BPF_RB_RING_SIZE as u64) / 2;
     let Some(lazy_unread) = LAZY_UNREAD.get_ptr_mut(0) else {
         return if lazy { BPF_RB_NO_WAKEUP as u64 } else { BPF_RB_FORCE_WAKEUP as u64 };

@@ -115,7 +115,7 @@ pub(super) fn start_in_kernel(
     let adopting = pins.has_state();
     let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes)?;
     object.start_kernel_log();
-    wakeup::wake_only_for_kubelet_root(&mut object, model.kubelet_root())?;
+    wakeup::set_wakeup_filter(&mut object, model.kubelet_root(), decision.in_kernel())?;
     let mut maps = EnforcementMaps::take(&mut object)?;
     maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
     maps.configure_mount_tree(mount_tree)?;
@@ -154,7 +154,7 @@ pub(super) fn start_userspace(
 ) -> Result<LoadedObject, AgentError> {
     let mut object = LoadedObject::load_with_ring_size(opts.ring_buffer_bytes)?;
     object.start_kernel_log();
-    wakeup::wake_only_for_kubelet_root(&mut object, model.kubelet_root())?;
+    wakeup::set_wakeup_filter(&mut object, model.kubelet_root(), false)?;
     let mut maps = EnforcementMaps::take(&mut object)?;
     maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
     object.attach(&tracing.hooks())?;

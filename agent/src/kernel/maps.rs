@@ -247,9 +247,16 @@ impl EnforcementMaps {
     }
 
     /// Forgets `pod_uid`'s roots of `volume` (found in the map itself, so roots recorded
-    /// before a restart go too).
+    /// before a restart go too), unless the pod owns the volume again: the agent reads an
+    /// unpublish after the kernel released the claim, and may read it after the same pod
+    /// published again (records can wait up to `LAZY_DRAIN_MS`), whose root the exit
+    /// program has recorded already. A root outlives its ownership harmlessly: the LSM
+    /// hook trusts one only while its pod owns the volume.
     pub fn forget_roots(&mut self, volume: &str, pod_uid: &str) {
         let (Ok(volume), Some(pod)) = (volume_key(volume), self::pod_uid(pod_uid)) else { return };
+        if self.owners.get(&volume, 0).is_ok_and(|owner| owner.pod.uid == pod.uid) {
+            return;
+        }
         let stale: Vec<RootKey> = self
             .roots
             .iter()

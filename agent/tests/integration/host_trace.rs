@@ -147,7 +147,7 @@ async fn a_mount_outside_the_kubelet_tree_waits_for_the_next_kubelet_record() {
     let tmp = tempfile::tempdir().unwrap();
     let kubelet_root = tmp.path().join("kubelet");
     let [source, outside, inside] = make_dirs(tmp.path(), ["source", "outside", "kubelet/pods/uid-a/volumes"]);
-    let (_ebpf, mut recorder) = tracer_waking_for(&kubelet_root, Duration::from_secs(3600));
+    let (_ebpf, mut recorder) = tracer_waking_for(&kubelet_root, false, Duration::from_secs(3600));
 
     let (s, o) = (source.clone(), outside.clone());
     let (tid, result) = run_in_private_mount_ns("vg-lazy-test", move || {
@@ -172,4 +172,34 @@ async fn a_mount_outside_the_kubelet_tree_waits_for_the_next_kubelet_record() {
     assert!(outside_mount.start_ns < inside_mount.start_ns);
     let position = |want: &Event| recorder.seen().iter().position(|e| e.start_ns == want.start_ns);
     assert!(position(&outside_mount) < position(&inside_mount), "read in the order written");
+}
+
+/// Where the LSM hooks decide conflicts, even a publish under the kubelet tree is written
+/// without waking the reader: it arrives at the timed drain.
+#[tokio::test]
+async fn where_the_kernel_decides_a_publish_waits_for_the_timed_drain() {
+    if !have_root("where_the_kernel_decides_a_publish_waits_for_the_timed_drain") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let kubelet_root = tmp.path().join("kubelet");
+    let [source, inside] = make_dirs(tmp.path(), ["source", "kubelet/pods/uid-a/volumes"]);
+    let drain = Duration::from_secs(2);
+    // The first timed drain comes a whole period after the tracer starts.
+    let (_ebpf, mut recorder) = tracer_waking_for(&kubelet_root, true, drain);
+    let (s, i) = (source.clone(), inside.clone());
+    let started = std::time::Instant::now();
+    let (tid, result) = run_in_private_mount_ns("vg-lazy-test", move || {
+        (gettid().as_raw() as u32, mount(Some(&s), &i, None::<&str>, MsFlags::MS_BIND, None::<&str>))
+    })
+    .unwrap();
+    result.unwrap();
+    recorder.drain(Duration::from_millis(300)).await;
+    let ours = |e: &Event| e.caller.pid == tid;
+    let read_early = recorder.seen().iter().any(ours);
+    let woken_by_others = recorder.seen().iter().any(|e| !ours(e));
+    assert!(!read_early || woken_by_others, "the publish woke the reader: {:?}", recorder.seen());
+    let publish = recorder.wait_for(mount_onto(&inside)).await;
+    assert_eq!(publish.ret, 0);
+    assert!(started.elapsed() < drain + Duration::from_secs(1), "read by the timed drain");
 }

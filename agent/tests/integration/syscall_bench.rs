@@ -28,7 +28,7 @@ use nix::{sched::CpuSet, unistd::Pid};
 
 use crate::support::{
     http_get,
-    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, quiet_agents, uninstall},
 };
 
 const REPS: usize = 5;
@@ -52,6 +52,9 @@ struct Alternated {
 /// Measures every case `REPS` times without the agent and with a fresh agent attached,
 /// alternating, so that drifting load hits both sides alike.
 fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure: impl Fn(usize) -> f64) -> Alternated {
+    // The agent's log lines are not part of what is measured (they reach the test's
+    // stderr, in the VM through the emulated serial console).
+    quiet_agents();
     let pins = pin_root(test);
     let mut runs = Alternated {
         without: vec![Vec::new(); cases],

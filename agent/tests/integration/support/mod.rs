@@ -100,10 +100,15 @@ pub fn tracer_with(mut ebpf: LoadedObject) -> (LoadedObject, Recorder) {
 }
 
 /// A tracer set up as the agent's (records of mounts outside `kubelet_root` do not wake
-/// the reader), whose timed drain of such records comes only every `lazy_drain`.
-pub fn tracer_waking_for(kubelet_root: &std::path::Path, lazy_drain: Duration) -> (LoadedObject, Recorder) {
+/// the reader; none does where `kernel_decides` conflicts), whose timed drain of such
+/// records comes only every `lazy_drain`.
+pub fn tracer_waking_for(
+    kubelet_root: &std::path::Path,
+    kernel_decides: bool,
+    lazy_drain: Duration,
+) -> (LoadedObject, Recorder) {
     let mut ebpf = LoadedObject::load().expect("load the embedded eBPF object");
-    volguard::kernel::wakeup::wake_only_for_kubelet_root(&mut ebpf, kubelet_root).unwrap();
+    volguard::kernel::wakeup::set_wakeup_filter(&mut ebpf, kubelet_root, kernel_decides).unwrap();
     attach_syscall_backend(&mut ebpf);
     let reader = EventReader::with_lazy_drain(&mut ebpf, lazy_drain).unwrap();
     (ebpf, Recorder::new(reader))
