@@ -245,7 +245,7 @@ static ECHO_AGENT_LINES: AtomicBool = AtomicBool::new(true);
 /// Agents started from now on in this process keep their stderr lines to themselves (still
 /// kept for `wait_for_line`, and shown when a wait fails). For benchmarks: an agent logs a
 /// line per owner's publish, and in the VM each echoed line goes out through the emulated
-/// serial console, which costs the guest's CPUs far more than the agent's own work.
+/// serial console (a node's agent writes its log to a pipe).
 pub fn quiet_agents() {
     ECHO_AGENT_LINES.store(false, Ordering::Relaxed);
 }
