@@ -18,7 +18,7 @@ use volguard::{
 };
 use volguard_common::event::PATH_LEN;
 
-use crate::support::{have_root, make_dirs, mount_onto, own_cgroup_id, tracer, tracer_waking_for};
+use crate::support::{Recorder, have_root, make_dirs, mount_onto, own_cgroup_id, tracer, tracer_waking_for};
 
 /// The mount(2) arguments of `event`, which must be a mount.
 fn mount_args(event: &Event) -> (&RawString, &RawString, &RawString, u64) {
@@ -149,17 +149,7 @@ async fn a_mount_outside_the_kubelet_tree_waits_for_the_next_kubelet_record() {
     let [source, outside, inside] = make_dirs(tmp.path(), ["source", "outside", "kubelet/pods/uid-a/volumes"]);
     let (_ebpf, mut recorder) = tracer_waking_for(&kubelet_root, false, Duration::from_secs(3600));
 
-    let (s, o) = (source.clone(), outside.clone());
-    let (tid, result) = run_in_private_mount_ns("vg-lazy-test", move || {
-        (gettid().as_raw() as u32, mount(Some(&s), &o, None::<&str>, MsFlags::MS_BIND, None::<&str>))
-    })
-    .unwrap();
-    result.unwrap();
-    recorder.drain(Duration::from_millis(500)).await;
-    let ours = |e: &Event| e.caller.pid == tid;
-    let read_early = recorder.seen().iter().any(ours);
-    let woken_by_others = recorder.seen().iter().any(|e| !ours(e));
-    assert!(!read_early || woken_by_others, "the outside mount woke the reader: {:?}", recorder.seen());
+    bind_without_waking(&mut recorder, &source, &outside, "the outside mount").await;
 
     let (s, i) = (source.clone(), inside.clone());
     let result = run_in_private_mount_ns("vg-lazy-test", move || {
@@ -187,19 +177,25 @@ async fn where_the_kernel_decides_a_publish_waits_for_the_timed_drain() {
     let drain = Duration::from_secs(2);
     // The first timed drain comes a whole period after the tracer starts.
     let (_ebpf, mut recorder) = tracer_waking_for(&kubelet_root, true, drain);
-    let (s, i) = (source.clone(), inside.clone());
     let started = std::time::Instant::now();
-    let (tid, result) = run_in_private_mount_ns("vg-lazy-test", move || {
-        (gettid().as_raw() as u32, mount(Some(&s), &i, None::<&str>, MsFlags::MS_BIND, None::<&str>))
-    })
-    .unwrap();
-    result.unwrap();
-    recorder.drain(Duration::from_millis(300)).await;
-    let ours = |e: &Event| e.caller.pid == tid;
-    let read_early = recorder.seen().iter().any(ours);
-    let woken_by_others = recorder.seen().iter().any(|e| !ours(e));
-    assert!(!read_early || woken_by_others, "the publish woke the reader: {:?}", recorder.seen());
+    bind_without_waking(&mut recorder, &source, &inside, "the publish").await;
     let publish = recorder.wait_for(mount_onto(&inside)).await;
     assert_eq!(publish.ret, 0);
     assert!(started.elapsed() < drain + Duration::from_secs(1), "read by the timed drain");
+}
+
+/// Binds `source` onto `target` in a private mount namespace and checks that its record
+/// did not wake the reader within 500 ms (unless other records woke it meanwhile).
+async fn bind_without_waking(recorder: &mut Recorder, source: &Path, target: &Path, what: &str) {
+    let (s, t) = (source.to_owned(), target.to_owned());
+    let (tid, result) = run_in_private_mount_ns("vg-lazy-test", move || {
+        (gettid().as_raw() as u32, mount(Some(&s), &t, None::<&str>, MsFlags::MS_BIND, None::<&str>))
+    })
+    .unwrap();
+    result.unwrap();
+    recorder.drain(Duration::from_millis(500)).await;
+    let ours = |e: &Event| e.caller.pid == tid;
+    let read_early = recorder.seen().iter().any(ours);
+    let woken_by_others = recorder.seen().iter().any(|e| !ours(e));
+    assert!(!read_early || woken_by_others, "{what} woke the reader: {:?}", recorder.seen());
 }
