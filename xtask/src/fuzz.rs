@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::Context;
 
-use crate::proc::{run_cmd, target_dir, workspace_root};
+use crate::proc::{cores, run_cmd, run_in_lanes, target_dir, workspace_root};
 
 /// How a target's corpus is seeded.
 enum Seeds {
@@ -90,38 +90,52 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     // `run` rebuilds unless given the same profile flag as `build`.
     let profile = if options.dev { "--dev" } else { "--release" };
     run_cmd(fuzz_command(&toolchain).args(["build", profile, "--sanitizer", "none"]))?;
-    for (name, seeds) in selected {
-        let corpus = seeded_corpus(name, seeds)?;
-        // libFuzzer prints a line per new input: keep that in a log, show the outcome.
-        let log_path = target_dir().join("fuzz-logs").join(format!("{name}.log"));
-        fs::create_dir_all(log_path.parent().context("a log directory")?)?;
-        let log = fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let mut cmd = fuzz_command(&toolchain);
-        cmd.args(["run", profile, "--sanitizer", "none", name])
-            .arg(&corpus)
-            .arg("--")
-            .arg(format!("-max_total_time={}", options.seconds))
-            .arg("-rss_limit_mb=2048")
-            .arg("-print_final_stats=1")
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        println!("fuzz: {name} for {} s (log: {})", options.seconds, log_path.display());
-        let result = run_cmd(&mut cmd);
-        let text = fs::read_to_string(&log_path).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        if let Err(e) = result {
-            for line in &lines[lines.len().saturating_sub(60)..] {
-                println!("  | {line}");
-            }
-            return Err(e).with_context(|| {
-                format!("fuzz target {name} failed: the input that did it is under fuzz/artifacts/{name}/")
-            });
-        }
-        for line in lines.iter().filter(|l| l.starts_with("Done ") || l.starts_with("stat::new_units")) {
-            println!("  {line}");
+    // libFuzzer runs a target on one core: as many targets at once as there are cores.
+    let outcomes =
+        run_in_lanes(&selected, cores(), |(name, seeds)| fuzz_one(&toolchain, profile, name, seeds, options));
+    let failed: Vec<_> = selected.iter().zip(&outcomes).filter(|(_, o)| o.is_err()).map(|((n, _), _)| *n).collect();
+    for outcome in outcomes {
+        if let Err(e) = outcome {
+            println!("fuzz: {e:#}");
         }
     }
+    anyhow::ensure!(failed.is_empty(), "fuzz targets failed: {failed:?}");
     Ok(())
+}
+
+/// Runs one target for the options' time on its seeded corpus; prints its outcome.
+fn fuzz_one(toolchain: &str, profile: &str, name: &str, seeds: &Seeds, options: &Options) -> anyhow::Result<()> {
+    let corpus = seeded_corpus(name, seeds)?;
+    // libFuzzer prints a line per new input: keep that in a log, show the outcome.
+    let log_path = target_dir().join("fuzz-logs").join(format!("{name}.log"));
+    fs::create_dir_all(log_path.parent().context("a log directory")?)?;
+    let log = fs::File::create(&log_path).with_context(|| format!("creating {}", log_path.display()))?;
+    let mut cmd = fuzz_command(toolchain);
+    cmd.args(["run", profile, "--sanitizer", "none", name])
+        .arg(&corpus)
+        .arg("--")
+        .arg(format!("-max_total_time={}", options.seconds))
+        .arg("-rss_limit_mb=2048")
+        .arg("-print_final_stats=1")
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    println!("fuzz: {name} for {} s (log: {})", options.seconds, log_path.display());
+    let result = run_cmd(&mut cmd);
+    let text = fs::read_to_string(&log_path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    // One print per target, so that targets fuzzed side by side do not interleave.
+    let mut report = String::new();
+    if result.is_err() {
+        for line in &lines[lines.len().saturating_sub(60)..] {
+            report.push_str(&format!("  {name}| {line}\n"));
+        }
+    } else {
+        for line in lines.iter().filter(|l| l.starts_with("Done ") || l.starts_with("stat::new_units")) {
+            report.push_str(&format!("  {name}: {line}\n"));
+        }
+    }
+    print!("{report}");
+    result.with_context(|| format!("fuzz target {name} failed: the input that did it is under fuzz/artifacts/{name}/"))
 }
 
 fn names() -> Vec<&'static str> {

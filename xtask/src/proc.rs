@@ -4,6 +4,10 @@ use std::{
     env, fs,
     path::{Path, PathBuf},
     process::{Command, Stdio},
+    sync::{
+        Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
 };
 
 use anyhow::{Context, bail};
@@ -101,4 +105,29 @@ pub fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     }
     files.sort();
     Ok(files)
+}
+
+/// The host's cores (at least one).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Runs `job` on every item, at most `lanes` at once, each lane taking the next item in
+/// order when it is free; returns the outcomes in the items' order.
+pub fn run_in_lanes<T: Sync, R: Send>(items: &[T], lanes: usize, job: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = AtomicUsize::new(0);
+    let outcomes: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..lanes {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let outcome = job(item);
+                    *outcomes[i].lock().expect("no lane panics holding it") = Some(outcome);
+                }
+            });
+        }
+    });
+    outcomes.into_iter().map(|o| o.into_inner().expect("not poisoned").expect("every item was run")).collect()
 }

@@ -3,7 +3,8 @@
 //! of bookworm-backports; see [`BootName::LsmBpf612`]) under qemu (software emulation) once per `lsm=` variant,
 //! runs the binary once per area with libtest filters by module path (the tracing areas
 //! once per tracing backend, forced with `VOLGUARD_TRACE_BACKEND`), and reads the verdict
-//! from the serial console. A panic, a hang or a missing verdict is a failure.
+//! from the serial console. A panic, a hang or a missing verdict is a failure. Boots run
+//! side by side, as many as the host has cores for their emulated CPUs.
 
 use std::{
     collections::BTreeMap,
@@ -19,7 +20,7 @@ use std::{
 use anyhow::{Context, bail};
 
 use crate::{
-    proc::{cargo, output, run_cmd, target_dir},
+    proc::{cargo, cores, output, run_cmd, run_in_lanes, target_dir},
     setup,
 };
 
@@ -84,6 +85,9 @@ fn backends(tracing: Tracing) -> &'static [Option<&'static str>] {
 /// every test of that module that is not ignored; `--ignored` runs only the ignored ones).
 struct Boot {
     name: BootName,
+    /// Which share of the variant's runs this boot makes, where a variant's runs are split
+    /// over boots that run side by side (each boot is one emulated CPU, one host core).
+    part: Option<&'static str>,
     lsm: &'static str,
     runs: &'static [(&'static str, Tracing, &'static [&'static str])],
     /// `volguard` subcommands run after the tests (the demo).
@@ -95,13 +99,27 @@ struct Boot {
     default: bool,
 }
 
+impl Boot {
+    /// The variant's name, and the part of its runs this boot makes where they are split.
+    fn label(&self) -> String {
+        match self.part {
+            Some(part) => format!("{:?}/{part}", self.name),
+            None => format!("{:?}", self.name),
+        }
+    }
+}
+
 /// The ignored upgrade test (it forces each agent's backend itself).
 const UPGRADE_TEST: &[&str] =
     &["--ignored", "--exact", "vm_enforce::upgrade_across_a_change_of_tracing_backend_keeps_owners_and_settles_claims"];
 
 const BOOTS: &[Boot] = &[
+    // The LsmBpf variant's runs are split over two boots of about equal length (the
+    // enforcement side ~6 min, the tracing side ~4 min on this machine's 2 cores), so
+    // that on a 2-core machine its two halves and LsmNoBpf end about together.
     Boot {
         name: BootName::LsmBpf,
+        part: Some("enforce"),
         lsm: "lockdown,capability,bpf",
         runs: &[
             ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
@@ -110,13 +128,24 @@ const BOOTS: &[Boot] = &[
             ("vm_enforce", Tracing::Both, &["--ignored", "vm_enforce::enforce"]),
             // An upgrade that switches backend (it forces each agent's backend itself).
             ("vm_enforce", Tracing::Auto, UPGRADE_TEST),
-            // The tracing programs on this kernel too (verifier and BTF differ from the host's).
-            ("host_trace", Tracing::Both, &["host_trace::"]),
-            ("host_mount_api", Tracing::Both, &["host_mount_api::"]),
             // The node model with the kernel owner map (seed, release, adoption).
             ("host_node_model", Tracing::Auto, &["host_node_model::"]),
             // The demo's story with the refusal in the kernel.
             ("host_demo", Tracing::Auto, &["host_demo::"]),
+        ],
+        agent_runs: &[],
+        cpus: 1,
+        kernel: VmKernel::Stable,
+        default: true,
+    },
+    Boot {
+        name: BootName::LsmBpf,
+        part: Some("tracing"),
+        lsm: "lockdown,capability,bpf",
+        runs: &[
+            // The tracing programs on this kernel too (verifier and BTF differ from the host's).
+            ("host_trace", Tracing::Both, &["host_trace::"]),
+            ("host_mount_api", Tracing::Both, &["host_mount_api::"]),
             // Hostile paths with the LSM hooks resolving every target.
             ("host_hostile", Tracing::Auto, &["host_hostile::"]),
         ],
@@ -127,6 +156,7 @@ const BOOTS: &[Boot] = &[
     },
     Boot {
         name: BootName::LsmNoBpf,
+        part: None,
         lsm: "lockdown,capability",
         runs: &[
             (
@@ -154,6 +184,7 @@ const BOOTS: &[Boot] = &[
     // upgrade across backends (tracepoints included), the tracing programs per backend.
     Boot {
         name: BootName::LsmBpf612,
+        part: None,
         lsm: "lockdown,capability,bpf",
         runs: &[
             ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
@@ -172,6 +203,7 @@ const BOOTS: &[Boot] = &[
 /// `cargo xtask demo --vm`: the demo story on a kernel where BPF LSM enforces.
 const DEMO_BOOT: Boot = Boot {
     name: BootName::LsmBpf,
+    part: None,
     lsm: "lockdown,capability,bpf",
     runs: &[],
     agent_runs: &["demo"],
@@ -185,6 +217,7 @@ const DEMO_BOOT: Boot = Boot {
 /// from the measured loop.
 const BENCH_BOOT: Boot = Boot {
     name: BootName::LsmBpf,
+    part: None,
     lsm: "lockdown,capability,bpf",
     runs: &[("syscall_bench", Tracing::Both, &["--ignored", "syscall_bench::", "--nocapture"])],
     agent_runs: &[],
@@ -242,10 +275,8 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     };
     let mut binaries = build_test_binaries(Profile::Test)?;
     binaries.insert(AGENT_BINARY.to_owned(), build_release_agent()?);
-    let all_started = Instant::now();
-    let mut failed = Vec::new();
-    let mut summary = Vec::new();
     let chosen = |b: &&Boot| if options.boots.is_empty() { b.default } else { options.boots.contains(&b.name) };
+    let mut planned = Vec::new();
     for boot in BOOTS.iter().filter(chosen) {
         // `--kernel` boots every variant on that kernel.
         let kernel = match (boot.kernel, &options.kernel) {
@@ -255,28 +286,55 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             },
             _ => stable.clone(),
         };
-        let work = target_dir().join("vm").join(format!("{:?}", boot.name));
-        let initrd = build_initramfs(&work, boot, &binaries)?;
-        let name = kernel.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        println!("vm-test: booting {} with lsm={} ({:?})", kernel.display(), boot.lsm, boot.name);
-        let started = Instant::now();
-        let (passed, _) = boot_and_judge(&kernel, &initrd, boot, Duration::from_secs(options.timeout))?;
-        let seconds = started.elapsed().as_secs_f64();
-        let line = format!("{:?} on {name}: {} in {seconds:.1} s", boot.name, if passed { "passed" } else { "FAILED" });
-        println!("vm-test: {line}");
-        summary.push(line);
-        if !passed {
-            failed.push(format!("{:?} on {name}", boot.name));
-        }
+        planned.push((boot, kernel));
     }
-    println!("vm-test: {} boots in {:.1} s", summary.len(), all_started.elapsed().as_secs_f64());
-    for line in &summary {
-        println!("vm-test:   {line}");
+    let lanes = side_by_side(&planned);
+    println!("vm-test: {} boots, {lanes} at a time", planned.len());
+    let all_started = Instant::now();
+    let timeout = Duration::from_secs(options.timeout);
+    let outcomes = run_in_lanes(&planned, lanes, |(boot, kernel)| -> anyhow::Result<(bool, String)> {
+        let work = target_dir().join("vm").join(boot.label().replace('/', "-"));
+        let initrd = build_initramfs(&work, boot, &binaries)?;
+        println!("vm-test: booting {} with lsm={} ({})", kernel.display(), boot.lsm, boot.label());
+        let started = Instant::now();
+        let (passed, _) = boot_and_judge(kernel, &initrd, boot, timeout)?;
+        let name = kernel.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let line = format!(
+            "{} on {name}: {} in {:.1} s",
+            boot.label(),
+            if passed { "passed" } else { "FAILED" },
+            started.elapsed().as_secs_f64()
+        );
+        println!("vm-test: {line}");
+        Ok((passed, line))
+    });
+    println!("vm-test: {} boots in {:.1} s", planned.len(), all_started.elapsed().as_secs_f64());
+    let mut failed = Vec::new();
+    for ((boot, _), outcome) in planned.iter().zip(outcomes) {
+        match outcome {
+            Ok((passed, line)) => {
+                println!("vm-test:   {line}");
+                if !passed {
+                    failed.push(boot.label());
+                }
+            }
+            Err(e) => {
+                println!("vm-test:   {}: could not boot: {e:#}", boot.label());
+                failed.push(boot.label());
+            }
+        }
     }
     if !failed.is_empty() {
         bail!("VM tests failed in {failed:?}");
     }
     Ok(())
+}
+
+/// How many of `planned`'s boots run at once: as many as the host has cores for their
+/// emulated CPUs (software emulation runs each emulated CPU on one host thread), at least one.
+fn side_by_side(planned: &[(&Boot, PathBuf)]) -> usize {
+    let widest = planned.iter().map(|(b, _)| b.cpus as usize).max().unwrap_or(1).max(1);
+    (cores() / widest).clamp(1, planned.len().max(1))
 }
 
 /// The agent binary the tests start, and where the VM has it.
@@ -502,7 +560,7 @@ fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) 
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(line) => {
                 let line = line.trim_end_matches('\r').to_owned();
-                println!("  vm| {line}");
+                println!("  vm {}| {line}", boot.label());
                 if let Some(n) = line.strip_prefix(VERDICT) {
                     verdict = n.trim().parse::<u32>().ok();
                 }
@@ -529,9 +587,9 @@ fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) 
         } else {
             "the VM stopped without a verdict".to_owned()
         };
-        println!("vm-test: {:?} failed: {why}; console tail:", boot.name);
+        println!("vm-test: {} failed: {why}; console tail:", boot.label());
         for line in console.iter().rev().take(40).rev() {
-            println!("  tail| {line}");
+            println!("  tail {}| {line}", boot.label());
         }
     }
     Ok((passed, console))

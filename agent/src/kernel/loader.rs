@@ -1,6 +1,9 @@
 //! Loads the embedded object and attaches programs from one table of hooks.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    time::Instant,
+};
 
 use aya::{
     Btf, Ebpf, EbpfError, EbpfLoader,
@@ -310,7 +313,9 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Re
         ($kind:ty, $target:expr) => {{
             let btf = kernel_btf(btf)?;
             let typed: &mut $kind = prog.try_into().map_err(failed("type check"))?;
+            let started = Instant::now();
             typed.load($target, btf).map_err(failed("load"))?;
+            log_load(program, started);
             let id = typed.attach().map_err(failed("attach"))?;
             if take {
                 return Ok(Some(typed.take_link(id).map_err(failed("take link"))?.into()));
@@ -322,7 +327,9 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Re
             let tp: &mut TracePoint = prog.try_into().map_err(failed("type check"))?;
             // One program may serve several tracepoints: load it the first time only.
             if tp.fd().is_err() {
+                let started = Instant::now();
                 tp.load().map_err(failed("load"))?;
+                log_load(program, started);
             }
             let id = tp.attach(category, name).map_err(failed("attach"))?;
             if take {
@@ -337,6 +344,12 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Re
         Attach::FExit { function } => attach_btf_typed!(FExit, function),
     }
     Ok(None)
+}
+
+/// How long loading `program` took: mostly the kernel's verification, the bulk of start-up
+/// (each fexit program is verified on its own, though they share their code).
+fn log_load(program: &str, started: Instant) {
+    debug!(program, ms = started.elapsed().as_millis(), "loaded (verified)");
 }
 
 /// The running kernel's BTF, read on first use.
