@@ -384,7 +384,7 @@ impl Running<'_> {
         let plugin = volume_ops::volume_plugin(driver.as_deref());
         let seconds = op.duration_ns as f64 / 1e9;
         self.shared.metrics.storage_operation(plugin.clone(), op.operation, op.success, seconds);
-        let at = SystemTime::now();
+        let at = event.returned_at();
         self.shared.record_mount(MountRecord {
             at,
             at_rfc3339: served_state::rfc3339(at),

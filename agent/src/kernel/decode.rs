@@ -1,12 +1,14 @@
 //! Pure decoding of ring-buffer records into owned events. Never panics on bad input:
 //! short or unknown records become a [`DecodeError`] the caller counts.
 
-use std::{fmt, mem::size_of};
+use std::{fmt, mem::size_of, time::SystemTime};
 
 use volguard_common::{
     enforce::{CONFLICT_EVENT_KIND, ConflictEvent, conflict_action, conflict_hook},
     event::{EventHeader, SyscallEvent, kind, truncated},
 };
+
+use crate::sys::clock::wall_time_of_monotonic;
 
 /// One ring-buffer record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +41,15 @@ pub struct Event {
     /// The return value: a negative errno on failure, an fd for the fd-making calls.
     pub ret: i64,
     pub call: Call,
+}
+
+impl Event {
+    /// When the call returned, on the wall clock. The programs stamp calls with the
+    /// kernel's monotonic clock; a record can be read a drain period after the call (where
+    /// the kernel decides conflicts, records wait for the agent's timed drain).
+    pub fn returned_at(&self) -> SystemTime {
+        wall_time_of_monotonic(self.start_ns.saturating_add(self.duration_ns))
+    }
 }
 
 /// Who made a syscall.
@@ -320,6 +331,20 @@ mod tests {
         // SAFETY: Pod values are plain bytes.
         unsafe { std::slice::from_raw_parts((value as *const SyscallEvent).cast::<u8>(), size_of::<SyscallEvent>()) }
             .to_vec()
+    }
+
+    #[test]
+    fn a_call_returned_when_its_kernel_stamps_say_not_when_it_is_read() {
+        let now_ns = std::time::Duration::from(
+            nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("the monotonic clock"),
+        )
+        .as_nanos() as u64;
+        // Entered 2 s ago, returned half a second later: 1.5 s ago.
+        let mut record = raw(kind::UMOUNT, [0; MAX_ARGS], b"/mnt", b"", b"", 0);
+        (record.header.start_ns, record.header.duration_ns) = (now_ns - 2_000_000_000, 500_000_000);
+        let e = syscall(&bytes_of(&record)).unwrap();
+        let ago = SystemTime::now().duration_since(e.returned_at()).unwrap();
+        assert!(ago.as_secs_f64() > 1.45 && ago.as_secs_f64() < 1.6, "{ago:?}");
     }
 
     #[test]

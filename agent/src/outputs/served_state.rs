@@ -152,6 +152,7 @@ impl ConflictRecord {
 /// A recent volume operation (a mount-family syscall on one of kubelet's volume paths).
 #[derive(Clone, Debug, Serialize)]
 pub struct MountRecord {
+    /// When the call returned (the kernel's stamp), or when a mount notice was read.
     pub at: SystemTime,
     pub at_rfc3339: String,
     pub operation: &'static str,
