@@ -335,10 +335,7 @@ mod tests {
 
     #[test]
     fn a_call_returned_when_its_kernel_stamps_say_not_when_it_is_read() {
-        let now_ns = std::time::Duration::from(
-            nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("the monotonic clock"),
-        )
-        .as_nanos() as u64;
+        let now_ns = crate::sys::clock::monotonic_now_ns().expect("the monotonic clock");
         // Entered 2 s ago, returned half a second later: 1.5 s ago.
         let mut record = raw(kind::UMOUNT, [0; MAX_ARGS], b"/mnt", b"", b"", 0);
         (record.header.start_ns, record.header.duration_ns) = (now_ns - 2_000_000_000, 500_000_000);
