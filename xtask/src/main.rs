@@ -5,6 +5,7 @@ mod bench;
 mod dashboards;
 mod demo;
 mod deploy;
+mod disk;
 mod e2e;
 mod fuzz;
 mod layers;

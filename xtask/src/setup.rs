@@ -48,6 +48,8 @@ const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
 /// The Debian cloud kernel package (CONFIG_BPF_LSM=y, BTF) whose vmlinuz the VM boots.
 const VM_KERNEL_META_PACKAGE: &str = "linux-image-cloud-amd64";
+/// Where setup keeps what it downloads and builds (kept between runs).
+pub const CACHE_ROOT: &str = "/var/cache/volguard-dev";
 /// Where VM kernels are kept (outside target/, so `cargo clean` keeps them).
 pub const VM_KERNEL_DIR: &str = "/var/cache/volguard-dev/vm-kernels";
 

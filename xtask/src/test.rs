@@ -5,13 +5,14 @@ use std::time::Instant;
 use anyhow::bail;
 
 use crate::{
-    dashboards, deploy, e2e, fuzz, layers,
-    proc::{cargo, require_root, run_cmd},
+    dashboards, deploy, disk, e2e, fuzz, layers,
+    proc::{cargo, require_root, run_cmd, target_dir},
     setup, vm,
 };
 
 pub fn run() -> anyhow::Result<()> {
     require_root("test")?;
+    disk::check_room(&target_dir())?;
     let mut steps: Vec<(&str, anyhow::Result<()>, f64)> = Vec::new();
     let mut step = |name, f: &mut dyn FnMut() -> anyhow::Result<()>| {
         println!("\n=== {name}");
