@@ -32,7 +32,7 @@ pub fn check_room(target: &Path) -> anyhow::Result<()> {
     let setup_cache = Path::new(CACHE_ROOT);
     let builds = Need {
         room: FsRoom::of(target)?,
-        bytes: if target.join("debug").is_dir() { RERUN_OUTPUTS } else { FIRST_RUN_OUTPUTS },
+        bytes: if has_built_the_agent(target) { RERUN_OUTPUTS } else { FIRST_RUN_OUTPUTS },
         what: "build outputs".into(),
     };
     let setup = Need {
@@ -60,6 +60,12 @@ pub fn check_room(target: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether the test build has run in `target` before (target/debug alone is no sign: cargo
+/// builds xtask there before it runs us).
+fn has_built_the_agent(target: &Path) -> bool {
+    target.join("debug/volguard").is_file()
 }
 
 /// Room a run needs on one filesystem.
@@ -132,6 +138,17 @@ mod tests {
         let needs = per_filesystem(need(1, 3, "builds"), need(1, 0, "setup"));
         assert_eq!(needs.len(), 1);
         assert_eq!((needs[0].bytes, needs[0].what.as_str()), (3, "builds"));
+    }
+
+    #[test]
+    fn a_target_with_only_xtask_built_has_not_built_the_agent() {
+        let target = std::env::temp_dir().join(format!("volguard-disk-test-{}", std::process::id()));
+        std::fs::create_dir_all(target.join("debug")).unwrap();
+        std::fs::write(target.join("debug/xtask"), b"").unwrap();
+        assert!(!has_built_the_agent(&target));
+        std::fs::write(target.join("debug/volguard"), b"").unwrap();
+        assert!(has_built_the_agent(&target));
+        std::fs::remove_dir_all(&target).unwrap();
     }
 
     #[test]
