@@ -14,6 +14,8 @@ mod setup;
 mod test;
 mod vm;
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -74,7 +76,21 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+/// Errors end the command with their chain of causes on one line, without anyhow's
+/// backtrace of xtask's own frames (.ci/run sets RUST_BACKTRACE for the tests' panics; the
+/// backtrace of "some tests failed" then filled the end of CI's output, where the summary
+/// should be).
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     proc::put_cargo_bin_on_path();
     match Cli::parse().command {
         Command::Setup => setup::run(),
