@@ -5,7 +5,7 @@
 
 use std::{
     ffi::CString,
-    os::unix::ffi::OsStrExt,
+    os::unix::{ffi::OsStrExt, fs::MetadataExt},
     path::{Path, PathBuf},
 };
 
@@ -99,16 +99,15 @@ struct FsRoom {
 impl FsRoom {
     fn of(path: &Path) -> anyhow::Result<Self> {
         let existing = path.ancestors().find(|p| p.exists()).unwrap_or(Path::new("/")).to_path_buf();
+        let device = std::fs::metadata(&existing).with_context(|| format!("stat {}", existing.display()))?.dev();
         let c_path = CString::new(existing.as_os_str().as_bytes()).context("a path with a NUL byte")?;
-        // SAFETY: both are plain C structs for which all-zero bytes are valid values.
-        let (mut vfs, mut st): (libc::statvfs, libc::stat) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
-        // SAFETY: c_path is NUL-terminated and the out-pointers point at live structs.
-        if unsafe { libc::statvfs(c_path.as_ptr(), &mut vfs) } != 0
-            || unsafe { libc::stat(c_path.as_ptr(), &mut st) } != 0
-        {
+        // SAFETY: a plain C struct, for which all-zero bytes are a valid value.
+        let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: c_path is NUL-terminated and the out-pointer points at a live struct.
+        if unsafe { libc::statvfs(c_path.as_ptr(), &mut vfs) } != 0 {
             return Err(std::io::Error::last_os_error()).with_context(|| format!("statvfs {}", existing.display()));
         }
-        Ok(Self { free: vfs.f_bavail * vfs.f_frsize, device: st.st_dev, path: existing })
+        Ok(Self { free: vfs.f_bavail * vfs.f_frsize, device, path: existing })
     }
 }
 
