@@ -4,7 +4,11 @@
 //! `VOLGUARD_TRACE_BACKEND` forces; each test prints `volguard-bench:` JSON lines naming
 //! it and the mode, which `cargo xtask bench` turns into rows.
 //!
-//! Each measure alternates no agent / the real agent attached, `REPS` times:
+//! Each measure is a series of pairs, a run without the agent and a run with a fresh real
+//! agent attached, back to back (which of the two first alternates from pair to pair).
+//! The ratio is taken within each pair: this machine's syscall path switches between
+//! speeds ~30 % apart that last for seconds, so a pair mostly sees one speed where the
+//! medians of two sides can each land on a different one. The measures:
 //! - `mount_cycle_overhead` (1): bind + umount cycles for two cases, a bind outside the
 //!   kubelet tree (the programs look at the target and let it go) and the owner
 //!   publishing its ReadWriteOncePod volume (the full decision: in enforce mode a claim at
@@ -31,10 +35,13 @@ use crate::support::{
     kubelet::{Agent, KubeletTree, MountNs, pin_root, quiet_agents, uninstall},
 };
 
-const REPS: usize = 5;
+/// Pairs per measure unless `VOLGUARD_BENCH_PAIRS` says otherwise: few enough for the
+/// VM, where each fresh agent takes ~10 s to start (its programs verified under emulation).
+const PAIRS: usize = 5;
 /// How long one run of a loop takes without the agent (loop lengths are calibrated to it:
-/// the VM's software emulation is some ten times slower than the host).
-const RUN_TIME: Duration = Duration::from_millis(400);
+/// the VM's software emulation is some ten times slower than the host). Short, so that
+/// the two runs of a pair are close in time.
+const RUN_TIME: Duration = Duration::from_millis(250);
 /// The CPU the tax loops run on (the agent is free to run on the other).
 const LOOP_CPU: usize = 0;
 
@@ -49,8 +56,15 @@ struct Alternated {
     program_runs: BTreeMap<String, (f64, f64)>,
 }
 
-/// Measures every case `REPS` times without the agent and with a fresh agent attached,
-/// alternating, so that drifting load hits both sides alike.
+/// How many pairs to measure.
+fn pairs() -> usize {
+    let asked = std::env::var("VOLGUARD_BENCH_PAIRS").ok();
+    asked.map_or(PAIRS, |n| n.parse().unwrap_or_else(|_| panic!("VOLGUARD_BENCH_PAIRS={n}: not a count")))
+}
+
+/// Measures every case in pairs: once without the agent and once with a fresh agent
+/// attached, the agent's run first in every other pair, so that neither side always
+/// runs just after an agent started or stopped.
 fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure: impl Fn(usize) -> f64) -> Alternated {
     // The agent's log lines are not part of what is measured (they reach the test's
     // stderr, in the VM through the emulated serial console).
@@ -63,9 +77,12 @@ fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure
         mode: String::new(),
         program_runs: BTreeMap::new(),
     };
-    for rep in 0..REPS {
-        for case in 0..cases {
-            runs.without[case].push(measure(case));
+    for pair in 0..pairs() {
+        let agent_first = pair % 2 == 1;
+        if !agent_first {
+            for case in 0..cases {
+                runs.without[case].push(measure(case));
+            }
         }
         let agent = Agent::start_in(ns, &tree.root(), &pins, &["pv-rwop"], &[]);
         (runs.backend, runs.mode) = (agent.trace_backend(), agent.mode());
@@ -81,12 +98,18 @@ fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure
         agent.stop();
         // Enforcement outlives a clean stop (pinned): remove it for the next baseline.
         uninstall(&pins);
+        if agent_first {
+            for case in 0..cases {
+                runs.without[case].push(measure(case));
+            }
+        }
         eprintln!(
-            "{test} rep {rep} ({} {}): without {:?} s, with {:?} s",
+            "{test} pair {pair} ({} {}, agent {}): without {:?} s, with {:?} s",
             runs.backend,
             runs.mode,
-            runs.without.iter().map(|v| v[rep]).collect::<Vec<_>>(),
-            runs.with.iter().map(|v| v[rep]).collect::<Vec<_>>()
+            if agent_first { "first" } else { "second" },
+            runs.without.iter().map(|v| v[pair]).collect::<Vec<_>>(),
+            runs.with.iter().map(|v| v[pair]).collect::<Vec<_>>()
         );
     }
     runs

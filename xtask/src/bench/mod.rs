@@ -50,6 +50,7 @@ use crate::proc::{cargo, require_root, run_cmd, target_dir, workspace_root};
 pub use holder::holder;
 
 use agent::{Agent, Loaded, agent_args};
+use stats::Verdict;
 use sys::{cpath, private_namespace, sys};
 
 const REPS: usize = 5;
@@ -80,6 +81,25 @@ impl Row {
                 None => "—".into(),
             },
         }
+    }
+
+    /// A row whose figure is a paired ratio judged against its target's interval.
+    fn judged(
+        name: &str,
+        baseline: String,
+        measured: String,
+        figure: String,
+        target: &str,
+        verdict: Option<Verdict>,
+    ) -> Self {
+        let mut row = Self::new(name, baseline, measured, figure, target, None);
+        row.met = match verdict {
+            Some(Verdict::Met) => "yes".into(),
+            Some(Verdict::Missed) => "**NO**".into(),
+            Some(Verdict::Unresolved) => "unresolved".into(),
+            None => row.met,
+        };
+        row
     }
 
     fn not_measured(name: &str, target: &str, why: &str) -> Self {
@@ -254,7 +274,9 @@ impl Bench {
             s,
             "# volguard benchmarks\n\nWritten by `cargo xtask bench` (run as root); the figures below are from \
              its last run. Each figure is measured against a baseline from the same run, {REPS} repetitions \
-             (or as stated), median reported.\n"
+             (or as stated), median reported; rows 1 and 8 are ratios within pairs of runs (see there), their \
+             median given with an interval, and a target counts as met or missed only when the whole interval \
+             is on one side of it (\"unresolved\" when it spans it).\n"
         );
         let _ = writeln!(s, "## Machine\n\n{}\n", machine());
         let _ = writeln!(s, "## Commands\n\n```\nsudo -E cargo xtask bench\n$ cargo build --release -p volguard");
