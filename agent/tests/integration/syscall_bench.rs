@@ -35,9 +35,10 @@ use crate::support::{
     kubelet::{Agent, KubeletTree, MountNs, pin_root, quiet_agents, uninstall},
 };
 
-/// Pairs per measure unless `VOLGUARD_BENCH_PAIRS` says otherwise: few enough for the
-/// VM, where each fresh agent takes ~10 s to start (its programs verified under emulation).
-const PAIRS: usize = 5;
+/// Pairs per measure unless `VOLGUARD_BENCH_PAIRS` says otherwise (`cargo xtask bench`
+/// asks the host for more): what the VM affords, where a fresh agent takes up to ~10 s to
+/// start (its programs verified under emulation); 15 pairs there take ~15 minutes.
+const PAIRS: usize = 15;
 /// How long one run of a loop takes without the agent (loop lengths are calibrated to it:
 /// the VM's software emulation is some ten times slower than the host). Short, so that
 /// the two runs of a pair are close in time.

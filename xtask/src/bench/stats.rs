@@ -109,6 +109,11 @@ mod tests {
         assert_eq!((ratio.low, ratio.median, ratio.high, ratio.pairs), (8.0, 13.0, 18.0, 25));
         assert!(ratio.coverage >= 0.95 && ratio.coverage < 0.96, "{}", ratio.coverage);
         assert_eq!(ratio.describe(), "13.000× (95 % interval 8.000–18.000, 25 pairs)");
+        // 15 pairs (the VM's): the 4th to the 12th, 1 − 2·576/32768 = 96.5 %.
+        let with: Vec<f64> = (1..=15).map(f64::from).collect();
+        let ratio = PairedRatio::of(&with, &[1.0; 15]).unwrap();
+        assert_eq!((ratio.low, ratio.high), (4.0, 12.0));
+        assert!((ratio.coverage - (1.0 - 2.0 * 576.0 / 32768.0)).abs() < 1e-12);
     }
 
     #[test]

@@ -31,7 +31,7 @@ enum Stats {
     On,
 }
 /// Pairs per measure on the host, where a fresh agent starts in a fraction of a second (the
-/// VM keeps the test's default, 5: each start there takes ~10 s). 25 pairs give an interval
+/// VM keeps the test's default, 15: each start there takes up to ~10 s). 25 pairs give an interval
 /// of the 8th to the 18th ratio (95.7 %): on this host, some ±2–7 % for the tax loops and
 /// ±4–10 % for the mount cycles.
 const HOST_PAIRS: usize = 25;
@@ -175,9 +175,9 @@ impl Bench {
             "\n### 1b and 8 in the VM\n\nThe same tests in the VM, release builds as on the host (the test binary \
              and the agent; until 2026-11-26 the VM ran unoptimized ones): Debian's cloud kernel under qemu's software \
              emulation (TCG, 2 vCPUs), booted with `bpf` in `lsm=`, so the agent runs in enforce mode (tracing and LSM \
-             programs attached; removed with `volguard uninstall` before each baseline); once per backend, 5 pairs \
-             (each agent start verifies its programs under emulation: ~10 s with trampolines), so the interval is \
-             the lowest to the highest ratio (94 %). Emulation makes every syscall slower than on hardware; the \
+             programs attached; removed with `volguard uninstall` before each baseline); once per backend, 15 pairs \
+             (each agent start verifies its programs under emulation: ~10 s with trampolines), the interval the \
+             4th to the 12th ratio (96.5 %). Emulation makes every syscall slower than on hardware; the \
              ratio is the figure.\n"
         );
         let measures = lines.iter().map(|l| Measure::parse(l)).collect::<anyhow::Result<Vec<_>>>()?;
