@@ -78,31 +78,26 @@ fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure
         mode: String::new(),
         program_runs: BTreeMap::new(),
     };
+    let each_case = || (0..cases).map(&measure).collect::<Vec<f64>>();
     for pair in 0..pairs() {
         let agent_first = pair % 2 == 1;
-        if !agent_first {
-            for case in 0..cases {
-                runs.without[case].push(measure(case));
-            }
-        }
+        let baseline_first = (!agent_first).then(each_case);
         let agent = Agent::start_in(ns, &tree.root(), &pins, &["pv-rwop"], &[]);
         (runs.backend, runs.mode) = (agent.trace_backend(), agent.mode());
         if lsm_enforces() {
             assert_eq!(runs.mode, "enforce", "where BPF LSM works, the LSM hooks are part of what is measured");
         }
-        for case in 0..cases {
-            runs.with[case].push(measure(case));
-        }
+        let with = each_case();
         if bpf_stats() {
             runs.program_runs = program_runs(&http_get(&agent.address("metrics"), "/metrics").1);
         }
         agent.stop();
         // Enforcement outlives a clean stop (pinned): remove it for the next baseline.
         uninstall(&pins);
-        if agent_first {
-            for case in 0..cases {
-                runs.without[case].push(measure(case));
-            }
+        let without = baseline_first.unwrap_or_else(each_case);
+        for case in 0..cases {
+            runs.without[case].push(without[case]);
+            runs.with[case].push(with[case]);
         }
         eprintln!(
             "{test} pair {pair} ({} {}, agent {}): without {:?} s, with {:?} s",

@@ -69,21 +69,12 @@ struct Row {
 
 impl Row {
     fn new(name: &str, baseline: String, measured: String, figure: String, target: &str, met: Option<bool>) -> Self {
-        Self {
-            name: name.into(),
-            baseline,
-            measured,
-            figure,
-            target: target.into(),
-            met: match met {
-                Some(true) => "yes".into(),
-                Some(false) => "**NO**".into(),
-                None => "—".into(),
-            },
-        }
+        let verdict = met.map(|met| if met { Verdict::Met } else { Verdict::Missed });
+        Self::judged(name, baseline, measured, figure, target, verdict)
     }
 
-    /// A row whose figure is a paired ratio judged against its target's interval.
+    /// A row judged against its target: met, missed or (a paired ratio whose interval
+    /// spans the target) unresolved; `None` where there is no target.
     fn judged(
         name: &str,
         baseline: String,
@@ -92,14 +83,13 @@ impl Row {
         target: &str,
         verdict: Option<Verdict>,
     ) -> Self {
-        let mut row = Self::new(name, baseline, measured, figure, target, None);
-        row.met = match verdict {
-            Some(Verdict::Met) => "yes".into(),
-            Some(Verdict::Missed) => "**NO**".into(),
-            Some(Verdict::Unresolved) => "unresolved".into(),
-            None => row.met,
+        let met = match verdict {
+            Some(Verdict::Met) => "yes",
+            Some(Verdict::Missed) => "**NO**",
+            Some(Verdict::Unresolved) => "unresolved",
+            None => "—",
         };
-        row
+        Self { name: name.into(), baseline, measured, figure, target: target.into(), met: met.into() }
     }
 
     fn not_measured(name: &str, target: &str, why: &str) -> Self {
