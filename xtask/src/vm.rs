@@ -52,7 +52,7 @@ pub enum BootName {
 
 /// Which of `cargo xtask setup`'s kernels a boot uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum VmKernel {
+pub enum VmKernel {
     /// Debian 12's own cloud kernel (6.1).
     Stable,
     /// The 6.12 cloud kernel of bookworm-backports.
@@ -60,6 +60,24 @@ enum VmKernel {
 }
 
 impl VmKernel {
+    /// The kernel's version, as rows and logs name it.
+    pub fn version(self) -> &'static str {
+        match self {
+            Self::Stable => "6.1",
+            Self::Backports => "6.12",
+        }
+    }
+
+    /// The kernel image `cargo xtask setup` fetched, or an error saying to run it.
+    fn image(self) -> anyhow::Result<PathBuf> {
+        match self {
+            Self::Stable => vm_kernel(),
+            Self::Backports => setup::backports_kernel().with_context(|| {
+                format!("no 6.12 VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR)
+            }),
+        }
+    }
+
     /// qemu's `-cpu` for this kernel: every feature TCG emulates, except that 6.12 gets no
     /// CMPXCHG16B. qemu 7.2's emulation of it leaves EFLAGS corrupt (reserved bits set) on
     /// SLUB's per-CPU fast path (`cmpxchg16b %gs:(%rsi)` in `kmem_cache_alloc_noprof`), which
@@ -227,35 +245,38 @@ const DEMO_BOOT: Boot = Boot {
 };
 
 /// `cargo xtask bench`: mount and unrelated syscalls with the LSM hooks, once per tracing
-/// backend. Two CPUs, as on the host, so the agent's userspace does not take its turns
-/// from the measured loop.
-const BENCH_BOOT: Boot = Boot {
-    name: BootName::LsmBpf,
-    part: None,
-    lsm: "lockdown,capability,bpf",
-    runs: &[("syscall_bench", Tracing::Both, &["--ignored", "syscall_bench::", "--nocapture"])],
-    agent_runs: &[],
-    cpus: 2,
-    kernel: VmKernel::Stable,
-    default: true,
-};
+/// backend, on `kernel`. Two CPUs, as on the host, so the agent's userspace does not take
+/// its turns from the measured loop.
+fn bench_boot(kernel: VmKernel) -> Boot {
+    Boot {
+        name: BootName::LsmBpf,
+        part: None,
+        lsm: "lockdown,capability,bpf",
+        runs: &[("syscall_bench", Tracing::Both, &["--ignored", "syscall_bench::", "--nocapture"])],
+        agent_runs: &[],
+        cpus: 2,
+        kernel,
+        default: true,
+    }
+}
 
 /// What `syscall_bench`'s tests print for `cargo xtask bench` to read.
 pub const BENCH_LINE: &str = "volguard-bench: ";
 
-/// Boots the VM kernel with BPF LSM, runs the enforcement benchmark, and returns the
-/// JSON of each of its `volguard-bench:` lines.
-pub fn bench(timeout: Duration) -> anyhow::Result<Vec<String>> {
-    let kernel = vm_kernel()?;
+/// Boots `vm` with BPF LSM, runs the syscall benchmarks, and returns the JSON of
+/// each of their `volguard-bench:` lines.
+pub fn bench(vm: VmKernel, timeout: Duration) -> anyhow::Result<Vec<String>> {
+    let boot = bench_boot(vm);
+    let kernel = vm.image()?;
     // As on the host (`cargo test --release`): the loops and the agent both optimized
     // (until 2026-11-26 the VM measured unoptimized ones, a build nobody runs).
     let binaries = build_test_binaries(Profile::Release)?;
-    let work = target_dir().join("vm").join("bench");
-    let initrd = build_initramfs(&work, &BENCH_BOOT, &binaries)?;
-    println!("bench: booting {} with lsm={} (qemu, software emulation)", kernel.display(), BENCH_BOOT.lsm);
-    let (passed, console) = boot_and_judge(&kernel, &initrd, &BENCH_BOOT, timeout)?;
+    let work = target_dir().join("vm").join(format!("bench-{}", vm.version()));
+    let initrd = build_initramfs(&work, &boot, &binaries)?;
+    println!("bench: booting {} with lsm={} (qemu, software emulation)", kernel.display(), boot.lsm);
+    let (passed, console) = boot_and_judge(&kernel, &initrd, &boot, timeout)?;
     if !passed {
-        bail!("the enforcement benchmark failed in the VM (console above)");
+        bail!("the syscall benchmarks failed in the {} VM (console above)", vm.version());
     }
     Ok(console.iter().filter_map(|l| l.split_once(BENCH_LINE).map(|(_, json)| json.to_owned())).collect())
 }
@@ -294,10 +315,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     for boot in BOOTS.iter().filter(chosen) {
         // `--kernel` boots every variant on that kernel.
         let kernel = match (boot.kernel, &options.kernel) {
-            (VmKernel::Backports, None) => match setup::backports_kernel() {
-                Some(k) => k,
-                None => bail!("no 6.12 VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR),
-            },
+            (VmKernel::Backports, None) => VmKernel::Backports.image()?,
             _ => stable.clone(),
         };
         planned.push((boot, kernel));

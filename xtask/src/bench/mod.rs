@@ -10,7 +10,8 @@
 //! adds to the report:
 //!
 //! - [`syscalls`]: 1, mount syscall overhead, and 8, the tax on unrelated syscalls, per
-//!   tracing backend, on the host and (1b) in the VM with the LSM hooks.
+//!   tracing backend, on the host and (1b) in the VM with the LSM hooks, on both VM kernels
+//!   (6.1 and 6.12).
 //! - [`memory`]: 3, agent memory idle and loaded (its loaded agent serves 4).
 //! - [`cluster_memory`]: 3c, agent memory with 100,000 PVs and PVCs behind a fake API server.
 //! - [`responses`]: 4, /metrics and /debug/volumes response times.
@@ -177,12 +178,17 @@ impl Bench {
     }
 
     fn all(mut self, started: Instant, built: Duration, only: Option<&str>) -> anyhow::Result<()> {
-        let steps: [(&str, &str, Step); 8] = [
+        let steps: [(&str, &str, Step); 9] = [
             ("1. mount and unrelated syscalls, per backend (host)", SYSCALL_TARGETS, Self::host_syscalls),
             (
-                "1b. mount and unrelated syscalls, per backend, with the LSM hooks (VM)",
+                "1b. mount and unrelated syscalls, per backend, with the LSM hooks (VM, Linux 6.1)",
                 SYSCALL_TARGETS,
-                Self::vm_syscalls,
+                Self::vm_syscalls_on_6_1,
+            ),
+            (
+                "1b. mount and unrelated syscalls, per backend, with the LSM hooks (VM, Linux 6.12)",
+                SYSCALL_TARGETS,
+                Self::vm_syscalls_on_6_12,
             ),
             ("3. agent memory", "≤ 16 MiB idle, ≤ 40 MiB loaded", Self::memory),
             ("3c. agent memory with a large cluster (fake API server)", "≤ idle + 5 MiB", Self::cluster_memory),

@@ -13,7 +13,10 @@ use super::{
     agent::Loaded,
     stats::{PairedRatio, list, median},
 };
-use crate::{proc::cargo, vm::BENCH_LINE};
+use crate::{
+    proc::cargo,
+    vm::{BENCH_LINE, VmKernel},
+};
 
 /// The host's runs: every backend, cheapest first (those the kernel refuses are reported:
 /// this host refuses trampolines, EPERM), then the mount cycles again with the kernel's BPF
@@ -159,29 +162,39 @@ impl Bench {
         stdout.lines().filter_map(|l| l.split_once(BENCH_LINE)).map(|(_, json)| Measure::parse(json)).collect()
     }
 
-    /// The VM's lines: 1 with the LSM hooks (enforce) and 8, once per backend.
-    pub(super) fn vm_syscalls(&mut self) -> anyhow::Result<Option<Loaded>> {
-        let lines = crate::vm::bench(Duration::from_secs(1800))?;
+    /// 1 with the LSM hooks (enforce) and 8 in the VM, on Debian's 6.1 kernel.
+    pub(super) fn vm_syscalls_on_6_1(&mut self) -> anyhow::Result<Option<Loaded>> {
+        self.vm_syscalls(VmKernel::Stable)
+    }
+
+    /// The same on bookworm-backports' 6.12 kernel.
+    pub(super) fn vm_syscalls_on_6_12(&mut self) -> anyhow::Result<Option<Loaded>> {
+        self.vm_syscalls(VmKernel::Backports)
+    }
+
+    /// The VM's lines on `kernel`: 1 with the LSM hooks (enforce) and 8, once per backend.
+    fn vm_syscalls(&mut self, kernel: VmKernel) -> anyhow::Result<Option<Loaded>> {
+        let version = kernel.version();
+        let lines = crate::vm::bench(kernel, Duration::from_secs(1800))?;
         if lines.is_empty() {
-            bail!("the VM printed no benchmark line");
+            bail!("the {version} VM printed no benchmark line");
         }
-        self.report.commands.push(
-            "qemu-system-x86_64 -smp 2 … -append 'lsm=lockdown,capability,bpf …'  # VOLGUARD_TRACE_BACKEND=<backend> \
-             /tests/integration --ignored syscall_bench:: (see 1b)"
-                .into(),
-        );
+        self.report.commands.push(format!(
+            "qemu-system-x86_64 -smp 2 … -kernel <Debian {version} cloud kernel> -append 'lsm=lockdown,capability,bpf \
+             …'  # VOLGUARD_TRACE_BACKEND=<backend> /tests/integration --ignored syscall_bench:: (see 1b)"
+        ));
         let _ = writeln!(
             self.report.details,
-            "\n### 1b and 8 in the VM\n\nThe same tests in the VM, release builds as on the host (the test binary \
-             and the agent; until 2026-11-26 the VM ran unoptimized ones): Debian's cloud kernel under qemu's software \
-             emulation (TCG, 2 vCPUs), booted with `bpf` in `lsm=`, so the agent runs in enforce mode (tracing and LSM \
-             programs attached; removed with `volguard uninstall` before each baseline); once per backend, 15 pairs \
-             (each agent start verifies its programs under emulation: ~10 s with trampolines), the interval the \
-             4th to the 12th ratio (96.5 %). Emulation makes every syscall slower than on hardware; the \
-             ratio is the figure.\n"
+            "\n### 1b and 8 in the VM, Linux {version}\n\nThe same tests in the VM, release builds as on the host (the \
+             test binary and the agent; until 2026-11-26 the VM ran unoptimized ones): Debian's {version} cloud kernel \
+             under qemu's software emulation (TCG, 2 vCPUs), booted with `bpf` in `lsm=`, so the agent runs in enforce \
+             mode (tracing and LSM programs attached; removed with `volguard uninstall` before each baseline); once \
+             per backend, 15 pairs (each agent start verifies its programs under emulation: ~10 s with \
+             trampolines), the interval the 4th to the 12th ratio (96.5 %). Emulation makes every syscall slower \
+             than on hardware; the ratio is the figure.\n"
         );
         let measures = lines.iter().map(|l| Measure::parse(l)).collect::<anyhow::Result<Vec<_>>>()?;
-        self.syscall_rows("VM", &measures)?;
+        self.syscall_rows(&format!("VM {version}"), &measures)?;
         self.report.details.push('\n');
         Ok(None)
     }
