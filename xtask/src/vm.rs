@@ -73,7 +73,7 @@ impl VmKernel {
         match self {
             Self::Stable => vm_kernel(),
             Self::Backports => setup::backports_kernel().with_context(|| {
-                format!("no 6.12 VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR)
+                format!("no {} VM kernel in {}: run `cargo xtask setup` as root", self.version(), setup::VM_KERNEL_DIR)
             }),
         }
     }

@@ -46,7 +46,10 @@ use std::{
 
 use anyhow::Context;
 
-use crate::proc::{cargo, require_root, run_cmd, target_dir, workspace_root};
+use crate::{
+    proc::{cargo, require_root, run_cmd, target_dir, workspace_root},
+    vm::VmKernel,
+};
 
 pub use holder::holder;
 
@@ -183,12 +186,12 @@ impl Bench {
             (
                 "1b. mount and unrelated syscalls, per backend, with the LSM hooks (VM, Linux 6.1)",
                 SYSCALL_TARGETS,
-                Self::vm_syscalls_on_6_1,
+                |bench| bench.vm_syscalls(VmKernel::Stable),
             ),
             (
                 "1b. mount and unrelated syscalls, per backend, with the LSM hooks (VM, Linux 6.12)",
                 SYSCALL_TARGETS,
-                Self::vm_syscalls_on_6_12,
+                |bench| bench.vm_syscalls(VmKernel::Backports),
             ),
             ("3. agent memory", "≤ 16 MiB idle, ≤ 40 MiB loaded", Self::memory),
             ("3c. agent memory with a large cluster (fake API server)", "≤ idle + 5 MiB", Self::cluster_memory),

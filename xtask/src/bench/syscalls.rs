@@ -162,18 +162,8 @@ impl Bench {
         stdout.lines().filter_map(|l| l.split_once(BENCH_LINE)).map(|(_, json)| Measure::parse(json)).collect()
     }
 
-    /// 1 with the LSM hooks (enforce) and 8 in the VM, on Debian's 6.1 kernel.
-    pub(super) fn vm_syscalls_on_6_1(&mut self) -> anyhow::Result<Option<Loaded>> {
-        self.vm_syscalls(VmKernel::Stable)
-    }
-
-    /// The same on bookworm-backports' 6.12 kernel.
-    pub(super) fn vm_syscalls_on_6_12(&mut self) -> anyhow::Result<Option<Loaded>> {
-        self.vm_syscalls(VmKernel::Backports)
-    }
-
     /// The VM's lines on `kernel`: 1 with the LSM hooks (enforce) and 8, once per backend.
-    fn vm_syscalls(&mut self, kernel: VmKernel) -> anyhow::Result<Option<Loaded>> {
+    pub(super) fn vm_syscalls(&mut self, kernel: VmKernel) -> anyhow::Result<Option<Loaded>> {
         let version = kernel.version();
         let lines = crate::vm::bench(kernel, Duration::from_secs(1800))?;
         if lines.is_empty() {
