@@ -100,13 +100,22 @@ enum Tracing {
     Auto,
     /// The run twice: with `tracepoints`, then with `trampolines`.
     Both,
+    /// Once, with `trampolines` and the kernel counting each program's runs and time
+    /// (the agent's `--bpf-stats`): where the bench's mount cycles spend their time.
+    TrampolinesWithBpfStats,
 }
 
-/// The backends a run of `tracing` is made with (`None`: not forced).
-fn backends(tracing: Tracing) -> &'static [Option<&'static str>] {
+/// The runs `tracing` makes, as (environment, label suffix) pairs.
+fn tracing_runs(tracing: Tracing) -> &'static [(&'static str, &'static str)] {
     match tracing {
-        Tracing::Auto => &[None],
-        Tracing::Both => &[Some("tracepoints"), Some("trampolines")],
+        Tracing::Auto => &[("", "")],
+        Tracing::Both => &[
+            ("VOLGUARD_TRACE_BACKEND=tracepoints ", " (tracepoints)"),
+            ("VOLGUARD_TRACE_BACKEND=trampolines ", " (trampolines)"),
+        ],
+        Tracing::TrampolinesWithBpfStats => {
+            &[("VOLGUARD_TRACE_BACKEND=trampolines VOLGUARD_BPF_STATS=true ", " (trampolines, --bpf-stats)")]
+        }
     }
 }
 
@@ -252,7 +261,14 @@ fn bench_boot(kernel: VmKernel) -> Boot {
         name: BootName::LsmBpf,
         part: None,
         lsm: "lockdown,capability,bpf",
-        runs: &[("syscall_bench", Tracing::Both, &["--ignored", "syscall_bench::", "--nocapture"])],
+        runs: &[
+            ("syscall_bench", Tracing::Both, &["--ignored", "syscall_bench::", "--nocapture"]),
+            (
+                "syscall_bench",
+                Tracing::TrampolinesWithBpfStats,
+                &["--ignored", "syscall_bench::mount_cycle_overhead", "--nocapture"],
+            ),
+        ],
         agent_runs: &[],
         cpus: 2,
         kernel,
@@ -442,11 +458,8 @@ mount -t tracefs tracefs /sys/kernel/tracing";
 fn init_script(boot: &Boot) -> String {
     let mut plan = String::new();
     for (area, tracing, args) in boot.runs {
-        for backend in backends(*tracing) {
-            let (env, label) = match backend {
-                Some(b) => (format!("VOLGUARD_TRACE_BACKEND={b} "), format!("{area} ({b})")),
-                None => (String::new(), (*area).to_owned()),
-            };
+        for (env, suffix) in tracing_runs(*tracing) {
+            let label = format!("{area}{suffix}");
             plan.push_str(&format!(
                 "echo 'volguard-vm: running {label}: {args}'\n\
                  {env}{TEST_IN_VM} --test-threads=1 {args} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED {label}'; }}\n",

@@ -181,7 +181,9 @@ impl Bench {
              mode (tracing and LSM programs attached; removed with `volguard uninstall` before each baseline); once \
              per backend, 15 pairs (each agent start verifies its programs under emulation: ~10 s with \
              trampolines), the interval the 4th to the 12th ratio (96.5 %). Emulation makes every syscall slower \
-             than on hardware; the ratio is the figure.\n"
+             than on hardware; the ratio is the figure. The mount cycles run once more with trampolines and the \
+             kernel's BPF run-time statistics on (`--bpf-stats`): each program's runs and time per cycle, the LSM \
+             hooks' included, against the cycle's whole extra time.\n"
         );
         let measures = lines.iter().map(|l| Measure::parse(l)).collect::<anyhow::Result<Vec<_>>>()?;
         self.syscall_rows(&format!("VM {version}"), &measures)?;
