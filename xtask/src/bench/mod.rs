@@ -69,6 +69,8 @@ struct Row {
     figure: String,
     target: String,
     met: String,
+    /// Missed, or unresolved (its interval spans the target).
+    short_of_target: bool,
 }
 
 impl Row {
@@ -93,7 +95,8 @@ impl Row {
             Some(Verdict::Unresolved) => "unresolved",
             None => "—",
         };
-        Self { name: name.into(), baseline, measured, figure, target: target.into(), met: met.into() }
+        let short_of_target = matches!(verdict, Some(Verdict::Missed | Verdict::Unresolved));
+        Self { name: name.into(), baseline, measured, figure, target: target.into(), met: met.into(), short_of_target }
     }
 
     fn not_measured(name: &str, target: &str, why: &str) -> Self {
@@ -104,6 +107,7 @@ impl Row {
             figure: "—".into(),
             target: target.into(),
             met: "not measured".into(),
+            short_of_target: false,
         }
     }
 }
@@ -293,6 +297,7 @@ impl Bench {
              their backend.\n"
         );
         let _ = writeln!(s, "## Results\n\n{}", table(&self.report.rows));
+        let _ = writeln!(s, "{}", short_of_target(&self.report.rows));
         let _ = writeln!(s, "## How each figure is measured\n\n{}", self.report.details);
         let _ = writeln!(s, "## Time\n\n- build: {:.0} s", built.as_secs_f64());
         for (name, d) in timings {
@@ -310,6 +315,24 @@ fn table(rows: &[Row]) -> String {
     for r in rows {
         let _ =
             writeln!(s, "| {} | {} | {} | {} | {} | {} |", r.name, r.baseline, r.measured, r.figure, r.target, r.met);
+    }
+    s
+}
+
+/// The rows that missed their target or could not be judged against it, pointing to where
+/// the README says why and what would close each gap.
+fn short_of_target(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "## Targets not met in this run\n\nMissed, or unresolved (the interval spans the target). Why each is \
+         short and what would close it: the README, Performance, \"Targets not yet met\".\n\n| benchmark | \
+         ratio / figure | target | met? |\n|---|---|---|---|\n",
+    );
+    let short: Vec<&Row> = rows.iter().filter(|r| r.short_of_target).collect();
+    if short.is_empty() {
+        return "## Targets not met in this run\n\nNone.\n".to_owned();
+    }
+    for r in short {
+        let _ = writeln!(s, "| {} | {} | {} | {} |", r.name, r.figure, r.target, r.met);
     }
     s
 }
@@ -340,3 +363,27 @@ fn machine() -> String {
 }
 
 const EMPTY_INVENTORY: &str = "nodeName: bench-node\npods: []\npersistentVolumes: []\npersistentVolumeClaims: []\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, verdict: Option<Verdict>) -> Row {
+        Row::judged(name, "b".into(), "m".into(), "1.2×".into(), "≤ 1.10×", verdict)
+    }
+
+    #[test]
+    fn the_short_list_holds_missed_and_unresolved_rows_only() {
+        let rows = [
+            row("met", Some(Verdict::Met)),
+            row("missed", Some(Verdict::Missed)),
+            row("spans", Some(Verdict::Unresolved)),
+            row("reported", None),
+            Row::not_measured("refused", "≤ 1.10×", "EPERM"),
+        ];
+        let text = short_of_target(&rows);
+        let listed: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("| ")?.split(" |").next()).collect();
+        assert_eq!(listed, ["benchmark", "missed", "spans"]);
+        assert!(short_of_target(&rows[..1]).ends_with("None.\n"));
+    }
+}
