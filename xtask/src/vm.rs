@@ -292,9 +292,28 @@ pub fn bench(vm: VmKernel, timeout: Duration) -> anyhow::Result<Vec<String>> {
     println!("bench: booting {} with lsm={} (qemu, software emulation)", kernel.display(), boot.lsm);
     let (passed, console) = boot_and_judge(&kernel, &initrd, &boot, timeout)?;
     if !passed {
-        bail!("the syscall benchmarks failed in the {} VM (console above)", vm.version());
+        // A guest kernel's oops says more than "failed" in BENCHMARKS.md's row.
+        let why = kernel_oops(&console).unwrap_or_else(|| "console above".to_owned());
+        bail!("the syscall benchmarks failed in the {} VM ({why})", vm.version());
     }
     Ok(console.iter().filter_map(|l| l.split_once(BENCH_LINE).map(|(_, json)| json.to_owned())).collect())
+}
+
+/// The first lines of a guest kernel's oops on `console` (what, where, the panic), without
+/// their timestamps; `None` if the kernel did not oops.
+fn kernel_oops(console: &[String]) -> Option<String> {
+    let mut lines: Vec<&str> = Vec::new();
+    let oops_lines = console
+        .iter()
+        .filter(|l| l.contains("Oops") || l.contains("RIP: 0010") || l.contains("Kernel panic"))
+        .map(|l| l.split_once("] ").map_or(l.as_str(), |(_, text)| text).trim());
+    // The oops repeats its RIP line after the trace.
+    for line in oops_lines {
+        if !lines.contains(&line) && lines.len() < 3 {
+            lines.push(line);
+        }
+    }
+    (!lines.is_empty()).then(|| lines.join(" / "))
 }
 
 /// Boots the VM kernel with BPF LSM and plays `volguard demo` in it.
@@ -638,4 +657,32 @@ fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) 
         }
     }
     Ok((passed, console))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_oops;
+
+    #[test]
+    fn an_oops_is_quoted_by_its_first_lines_without_timestamps() {
+        // Lines of a real 6.12 bench boot's console (2026-11-27).
+        let console: Vec<String> = [
+            "volguard-vm: running syscall_bench (tracepoints): --ignored syscall_bench:: --nocapture",
+            "[   77.602015] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI",
+            "[   77.602303] CPU: 0 UID: 0 PID: 403 Comm: volguard Not tainted 6.12.95+deb12-cloud-amd64 #1",
+            "[   77.602488] RIP: 0010:syscall_exit_to_user_mode_prepare+0xe1/0x170",
+            "[   77.604659] RIP: 0010:syscall_exit_to_user_mode_prepare+0xe1/0x170",
+            "[   77.604821] Kernel panic - not syncing: Fatal exception in interrupt",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            kernel_oops(&console).as_deref(),
+            Some(
+                "Oops: int3: 0000 [#1] PREEMPT SMP NOPTI / RIP: 0010:syscall_exit_to_user_mode_prepare+0xe1/0x170 / \
+                 Kernel panic - not syncing: Fatal exception in interrupt"
+            )
+        );
+        assert_eq!(kernel_oops(&console[..1]), None);
+    }
 }
