@@ -319,8 +319,8 @@ fn table(rows: &[Row]) -> String {
     s
 }
 
-/// The rows that missed their target or could not be judged against it, pointing to where
-/// the README says why and what would close each gap.
+/// The rows that missed their target or whose interval spans it, pointing to where the
+/// README says why and what would close each gap.
 fn short_of_target(rows: &[Row]) -> String {
     let mut s = String::from(
         "## Targets not met in this run\n\nMissed, or unresolved (the interval spans the target). Why each is \
