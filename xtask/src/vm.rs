@@ -290,10 +290,8 @@ pub fn bench(vm: VmKernel, timeout: Duration) -> anyhow::Result<Vec<String>> {
     let work = target_dir().join("vm").join(format!("bench-{}", vm.version()));
     let initrd = build_initramfs(&work, &boot, &binaries)?;
     println!("bench: booting {} with lsm={} (qemu, software emulation)", kernel.display(), boot.lsm);
-    let (passed, console) = boot_and_judge(&kernel, &initrd, &boot, timeout)?;
-    if !passed {
-        // A guest kernel's oops says more than "failed" in BENCHMARKS.md's row.
-        let why = kernel_oops(&console).unwrap_or_else(|| "console above".to_owned());
+    let (failure, console) = boot_and_judge(&kernel, &initrd, &boot, timeout)?;
+    if let Some(why) = failure {
         bail!("the syscall benchmarks failed in the {} VM ({why})", vm.version());
     }
     Ok(console.iter().filter_map(|l| l.split_once(BENCH_LINE).map(|(_, json)| json.to_owned())).collect())
@@ -323,7 +321,7 @@ pub fn demo(timeout: Duration) -> anyhow::Result<()> {
     let work = target_dir().join("vm").join("demo");
     let initrd = build_initramfs(&work, &DEMO_BOOT, &binaries)?;
     println!("demo: booting {} with lsm={} (qemu, software emulation: slow)", kernel.display(), DEMO_BOOT.lsm);
-    if !boot_and_judge(&kernel, &initrd, &DEMO_BOOT, timeout)?.0 {
+    if boot_and_judge(&kernel, &initrd, &DEMO_BOOT, timeout)?.0.is_some() {
         bail!("the demo failed in the VM");
     }
     Ok(())
@@ -364,7 +362,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         let initrd = build_initramfs(&work, boot, &binaries)?;
         println!("vm-test: booting {} with lsm={} ({})", kernel.display(), boot.lsm, boot.label());
         let started = Instant::now();
-        let (passed, _) = boot_and_judge(kernel, &initrd, boot, timeout)?;
+        let passed = boot_and_judge(kernel, &initrd, boot, timeout)?.0.is_none();
         let name = kernel.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let line = format!(
             "{} on {name}: {} in {:.1} s",
@@ -579,9 +577,14 @@ pub(crate) fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(listing.lines().filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/'))).map(PathBuf::from).collect())
 }
 
-/// Boots, echoes the console, and passes only on a zero verdict line; also returns the
-/// console's lines.
-fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) -> anyhow::Result<(bool, Vec<String>)> {
+/// Boots, echoes the console, and passes only on a zero verdict line: returns why it
+/// failed (`None`: passed) and the console's lines.
+fn boot_and_judge(
+    kernel: &Path,
+    initrd: &Path,
+    boot: &Boot,
+    timeout: Duration,
+) -> anyhow::Result<(Option<String>, Vec<String>)> {
     let append = format!("console=ttyS0 quiet lsm={} rdinit=/init panic=-1", boot.lsm);
     let mut child = Command::new("qemu-system-x86_64")
         // KVM is present on these machines but fails with an emulation error.
@@ -640,23 +643,27 @@ fn boot_and_judge(kernel: &Path, initrd: &Path, boot: &Boot, timeout: Duration) 
     let _ = child.kill();
     let _ = child.wait();
     let panicked = console.iter().any(|l| l.contains("Kernel panic"));
-    let passed = verdict == Some(0) && !panicked && !timed_out;
-    if !passed {
-        let why = if timed_out {
-            format!("timed out after {} s", timeout.as_secs())
-        } else if panicked {
-            "kernel panic".to_owned()
-        } else if let Some(n) = verdict {
-            format!("{n} test run(s) failed")
-        } else {
-            "the VM stopped without a verdict".to_owned()
-        };
-        println!("vm-test: {} failed: {why}; console tail:", boot.label());
-        for line in console.iter().rev().take(40).rev() {
-            println!("  tail {}| {line}", boot.label());
-        }
+    if verdict == Some(0) && !panicked && !timed_out {
+        return Ok((None, console));
     }
-    Ok((passed, console))
+    let mut why = if timed_out {
+        format!("timed out after {} s", timeout.as_secs())
+    } else if panicked {
+        "kernel panic".to_owned()
+    } else if let Some(n) = verdict {
+        format!("{n} test run(s) failed")
+    } else {
+        "the VM stopped without a verdict".to_owned()
+    };
+    // A guest kernel's oops says more than the bare verdict (and reaches BENCHMARKS.md).
+    if let Some(oops) = kernel_oops(&console) {
+        why = format!("{why}: {oops}");
+    }
+    println!("vm-test: {} failed: {why}; console tail:", boot.label());
+    for line in console.iter().rev().take(40).rev() {
+        println!("  tail {}| {line}", boot.label());
+    }
+    Ok((Some(why), console))
 }
 
 #[cfg(test)]
