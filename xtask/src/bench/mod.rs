@@ -322,15 +322,17 @@ fn table(rows: &[Row]) -> String {
 /// The rows that missed their target or whose interval spans it, pointing to where the
 /// README says why and what would close each gap.
 fn short_of_target(rows: &[Row]) -> String {
-    let mut s = String::from(
-        "## Targets not met in this run\n\nMissed, or unresolved (the interval spans the target). Why each is \
-         short and what would close it: the README, Performance, \"Targets not yet met\".\n\n| benchmark | \
-         ratio / figure | target | met? |\n|---|---|---|---|\n",
-    );
+    let mut s = String::from("## Targets not met in this run\n\n");
     let short: Vec<&Row> = rows.iter().filter(|r| r.short_of_target).collect();
     if short.is_empty() {
-        return "## Targets not met in this run\n\nNone.\n".to_owned();
+        s.push_str("None.\n");
+        return s;
     }
+    s.push_str(
+        "Missed, or unresolved (the interval spans the target). Why each is short and what would close it: the \
+         README, Performance, \"Targets not yet met\".\n\n| benchmark | ratio / figure | target | met? |\n\
+         |---|---|---|---|\n",
+    );
     for r in short {
         let _ = writeln!(s, "| {} | {} | {} | {} |", r.name, r.figure, r.target, r.met);
     }
