@@ -84,7 +84,7 @@ pub struct SyscallEvent {
 const _: () = assert!(core::mem::size_of::<EventHeader>() == 72);
 const _: () = assert!(core::mem::size_of::<SyscallEvent>() == 72 + 8 * MAX_ARGS + 2 * PATH_LEN + NAME_LEN);
 
-/// A traced syscall between its entry and its exit (value of `PENDING`, by `pid_tgid`):
+/// A traced syscall between its entry and its exit (the thread's `PENDING` value):
 /// only what the entry alone knows. The rest, strings included, is read at exit straight
 /// into the ring buffer's record, so a call costs no copy of a whole record.
 #[repr(C)]

@@ -5,9 +5,10 @@ pub const EVENTS: &str = "EVENTS";
 /// Size of [`EVENTS`] in bytes (a power of two, a multiple of the page size).
 pub const EVENTS_BYTES: u32 = 4 << 20;
 
-/// Per-thread syscalls between entry and exit, keyed by `pid_tgid`.
+/// Each thread's traced syscall between entry and exit (task-local storage).
 pub const PENDING: &str = "PENDING";
-/// Threads that can be inside a traced syscall at once before the oldest entry is evicted.
+/// Threads that can be between a claim or publish and its exit at once before the oldest
+/// entry of `CLAIMS` or `PUBLISHES` is evicted.
 pub const PENDING_ENTRIES: u32 = 16_384;
 
 /// The single `volguard_common::wakeup::WakeupFilter` entry: which records wake the

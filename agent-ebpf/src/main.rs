@@ -6,6 +6,7 @@
 mod helpers;
 mod maps;
 mod probes;
+mod task_storage;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -2,7 +2,7 @@
 //! `volguard_common::maps`, which userspace uses to find them.
 
 use aya_ebpf::{
-    macros::map,
+    macros::{btf_map, map},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use volguard_common::{
@@ -16,14 +16,16 @@ use volguard_common::{
     wakeup::WakeupFilter,
 };
 
+use crate::task_storage::TaskStorage;
+
 /// Completed syscall records for userspace.
 #[map]
 pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 
-/// A traced syscall between entry and exit, keyed by `pid_tgid`. LRU so that a thread that
-/// never returns (killed mid-syscall) cannot fill it.
-#[map]
-pub static PENDING: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+/// Each thread's traced syscall between entry and exit (`PendingCall::kind` 0: none). In
+/// the thread's own storage: no hash, no lock, no entry left behind by a thread that dies.
+#[btf_map]
+pub static PENDING: TaskStorage<PendingCall> = TaskStorage::new();
 
 /// Which records wake the reader, set by the agent. Not pinned.
 #[map]

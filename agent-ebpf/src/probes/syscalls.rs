@@ -1,5 +1,5 @@
 //! Mount-family syscalls, traced with syscall tracepoints: each `sys_enter_<name>`
-//! program parks its syscall's arguments per thread (a small `PendingCall`); the one
+//! program parks its syscall's arguments in the thread's storage (a `PendingCall`); the one
 //! `sys_exit` program, attached to every matching `sys_exit_<name>`, writes the record in
 //! place in the ring buffer: the strings its `SyscallSpec` names (read at exit, from the
 //! memory of a caller still blocked in the call), the result, the duration. The records
@@ -58,21 +58,23 @@ enter_programs! {
     sys_enter_mount_setattr => event::MOUNT_SETATTR;
 }
 
-/// Parks what only the entry of this thread's `spec` call knows in `PENDING`; `arg(i)`
-/// reads argument `i` (asked only for `i < spec.nargs`).
+/// Parks what only the entry of this thread's `spec` call knows in its `PENDING` entry;
+/// `arg(i)` reads argument `i` (asked only for `i < spec.nargs`).
 #[inline(always)]
 pub fn enter(spec: &SyscallSpec, arg: impl Fn(usize) -> u64) {
-    let mut call = PendingCall { kind: spec.kind, strings: spec.string_args(), start_ns: 0, args: [0; MAX_ARGS] };
+    let Some(call) = PENDING.get_or_create_current() else {
+        count(Counter::PendingInsertFailed);
+        return;
+    };
+    // SAFETY: this thread's own storage; nothing else writes it.
+    let call = unsafe { &mut *call };
+    call.kind = spec.kind;
+    call.strings = spec.string_args();
     for i in 0..MAX_ARGS {
-        if i < spec.nargs {
-            call.args[i] = arg(i);
-        }
+        call.args[i] = if i < spec.nargs { arg(i) } else { 0 };
     }
     // SAFETY: helper without preconditions.
     call.start_ns = unsafe { bpf_ktime_get_ns() };
-    if PENDING.insert(&bpf_get_current_pid_tgid(), &call, 0).is_err() {
-        count(Counter::PendingInsertFailed);
-    }
 }
 
 /// Copies the string argument `index` ([`NO_STRING`]: none) into `dst`; true if cut.
@@ -105,14 +107,13 @@ pub fn exit(ret: i64) {
     let pid_tgid = bpf_get_current_pid_tgid();
     settle_claim(pid_tgid, ret);
     record_published_root(pid_tgid, ret);
-    let Some(call) = PENDING.get_ptr(&pid_tgid) else {
+    // SAFETY: this thread's own storage; nothing else writes it.
+    let Some(call) = PENDING.get_current().map(|call| unsafe { &mut *call }).filter(|call| call.kind != 0) else {
         count(Counter::ExitWithoutEntry);
         return;
     };
-    // SAFETY: this thread's own entry; no other thread uses its key.
-    let call = unsafe { *call };
-    let _ = PENDING.remove(&pid_tgid);
-    emit(&call, pid_tgid, ret, now);
+    emit(call, pid_tgid, ret, now);
+    call.kind = 0;
 }
 
 /// Builds the record of `call` in place in the ring buffer (the caller's strings are

@@ -23,8 +23,8 @@ pub fn flags(event: &SyscallEvent) -> u64 {
     if !filter.is_set() {
         return 0;
     }
-    let lazy = filter.may_wait(event)
-        && EVENTS.query(BPF_RB_AVAIL_DATA as u64) < EVENTS.query(BPF_RB_RING_SIZE as u64) / 2;
+    let lazy =
+        filter.may_wait(event) && EVENTS.query(BPF_RB_AVAIL_DATA as u64) < EVENTS.query(BPF_RB_RING_SIZE as u64) / 2;
     let Some(lazy_unread) = LAZY_UNREAD.get_ptr_mut(0) else {
         return if lazy { BPF_RB_NO_WAKEUP as u64 } else { BPF_RB_FORCE_WAKEUP as u64 };
     };

@@ -186,6 +186,8 @@ pub struct LoadedObject {
 /// object's size with `None`.
 fn loader_with_ring_size(bytes: Option<u32>) -> EbpfLoader<'static> {
     let mut loader = EbpfLoader::new();
+    // aya has no type for task storage (`PENDING`); only the programs use that map.
+    loader.allow_unsupported_maps();
     if let Some(bytes) = bytes {
         loader.map_max_entries(EVENTS, bytes);
     }
@@ -195,7 +197,7 @@ fn loader_with_ring_size(bytes: Option<u32>) -> EbpfLoader<'static> {
 impl LoadedObject {
     /// Loads the embedded object (maps created, no program loaded yet).
     pub fn load() -> Result<Self, LoadError> {
-        Self::load_with(EbpfLoader::new())
+        Self::load_with(loader_with_ring_size(None))
     }
 
     /// As [`Self::load`], with an event ring buffer of `bytes` (a power-of-two number of
