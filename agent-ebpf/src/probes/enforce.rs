@@ -31,7 +31,7 @@ use volguard_common::{
     lsm_probe::DENY_ERRNO,
 };
 
-use super::kernel_path::{identity, owning_pod, parent, publish_identity, read_field};
+use super::kernel_path::{identity, on_kubelet_root_fs, owning_pod, parent, publish_identity, read_field};
 use crate::{
     helpers::{count, ctx_arg_address},
     maps::{
@@ -79,6 +79,9 @@ fn refuse_cross_pod_source(from_path: *const u8, to_path: *const u8) -> i32 {
         count(Counter::EnforceErrors);
         return 0;
     };
+    if !on_kubelet_root_fs(cfg, to) {
+        return 0;
+    }
     let Some(s) = scratch() else { return 0 };
     if !owning_pod(cfg, to, &mut s.pod) {
         return 0;
@@ -169,6 +172,9 @@ fn decide(path: *const u8, hook: u32) -> i32 {
         count(Counter::EnforceErrors);
         return 0;
     };
+    if !on_kubelet_root_fs(cfg, dentry) {
+        return 0;
+    }
     let Some(s) = scratch() else {
         count(Counter::EnforceErrors);
         return 0;
@@ -270,6 +276,9 @@ fn note_release(vfsmount: *const u8) -> Option<()> {
     // container_of(vfsmount, struct mount, mnt)->mnt_mountpoint
     let mount = vfsmount.wrapping_sub(l.mount_mnt as usize);
     let mountpoint = read_field::<*const u8>(mount, l.mount_mnt_mountpoint)?;
+    if !on_kubelet_root_fs(cfg, mountpoint) {
+        return None;
+    }
     let s = scratch()?;
     if !publish_identity(cfg, mountpoint, &mut s.volume, &mut s.pod) {
         return None;

@@ -88,12 +88,27 @@ fn copy_name(l: &KernelLayout, dentry: *const u8, dst: &mut [u8]) -> bool {
     }
 }
 
+/// The kernel device number of the dentry's filesystem.
+#[inline(always)]
+fn device(l: &KernelLayout, dentry: *const u8) -> Option<u32> {
+    let sb = read_field::<*const u8>(dentry, l.dentry_d_sb)?;
+    read_field::<u32>(sb, l.super_block_s_dev)
+}
+
 /// The dentry's inode number and its filesystem's kernel device number.
 #[inline(always)]
 pub fn identity(l: &KernelLayout, dentry: *const u8) -> Option<(u64, u32)> {
     let inode = read_field::<*const u8>(dentry, l.dentry_d_inode)?;
-    let sb = read_field::<*const u8>(dentry, l.dentry_d_sb)?;
-    Some((read_field::<u64>(inode, l.inode_i_ino)?, read_field::<u32>(sb, l.super_block_s_dev)?))
+    Some((read_field::<u64>(inode, l.inode_i_ino)?, device(l, dentry)?))
+}
+
+/// Whether `dentry` is on the kubelet root's filesystem: the cheap first test for
+/// [`publish_identity`] and [`owning_pod`], whose walks up never leave the filesystem they
+/// start on. Most mounts on a node (containers' root filesystems, /proc, /sys, /run) fail
+/// it with two reads instead of the name comparisons.
+#[inline(always)]
+pub fn on_kubelet_root_fs(cfg: &EnforceConfig, dentry: *const u8) -> bool {
+    device(&cfg.layout, dentry) == Some(cfg.kubelet_root_dev)
 }
 
 /// Whether `dentry` is the kubelet root directory (same inode on the same device).
