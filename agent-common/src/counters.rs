@@ -8,9 +8,10 @@ pub enum Counter {
     /// An event was dropped because the ring buffer was full.
     EventsLost = 0,
     /// A syscall exit had no matching entry (the agent attached mid-syscall, or the
-    /// pending entry was evicted).
+    /// entry could not be parked).
     ExitWithoutEntry = 1,
-    /// A syscall entry could not be remembered until its exit (pending map full).
+    /// A syscall entry could not be parked until its exit (no memory for the thread's
+    /// storage, or the storage busy on this CPU: a program nested in another's).
     PendingInsertFailed = 2,
     /// Times the `sb_mount` LSM program ran: proves BPF LSM is active.
     LsmSbMountRuns = 3,
