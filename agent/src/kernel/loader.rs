@@ -182,9 +182,10 @@ pub struct LoadedObject {
     pub(super) ebpf: Ebpf,
 }
 
-/// A loader whose event ring buffer has `bytes` (a power-of-two number of pages), or the
-/// object's size with `None`.
-fn loader_with_ring_size(bytes: Option<u32>) -> EbpfLoader<'static> {
+/// The loader every load of the object starts from: it accepts the map types aya has no
+/// type for, and gives the event ring buffer `bytes` (a power-of-two number of pages), or
+/// the object's size with `None`.
+fn object_loader(bytes: Option<u32>) -> EbpfLoader<'static> {
     let mut loader = EbpfLoader::new();
     // aya has no type for task storage (`PENDING`); only the programs use that map.
     loader.allow_unsupported_maps();
@@ -197,19 +198,19 @@ fn loader_with_ring_size(bytes: Option<u32>) -> EbpfLoader<'static> {
 impl LoadedObject {
     /// Loads the embedded object (maps created, no program loaded yet).
     pub fn load() -> Result<Self, LoadError> {
-        Self::load_with(loader_with_ring_size(None))
+        Self::load_with(object_loader(None))
     }
 
     /// As [`Self::load`], with an event ring buffer of `bytes` (a power-of-two number of
     /// pages); `None` keeps the object's size.
     pub fn load_with_ring_size(bytes: Option<u32>) -> Result<Self, LoadError> {
-        Self::load_with(loader_with_ring_size(bytes))
+        Self::load_with(object_loader(bytes))
     }
 
     /// As [`Self::load_with_ring_size`], with the enforcement maps pinned under `pins`: an
     /// earlier agent's maps are reused as they are, or created and pinned.
     pub fn load_pinned(pins: &Pins, ring_bytes: Option<u32>) -> Result<Self, LoadError> {
-        let mut loader = loader_with_ring_size(ring_bytes);
+        let mut loader = object_loader(ring_bytes);
         for name in PINNED_MAPS {
             loader.map_pin_path(name, pins.map_path(name));
         }
