@@ -13,6 +13,7 @@ use std::{
 use tracing::{info, warn};
 use volguard_common::enforce::KernelLayout;
 
+mod conflicts;
 mod feed;
 mod loop_thread;
 mod mount_index;

@@ -21,15 +21,15 @@ use crate::{
         report::{CheckOptions, CsiReport},
     },
     enforce::{
-        Mode, ModeDecision,
+        ModeDecision,
+        decision::{self, Reporter},
         owners::OwnerStore,
-        ownership::Publish,
-        quarantine::{self, HeldNamespace, MadeIn},
+        quarantine::{self, HeldNamespace},
     },
     facts::{Origin, Snapshot},
-    kernel::decode::{self, Caller, Event, RawString, Record},
+    kernel::decode::{Event, Record},
     model::event_target::EventTarget,
-    model::explain::{self, ConflictAction, MountedBy, RateLimiter, Verdict},
+    model::explain::{self, RateLimiter},
     model::mounts::Mounts,
     model::mounts::{OwnerFix, PublishChange, StaleMask},
     model::node::{NodeModel, NodeRead, PreparedFacts},
@@ -37,7 +37,7 @@ use crate::{
     node_files::caller_pod::CallerPods,
     outputs::metrics::MaskRemoval,
     outputs::render,
-    outputs::served_state::{self, ConflictRecord, MountRecord, ServedState},
+    outputs::served_state::{MountRecord, ServedState},
     sys::signals::StopSignals,
 };
 
@@ -84,7 +84,7 @@ pub(super) struct Running<'a> {
 
 /// What told the agent about a mount.
 #[derive(Clone, Copy)]
-enum MadeBy<'e> {
+pub(super) enum MadeBy<'e> {
     /// A traced syscall, with its caller and duration.
     Syscall(&'e Event),
     /// A mount notice: no caller, no duration, only success.
@@ -196,119 +196,6 @@ impl Running<'_> {
         }
         self.view_freshness.changed();
     }
-
-    /// Single-pod volumes found published into several pods, without a publish the agent
-    /// saw: at start-up (it was not running, or a previous agent could not prevent it), and
-    /// when the facts first make them single-pod (the API's first list comes after the
-    /// start). A conflict record, a count and an Event on each younger pod, once. Nothing is
-    /// torn down: unmounting a running pod's volume would break it, and which pod should
-    /// keep it is not ours to decide.
-    pub(super) fn report_shared_volumes(&mut self) {
-        let shared = self.model.shared_single_pod_volumes();
-        let mut still_shared = std::collections::BTreeSet::new();
-        for (volume, pods) in shared {
-            let Some((oldest, younger)) = pods.split_first() else { continue };
-            for pod in younger {
-                let key = (volume.clone(), pod.clone());
-                if !self.observed.contains(&key) {
-                    warn!(
-                        "CONFLICT found: single-pod volume {volume} is published into pod {pod} and, earlier, pod \
-                         {oldest}; left as it is"
-                    );
-                    self.explain(ConflictAction::Observed, &volume, pod, oldest);
-                }
-                still_shared.insert(key);
-            }
-        }
-        self.observed = still_shared;
-    }
-
-    /// A conflict the LSM programs saw (refused in enforce mode, allowed in audit).
-    fn kernel_conflict(&mut self, c: &decode::Conflict) {
-        warn!("{}", render::conflict(c));
-        let action = if c.blocked { ConflictAction::Refused } else { ConflictAction::Audited };
-        let text = |s: &RawString| String::from_utf8_lossy(s.as_bytes()).into_owned();
-        let by = self.mounted_by(&c.caller);
-        self.explain_by(action, &text(&c.volume), &text(&c.attempted_by), &text(&c.owner), Some(by));
-    }
-
-    /// The calling process and its pod, as far as its cgroup says.
-    fn mounted_by(&mut self, caller: &Caller) -> MountedBy {
-        let pod = self.callers.pod_uid(caller.tgid, caller.cgroup_id);
-        let command = String::from_utf8_lossy(caller.comm.as_bytes()).into_owned();
-        MountedBy::resolve(&self.model.snapshot().facts, caller.tgid, &command, pod.as_deref())
-    }
-
-    /// Hands a conflict to the Kubernetes Event publisher, or without an API logs the
-    /// Event that would have been recorded (rate-limited the same way).
-    fn explain(&mut self, action: ConflictAction, volume: &str, pod_uid: &str, owner_uid: &str) {
-        self.explain_by(action, volume, pod_uid, owner_uid, None);
-    }
-
-    /// As [`Self::explain`], naming who made the mount.
-    fn explain_by(
-        &mut self,
-        action: ConflictAction,
-        volume: &str,
-        pod_uid: &str,
-        owner_uid: &str,
-        by: Option<MountedBy>,
-    ) {
-        if matches!(action, ConflictAction::Audited | ConflictAction::Observed) {
-            // Both pods hold it now: not to be reported again as found shared.
-            self.observed.insert((volume.to_owned(), pod_uid.to_owned()));
-        }
-        let conflict = self.model.conflict(action, volume, pod_uid, owner_uid).made_by(by);
-        self.shared.metrics.conflict(conflict.claim.as_ref(), action);
-        self.shared.record_conflict(ConflictRecord::new(&conflict));
-        self.view_freshness.changed();
-        if conflict.pod.name.is_none() && self.explain.is_some() {
-            // A pod this new may not have reached the agent's watch yet: wait for it.
-            let facts = self.model.snapshot().facts.clone();
-            if let Some(overflow) = self.unnamed.hold(&facts, action, volume, pod_uid, owner_uid) {
-                self.send_event(overflow);
-            }
-            return;
-        }
-        self.send_event(conflict);
-    }
-
-    /// The held conflicts whose pod the facts now name (or that waited long enough).
-    fn explain_unnamed(&mut self) {
-        if self.unnamed.is_empty() {
-            return;
-        }
-        let facts = self.model.snapshot().facts.clone();
-        for conflict in self.unnamed.ready(&facts, tokio::time::Instant::now()) {
-            self.send_event(conflict);
-        }
-    }
-
-    fn send_event(&mut self, conflict: explain::Conflict) {
-        let volume = conflict.volume.clone();
-        match &self.explain {
-            Some(tx) => {
-                if tx.try_send(conflict).is_err() {
-                    warn!("conflict on volume {volume} not sent as a Kubernetes Event: the event queue is full");
-                }
-            }
-            None => {
-                if let Verdict::Send { held_back } = self.log_limiter.check(&conflict, std::time::Instant::now()) {
-                    info!(
-                        "explained (no Kubernetes API, Event logged only): Warning {} on pod {}: {}{}",
-                        conflict.action.reason(),
-                        conflict.pod,
-                        conflict.message(),
-                        match held_back {
-                            0 => String::new(),
-                            n => format!(" ({n} similar reports suppressed)"),
-                        }
-                    );
-                }
-            }
-        }
-    }
-
     fn syscall(&mut self, event: &Event) {
         self.shared.metrics.syscall(event.call.name(), event.ret >= 0);
         let Some(target) = EventTarget::of(self.model.kubelet_root(), event) else { return };
@@ -358,15 +245,14 @@ impl Running<'_> {
         }
         self.model.apply(&change);
         self.view_freshness.changed();
-        let transition = match (self.decision.in_kernel(), by) {
-            (true, MadeBy::Syscall(_)) => {
-                self.owners.publish_changed(&change);
-                false
-            }
-            // Never chosen with an in-kernel mode (see `trace_backend::IN_KERNEL_MODE`).
-            (true, MadeBy::Notice) => false,
-            (false, by) => self.observe(by, &change),
+        let ownership = self.owners.observe(&change);
+        let reporter = match by {
+            MadeBy::Syscall(_) => Reporter::Syscall,
+            MadeBy::Notice => Reporter::Notice { namespace_held: self.watched.is_some() },
         };
+        let action = decision::decide(self.decision, ownership, reporter);
+        let transition = action.is_transition();
+        self.act(action, &change, by);
         // Ownership or a quarantine changed: every view must say so now, not in a second
         // (in a burst, within `view::URGENT_GAP`).
         if transition
@@ -384,21 +270,13 @@ impl Running<'_> {
         let plugin = volume_ops::volume_plugin(driver.as_deref());
         let seconds = op.duration_ns as f64 / 1e9;
         self.shared.metrics.storage_operation(plugin.clone(), op.operation, op.success, seconds);
-        let at = event.returned_at();
-        self.shared.record_mount(MountRecord {
-            at,
-            at_rfc3339: served_state::rfc3339(at),
-            operation: op.operation.as_str(),
-            syscall: event.call.name(),
-            target: target.path.to_string_lossy().into_owned(),
-            volume_plugin: plugin,
-            success: op.success,
-            ret: event.ret.min(0),
-            duration_seconds: Some(seconds),
-            pid: Some(event.caller.tgid),
-            comm: Some(String::from_utf8_lossy(event.caller.comm.as_bytes()).into_owned()),
-            pod: self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id),
-        });
+        let comm = String::from_utf8_lossy(event.caller.comm.as_bytes()).into_owned();
+        let pod = self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id);
+        let path = target.path.to_string_lossy().into_owned();
+        let record =
+            MountRecord::new(event.returned_at(), op.operation.as_str(), event.call.name(), path, plugin, event.ret)
+                .by(seconds, event.caller.tgid, comm, pod);
+        self.shared.record_mount(record);
     }
 
     /// A volume operation a notice reported: into the recent-mounts log only (a notice has
@@ -406,21 +284,16 @@ impl Running<'_> {
     fn record_notice(&mut self, target: &EventTarget) {
         let Some(op) = volume_op(target, 0) else { return };
         let driver = volume_ops::driver_of(self.model.kubelet_root(), &self.model.snapshot().facts, &op.target);
-        let at = SystemTime::now();
-        self.shared.record_mount(MountRecord {
-            at,
-            at_rfc3339: served_state::rfc3339(at),
-            operation: op.operation.as_str(),
-            syscall: "fanotify",
-            target: target.path.to_string_lossy().into_owned(),
-            volume_plugin: volume_ops::volume_plugin(driver.as_deref()),
-            success: true,
-            ret: 0,
-            duration_seconds: None,
-            pid: None,
-            comm: None,
-            pod: None,
-        });
+        let path = target.path.to_string_lossy().into_owned();
+        let plugin = volume_ops::volume_plugin(driver.as_deref());
+        self.shared.record_mount(MountRecord::new(
+            SystemTime::now(),
+            op.operation.as_str(),
+            "fanotify",
+            path,
+            plugin,
+            0,
+        ));
     }
 
     /// Has what the debug API shows, and the gauges derived from it, rebuilt off the loop
@@ -455,90 +328,6 @@ impl Running<'_> {
         self.shared.metrics.set_source(&snapshot.origin, snapshot.stale.is_some(), snapshot.synced_at);
         if snapshot.origin != Origin::None {
             self.shared.metrics.forget_claims_except(|claim| snapshot.facts.claim(claim).is_some());
-        }
-    }
-
-    /// Userspace ownership for modes where the kernel does not decide. True when the
-    /// ownership or a quarantine changed.
-    fn observe(&mut self, by: MadeBy<'_>, change: &PublishChange) -> bool {
-        let OwnerStore::Userspace(ownership) = &mut self.owners else { return false };
-        let (target, path) = match change {
-            PublishChange::Unpublished(t) => {
-                if !ownership.unpublished(t) {
-                    return false;
-                }
-                info!("volume {} released: pod {} unmounted its publish target", t.volume, t.pod_uid);
-                self.tell_quarantined_pods(&t.volume, &t.pod_uid);
-                return true;
-            }
-            PublishChange::Published(t, p) => (t, p),
-        };
-        let mode = self.decision.mode;
-        let owner = match ownership.published(target) {
-            Publish::Untracked | Publish::Owner => return false,
-            Publish::Claimed => {
-                info!("volume {} claimed by pod {}", target.volume, target.pod_uid);
-                return true;
-            }
-            Publish::Conflict { owner } => owner,
-        };
-        let made_in = match (by, &self.watched) {
-            (MadeBy::Syscall(event), _) => Some(MadeIn::Caller(&event.caller)),
-            (MadeBy::Notice, Some(held)) => Some(MadeIn::Watched(held)),
-            (MadeBy::Notice, None) => None,
-        };
-        let action = match (mode, made_in) {
-            (Mode::Quarantine, Some(made_in)) => match quarantine::quarantine(made_in, path.clone()) {
-                Ok(done) => {
-                    if matches!(by, MadeBy::Notice) {
-                        self.own_detaches.extend(&done.detached_ids);
-                        if let Some(mnt_id) = done.mask_id {
-                            self.own_masks.push(OwnMount { mnt_id, mount_point: path.clone() });
-                        }
-                    }
-                    warn!(
-                        "CONFLICT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it; \
-                         detached {} mount(s) and masked the target read-only in {} ({} µs)",
-                        target.volume, target.pod_uid, done.detached, done.namespace, done.micros
-                    );
-                    self.model.quarantined(target, path);
-                    ConflictAction::Quarantined
-                }
-                Err(e) => {
-                    warn!(
-                        "CONFLICT NOT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it: {e}",
-                        target.volume, target.pod_uid
-                    );
-                    ConflictAction::Audited
-                }
-            },
-            _ => {
-                warn!(
-                    "CONFLICT audited (allowed): volume \"{}\" is owned by pod {owner}; pod {} published it",
-                    target.volume, target.pod_uid
-                );
-                ConflictAction::Audited
-            }
-        };
-        let (volume, pod) = (target.volume.clone(), target.pod_uid.clone());
-        // A notice names no caller: the conflict says nothing of who mounted it.
-        let mounted_by = match by {
-            MadeBy::Syscall(event) => Some(self.mounted_by(&event.caller)),
-            MadeBy::Notice => None,
-        };
-        self.explain_by(action, &volume, &pod, &owner, mounted_by);
-        true
-    }
-
-    /// The owner released `volume`: each pod whose publish of it is quarantined learns that
-    /// the volume is free, and that it must be recreated to mount it (its target holds the
-    /// mask, and kubelet will not publish again into a running pod).
-    fn tell_quarantined_pods(&mut self, volume: &str, owner_uid: &str) {
-        let waiting: Vec<String> = self.model.mounts().masked_pods(volume).into_iter().map(str::to_owned).collect();
-        for pod_uid in waiting {
-            info!("volume {volume} is free; pod {pod_uid} keeps its quarantine mask until it is recreated");
-            let notice = self.model.conflict(ConflictAction::Released, volume, &pod_uid, owner_uid);
-            self.send_event(notice);
         }
     }
 

@@ -2,11 +2,13 @@
 //! what (in the kernel's maps through `crate::kernel`, or in userspace), and the
 //! userspace fallback (quarantine) for kernels without BPF LSM.
 
+pub mod decision;
 pub mod mode;
 pub mod ns_thread;
 pub mod owners;
 pub mod ownership;
 pub mod quarantine;
+pub mod quarantine_error;
 pub mod task_ns;
 
 pub use mode::{DecidedIn, Mode, ModeChoice, ModeDecision, ModeError, ModeReason, decide, needs_probe};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use tracing::info;
 use volguard_common::enforce::single_pod_reason;
 
-use super::ownership::Ownership;
+use super::{decision::OwnershipChange, ownership::Ownership};
 use crate::{
     facts::{Origin, SinglePodReason},
     kernel::maps::{EnforcementMaps, KernelError},
@@ -69,6 +69,20 @@ impl OwnerStore {
             info!("kernel single-pod set: {} added, {} removed", sync.added, sync.removed);
         }
         Ok(())
+    }
+
+    /// What a successful publish or unmount means for ownership: judged by the agent's
+    /// table (recording it) in the userspace modes; the kernel's maps already decided.
+    pub fn observe(&mut self, change: &PublishChange) -> OwnershipChange {
+        match (self, change) {
+            (Self::Kernel(_), _) => OwnershipChange::InKernel,
+            (Self::Userspace(o), PublishChange::Published(target, _)) => {
+                OwnershipChange::Published(o.published(target))
+            }
+            (Self::Userspace(o), PublishChange::Unpublished(target)) => {
+                OwnershipChange::Unpublished { released: o.unpublished(target) }
+            }
+        }
     }
 
     /// After a successful publish or unmount the model saw, in the kernel modes: says when

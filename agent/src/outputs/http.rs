@@ -262,20 +262,17 @@ mod tests {
                 Conflict::resolve(&Facts::default(), ConflictAction::Quarantined, "pv-1", &format!("p{i}"), "pod-a");
             shared.record_conflict(ConflictRecord::new(&c));
         }
-        shared.record_mount(MountRecord {
-            at: std::time::SystemTime::now(),
-            at_rfc3339: String::new(),
-            pod: None,
-            operation: "volume_mount",
-            syscall: "mount",
-            target: "/x".into(),
-            volume_plugin: "kubernetes.io/csi:d".into(),
-            success: true,
-            ret: 0,
-            duration_seconds: Some(0.01),
-            pid: Some(7),
-            comm: Some("csi".into()),
-        });
+        shared.record_mount(
+            MountRecord::new(
+                std::time::SystemTime::now(),
+                "volume_mount",
+                "mount",
+                "/x".into(),
+                "kubernetes.io/csi:d".into(),
+                0,
+            )
+            .by(0.01, 7, "csi".into(), None),
+        );
         shared
     }
 

@@ -171,6 +171,41 @@ pub struct MountRecord {
     pub pod: Option<String>,
 }
 
+impl MountRecord {
+    /// A volume operation at `at` that returned `ret` (negative errno, or 0 or more), with no
+    /// caller or duration: what a mount notice says. [`Self::by`] adds what a traced syscall says.
+    pub fn new(
+        at: SystemTime,
+        operation: &'static str,
+        syscall: &'static str,
+        target: String,
+        volume_plugin: String,
+        ret: i64,
+    ) -> Self {
+        Self {
+            at,
+            at_rfc3339: rfc3339(at),
+            operation,
+            syscall,
+            target,
+            volume_plugin,
+            success: ret >= 0,
+            ret: ret.min(0),
+            duration_seconds: None,
+            pid: None,
+            comm: None,
+            pod: None,
+        }
+    }
+
+    /// The call's duration and its caller: process id, command and pod (where its cgroup says).
+    pub fn by(mut self, duration_seconds: f64, pid: u32, comm: String, pod: Option<String>) -> Self {
+        self.duration_seconds = Some(duration_seconds);
+        (self.pid, self.comm, self.pod) = (Some(pid), Some(comm), pod);
+        self
+    }
+}
+
 /// Everything the HTTP side reads.
 pub struct ServedState {
     pub metrics: Metrics,
@@ -325,20 +360,15 @@ mod tests {
     }
 
     fn mount(target: &str) -> MountRecord {
-        MountRecord {
-            at: SystemTime::UNIX_EPOCH,
-            at_rfc3339: rfc3339(SystemTime::UNIX_EPOCH),
-            operation: "volume_mount",
-            syscall: "mount",
-            target: target.into(),
-            volume_plugin: "kubernetes.io/csi:d".into(),
-            success: true,
-            ret: 0,
-            duration_seconds: Some(0.001),
-            pid: Some(1),
-            comm: Some("csi".into()),
-            pod: None,
-        }
+        MountRecord::new(
+            SystemTime::UNIX_EPOCH,
+            "volume_mount",
+            "mount",
+            target.into(),
+            "kubernetes.io/csi:d".into(),
+            0,
+        )
+        .by(0.001, 1, "csi".into(), None)
     }
 
     #[test]

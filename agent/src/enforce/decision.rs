@@ -1,0 +1,160 @@
+//! The conflict decision: what the agent does about one publish or unmount it saw, from
+//! the mode, what the change means for ownership, and how the mount was reported. Pure:
+//! the event loop finds the inputs and carries out the [`Action`]; this table is the
+//! policy, and its tests are the policy's specification.
+
+use super::{ModeDecision, mode::Mode, ownership::Publish};
+
+/// What a publish or an unmount means for ownership, as the owner store says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnershipChange {
+    /// The kernel's maps keep ownership: its LSM programs already decided.
+    InKernel,
+    /// A successful publish, judged by the agent's own table.
+    Published(Publish),
+    /// A successful unmount of a publish target; `released`: it was the owner's.
+    Unpublished { released: bool },
+}
+
+/// How the agent learned of the mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reporter {
+    /// A traced syscall: its caller and its mount namespace are known.
+    Syscall,
+    /// A mount notice (fanotify): no caller; `namespace_held` when the agent holds the
+    /// watched namespace open, so it can act there.
+    Notice { namespace_held: bool },
+}
+
+/// Why a conflict is only reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportOnly {
+    /// The mode is audit (or, never chosen so, enforce without the kernel deciding).
+    ModeReports,
+    /// A notice from a namespace the agent does not hold: nowhere to detach it.
+    NamespaceUnknown,
+}
+
+/// What the event loop does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing about ownership: not a single-pod volume, the owner's own publish, or an
+    /// unmount that releases nothing.
+    None,
+    /// The kernel decided; tell its maps what happened (an owner's publish noted, the
+    /// roots of an unmounted publish forgotten).
+    InformKernel,
+    /// The first publish of a single-pod volume: this pod owns it now.
+    Claimed,
+    /// The owner unmounted: the volume is free; pods quarantined on it are told.
+    Released,
+    /// Another pod owns the volume: detach the new mount where it was made, and mask the
+    /// target read-only.
+    Quarantine { owner: String },
+    /// Another pod owns the volume: report it, and why nothing more.
+    Report { owner: String, only: ReportOnly },
+}
+
+impl Action {
+    /// Whether ownership or a quarantine changes (every view must say so at once).
+    pub fn is_transition(&self) -> bool {
+        !matches!(self, Self::None | Self::InformKernel)
+    }
+}
+
+/// The decision.
+pub fn decide(mode: &ModeDecision, change: OwnershipChange, reporter: Reporter) -> Action {
+    let owner = match (mode.in_kernel(), change, reporter) {
+        (true, _, Reporter::Syscall) | (_, OwnershipChange::InKernel, Reporter::Syscall) => {
+            return Action::InformKernel;
+        }
+        // Notices are never the backend of an in-kernel mode (`trace_backend::IN_KERNEL_MODE`).
+        (true, _, Reporter::Notice { .. }) | (_, OwnershipChange::InKernel, Reporter::Notice { .. }) => {
+            return Action::None;
+        }
+        (false, OwnershipChange::Unpublished { released: true }, _) => return Action::Released,
+        (false, OwnershipChange::Unpublished { released: false }, _) => return Action::None,
+        (false, OwnershipChange::Published(Publish::Untracked | Publish::Owner), _) => return Action::None,
+        (false, OwnershipChange::Published(Publish::Claimed), _) => return Action::Claimed,
+        (false, OwnershipChange::Published(Publish::Conflict { owner }), _) => owner,
+    };
+    match (mode.mode, reporter) {
+        (Mode::Quarantine, Reporter::Syscall | Reporter::Notice { namespace_held: true }) => {
+            Action::Quarantine { owner }
+        }
+        (Mode::Quarantine, Reporter::Notice { namespace_held: false }) => {
+            Action::Report { owner, only: ReportOnly::NamespaceUnknown }
+        }
+        (Mode::Audit | Mode::Enforce, _) => Action::Report { owner, only: ReportOnly::ModeReports },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enforce::{DecidedIn, ModeReason};
+
+    fn mode(mode: Mode, decided_in: DecidedIn) -> ModeDecision {
+        ModeDecision { mode, decided_in, reason: ModeReason::Flag { mode, no_lsm: None } }
+    }
+
+    fn conflict() -> OwnershipChange {
+        OwnershipChange::Published(Publish::Conflict { owner: "pod-a".into() })
+    }
+
+    fn quarantine() -> Action {
+        Action::Quarantine { owner: "pod-a".into() }
+    }
+
+    fn report(only: ReportOnly) -> Action {
+        Action::Report { owner: "pod-a".into(), only }
+    }
+
+    /// Every row of the policy: (mode, where decided, ownership change, reporter) → action.
+    #[test]
+    fn the_policy_table() {
+        use DecidedIn::{Kernel, Userspace};
+        use Mode::{Audit, Enforce, Quarantine};
+        use OwnershipChange::{InKernel, Published, Unpublished};
+        let syscall = Reporter::Syscall;
+        let held = Reporter::Notice { namespace_held: true };
+        let unheld = Reporter::Notice { namespace_held: false };
+        let rows: Vec<(Mode, DecidedIn, OwnershipChange, Reporter, Action)> = vec![
+            // The kernel decided: its maps are told, whatever userspace would think.
+            (Enforce, Kernel, InKernel, syscall, Action::InformKernel),
+            (Audit, Kernel, InKernel, syscall, Action::InformKernel),
+            (Enforce, Kernel, conflict(), syscall, Action::InformKernel),
+            (Enforce, Kernel, InKernel, held, Action::None),
+            // Userspace ownership: claims, the owner's own publishes, releases.
+            (Quarantine, Userspace, Published(Publish::Claimed), syscall, Action::Claimed),
+            (Quarantine, Userspace, Published(Publish::Claimed), unheld, Action::Claimed),
+            (Quarantine, Userspace, Published(Publish::Owner), syscall, Action::None),
+            (Quarantine, Userspace, Published(Publish::Untracked), syscall, Action::None),
+            (Audit, Userspace, Published(Publish::Untracked), held, Action::None),
+            (Quarantine, Userspace, Unpublished { released: true }, syscall, Action::Released),
+            (Quarantine, Userspace, Unpublished { released: true }, held, Action::Released),
+            (Quarantine, Userspace, Unpublished { released: false }, syscall, Action::None),
+            // Conflicts: quarantined where the agent knows the namespace, else reported.
+            (Quarantine, Userspace, conflict(), syscall, quarantine()),
+            (Quarantine, Userspace, conflict(), held, quarantine()),
+            (Quarantine, Userspace, conflict(), unheld, report(ReportOnly::NamespaceUnknown)),
+            (Audit, Userspace, conflict(), syscall, report(ReportOnly::ModeReports)),
+            (Audit, Userspace, conflict(), held, report(ReportOnly::ModeReports)),
+            // Never chosen (enforce needs the kernel), but never quarantined either.
+            (Enforce, Userspace, conflict(), syscall, report(ReportOnly::ModeReports)),
+        ];
+        for (m, decided_in, change, reporter, expected) in rows {
+            let row = format!("{m:?} in {decided_in:?}, {change:?} by {reporter:?}");
+            assert_eq!(decide(&mode(m, decided_in), change, reporter), expected, "{row}");
+        }
+    }
+
+    #[test]
+    fn only_ownership_and_quarantine_changes_are_transitions() {
+        assert!(!Action::None.is_transition());
+        assert!(!Action::InformKernel.is_transition());
+        for a in [Action::Claimed, Action::Released, quarantine(), report(ReportOnly::ModeReports)] {
+            assert!(a.is_transition(), "{a:?}");
+        }
+    }
+}
