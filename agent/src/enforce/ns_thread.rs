@@ -11,7 +11,7 @@ use std::{
 
 use nix::sched::{CloneFlags, setns, unshare};
 
-use super::quarantine::QuarantineError;
+use super::quarantine_error::QuarantineError;
 
 /// Runs `work` on a new thread named `thread` inside the mount namespace `ns` (its file
 /// and, for errors, its name), and returns what it returned as soon as it returns: the
@@ -127,10 +127,7 @@ mod tests {
 
     #[test]
     fn a_kept_thread_runs_every_piece_of_work_on_the_same_thread_and_survives_a_panic() {
-        if !nix::unistd::Uid::effective().is_root() {
-            // The integration tests' convention: `cargo xtask test` (as root) sets it.
-            assert!(std::env::var_os("VOLGUARD_REQUIRE_ROOT_TESTS").is_none(), "needs root");
-            eprintln!("SKIPPED: setns needs root; run `cargo xtask test` as root");
+        if !crate::sys::test_skip::have_root("a_kept_thread_runs_every_piece_of_work_on_the_same_thread") {
             return;
         }
         let (ns, name) = own_namespace();

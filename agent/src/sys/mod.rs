@@ -2,7 +2,8 @@
 //! the kernel's monotonic clock told as wall-clock time,
 //! the signals the agent stops on, background work at a lower priority, freed heap given
 //! back, the mount syscalls libc does not wrap yet (fanotify mount notifications,
-//! statmount, listmount), and kernel queues read at most once per gap.
+//! statmount, listmount), kernel queues read at most once per gap, and how a test that
+//! cannot run here says so (`test_skip`).
 
 pub mod background;
 pub mod clock;
@@ -12,3 +13,5 @@ pub mod mountns;
 pub mod paced_fd;
 pub mod signals;
 pub mod statmount;
+#[doc(hidden)]
+pub mod test_skip;

@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::support::{
     have_root, http_get,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, uninstall},
+    skip,
 };
 
 /// Pods db-0 (uid pod-a) and db-1 (uid pod-b) in namespace shop; PV `pv-data` bound to
@@ -249,7 +250,10 @@ fn a_publish_made_while_no_agent_ran_is_not_taken_for_the_owner_for_its_reused_l
         return;
     }
     if volguard::sys::statmount::unique_mount_id(Path::new("/")).ok().flatten().is_none() {
-        eprintln!("skipped: this kernel gives no unique mount ids (statx STATX_MNT_ID_UNIQUE, Linux 6.8)");
+        skip(
+            "a_publish_made_while_no_agent_ran_is_not_taken_for_the_owner_for_its_reused_lower_mount_id",
+            "this kernel gives no unique mount ids (statx STATX_MNT_ID_UNIQUE, Linux 6.8)",
+        );
         return;
     }
     let node = Node::new("reused-id", &inventory("ReadWriteOncePod", false));

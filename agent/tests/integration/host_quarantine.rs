@@ -5,6 +5,7 @@
 use crate::support::{
     have_root,
     kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end},
+    skip,
 };
 
 fn bpf_lsm_works() -> bool {
@@ -18,7 +19,10 @@ fn without_bpf_lsm_auto_mode_quarantines_a_second_pods_publish() {
         return;
     }
     if bpf_lsm_works() {
-        eprintln!("BPF LSM works on this kernel: quarantine is covered by the VM's no-bpf boot instead");
+        skip(
+            "without_bpf_lsm_auto_mode_quarantines_a_second_pods_publish",
+            "BPF LSM works on this kernel: the VM's lsm-no-bpf boot runs this test",
+        );
         return;
     }
     let tree = KubeletTree::new();
@@ -35,7 +39,10 @@ fn an_owner_already_mounted_before_the_agent_started_is_known_from_the_mount_tab
         return;
     }
     if bpf_lsm_works() {
-        eprintln!("BPF LSM works on this kernel: the VM covers the enforce-mode rebuild instead");
+        skip(
+            "an_owner_already_mounted_before_the_agent_started_is_known_from_the_mount_table",
+            "BPF LSM works on this kernel: the VM's lsm-no-bpf boot runs this test",
+        );
         return;
     }
     let tree = KubeletTree::new();

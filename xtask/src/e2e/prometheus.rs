@@ -79,5 +79,6 @@ pub fn query(promql: &str) -> anyhow::Result<Vec<Value>> {
 /// The single value of a scalar-like query (sum(...)), 0 when there is no series.
 pub fn value(promql: &str) -> anyhow::Result<f64> {
     let result = query(promql)?;
-    Ok(result.first().and_then(|s| s["value"][1].as_str()).and_then(|v| v.parse().ok()).unwrap_or(0.0))
+    let value = result.first().and_then(|s| s["value"][1].as_str()).and_then(|v| v.parse().ok());
+    value.with_context(|| format!("Prometheus has no series for {promql} (a missing series is not 0)"))
 }

@@ -241,8 +241,11 @@ fn agent_mode() -> anyhow::Result<String> {
         .context("Prometheus has no volguard_enforcement_mode == 1")
 }
 
+/// Every conflict the agents counted. The counter has no series before its first
+/// conflict, so 0 then, but only while Prometheus scrapes an agent (its mode gauge): a
+/// renamed or unscraped metric is an error, not 0.
 fn conflicts_total() -> anyhow::Result<f64> {
-    prometheus::value("sum(volguard_conflicts_total)")
+    prometheus::value("sum(volguard_conflicts_total) or on() (0 * count(volguard_enforcement_mode))")
 }
 
 /// Scenario 1: a second pod, placed on the node by `spec.nodeName` (no scheduler), asks

@@ -188,6 +188,21 @@ impl MountNs {
         })
     }
 
+    /// The per-mount options (mountinfo's sixth field) of the top mount on `target`.
+    pub fn top_mount_options(&self, target: &Path) -> Option<Vec<String>> {
+        let t = target.as_os_str().as_bytes().to_vec();
+        self.run(move || {
+            let info = std::fs::read_to_string("/proc/thread-self/mountinfo").unwrap();
+            info.lines()
+                .rev()
+                .filter_map(|line| {
+                    let fields: Vec<&str> = line.split(' ').collect();
+                    (fields.get(4)?.as_bytes() == t).then(|| fields[5].split(',').map(str::to_owned).collect())
+                })
+                .next()
+        })
+    }
+
     /// The second step of a two-step publish (k8s.io/mount-utils with mount options):
     /// `mount -o bind,remount,<options>` on the target, here with `noexec` and not `ro`.
     pub fn bind_remount(&self, source: &Path, target: &Path) -> nix::Result<()> {
@@ -370,7 +385,24 @@ impl Agent {
     /// when absent.
     pub fn metric(&self, name: &str) -> f64 {
         let (_, text) = super::http_get(&self.address("metrics"), "/metrics");
-        text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
+        let value = text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok());
+        value.unwrap_or_else(|| panic!("the agent exports no series {name} (a missing series is not 0):\n{text}"))
+    }
+
+    /// The sum of every series of the family `family` (0 where it has none yet: a labelled
+    /// family before its first count is not in the exposition at all). The family must be
+    /// one the agent registers (`volguard metrics-reference --names`): a renamed metric
+    /// fails here instead of reading 0.
+    pub fn metric_family_sum(&self, family: &str) -> f64 {
+        let names = Command::new(agent_binary()).args(["metrics-reference", "--names"]).output().unwrap();
+        let names = String::from_utf8_lossy(&names.stdout);
+        assert!(
+            names.lines().any(|l| l.split(' ').next() == Some(family)),
+            "the agent registers no metric {family}:\n{names}"
+        );
+        let (_, text) = super::http_get(&self.address("metrics"), "/metrics");
+        let series = |l: &&str| l.strip_prefix(family).is_some_and(|rest| rest.starts_with(['{', ' ']));
+        text.lines().filter(series).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
     }
 
     /// How many lines so far match `want`.

@@ -19,19 +19,20 @@ use volguard::{
     },
 };
 
-/// Set by `cargo xtask test`: a root test may not skip itself.
+/// Set by `cargo xtask test`: a root test may not skip itself for want of root.
 pub const REQUIRE_ROOT: &str = "VOLGUARD_REQUIRE_ROOT_TESTS";
 
-/// True when running as root. Otherwise says why the test is skipped, or fails it when
-/// the harness demands that no root test be skipped.
+/// True when running as root. Otherwise fails the test where the harness demands root
+/// tests (or under CI), else skips it visibly (see `volguard::sys::test_skip`).
 pub fn have_root(test: &str) -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    assert!(std::env::var_os(REQUIRE_ROOT).is_none(), "{test}: needs root but {REQUIRE_ROOT} is set");
-    eprintln!("SKIPPED {test}: needs root (loads eBPF programs, makes mounts); run `cargo xtask test` as root");
-    false
+    assert!(
+        nix::unistd::geteuid().is_root() || std::env::var_os(REQUIRE_ROOT).is_none(),
+        "{test}: needs root but {REQUIRE_ROOT} is set"
+    );
+    volguard::sys::test_skip::have_root(test)
 }
+
+pub use volguard::sys::test_skip::skip;
 
 /// How long a test's GET may wait for the agent (the VM is slow).
 pub const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
