@@ -1,4 +1,4 @@
-//! Benchmark 7: the loaded agent of benchmark 3 (10,000 volumes in use by 110 pods) with
+//! Benchmark 7: the loaded agent of benchmark 3 (10,000 volumes of 110 pods in its inventory) with
 //! nothing happening: the CPU it uses, and the worst wait of a liveness probe every 50 ms.
 //! Before the CSI checks and the views left the event loop, it used a whole core and
 //! probes waited up to 10 s.
@@ -34,7 +34,7 @@ impl Bench {
         let p99 = pct(&ms, 99.0);
         println!("  /healthz every 50 ms: {} probes, p99 {p99:.2} ms, worst {worst:.2} ms", ms.len());
         self.report.rows.push(Row::new(
-            "7a. agent CPU at rest, 10,000 volumes in use",
+            "7a. agent CPU at rest, 10,000 volumes in the inventory (none mounted)",
             "—".into(),
             format!("{cpu:.2} % of a core"),
             format!("{cpu:.2} %"),
@@ -42,7 +42,7 @@ impl Bench {
             Some(cpu <= 1.0),
         ));
         self.report.rows.push(Row::new(
-            "7b. /healthz every 50 ms for 60 s, 10,000 volumes in use: worst",
+            "7b. /healthz every 50 ms for 60 s, 10,000 volumes in the inventory: worst",
             format!("p99 {p99:.2} ms"),
             format!("worst {worst:.2} ms (n={})", ms.len()),
             format!("{worst:.2} ms"),

@@ -44,7 +44,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 
 use crate::{
     proc::{cargo, require_root, run_cmd, target_dir, workspace_root},
@@ -58,6 +58,8 @@ use stats::Verdict;
 use sys::{cpath, private_namespace, sys};
 
 const REPS: usize = 5;
+/// The verdict of a step that failed.
+const NOT_MEASURED: &str = "**FAILED** (not measured)";
 /// The targets of 1 and 8, for a row saying one of them was not measured.
 const SYSCALL_TARGETS: &str = "mount cycle ≤ 1.10×; tax ≤ 1.01× (trampolines, fanotify)";
 
@@ -99,6 +101,7 @@ impl Row {
         Self { name: name.into(), baseline, measured, figure, target: target.into(), met: met.into(), short_of_target }
     }
 
+    /// A step that failed: short of its target, and the bench exits non-zero.
     fn not_measured(name: &str, target: &str, why: &str) -> Self {
         Self {
             name: name.into(),
@@ -106,9 +109,13 @@ impl Row {
             measured: format!("not measured: {}", why.replace('|', "/").replace('\n', " ")),
             figure: "—".into(),
             target: target.into(),
-            met: "not measured".into(),
-            short_of_target: false,
+            met: NOT_MEASURED.into(),
+            short_of_target: true,
         }
+    }
+
+    fn failed(&self) -> bool {
+        self.met == NOT_MEASURED
     }
 }
 
@@ -229,13 +236,18 @@ impl Bench {
         if only.is_some() {
             println!("\n{}", table(&self.report.rows));
             println!("(--only: BENCHMARKS.md not written)");
-            return Ok(());
+        } else {
+            let text = self.markdown(&timings, built, total);
+            let path = workspace_root().join("BENCHMARKS.md");
+            std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+            println!("\n{}", table(&self.report.rows));
+            println!("wrote {} ({:.0} s in all)", path.display(), total.as_secs_f64());
         }
-        let text = self.markdown(&timings, built, total);
-        let path = workspace_root().join("BENCHMARKS.md");
-        std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-        println!("\n{}", table(&self.report.rows));
-        println!("wrote {} ({:.0} s in all)", path.display(), total.as_secs_f64());
+        // What was measured is written first; a step that failed still fails the bench.
+        let failed: Vec<&str> = self.report.rows.iter().filter(|r| r.failed()).map(|r| r.name.as_str()).collect();
+        if !failed.is_empty() {
+            bail!("{} bench step(s) failed: {}", failed.len(), failed.join("; "));
+        }
         Ok(())
     }
 
@@ -264,7 +276,9 @@ impl Bench {
     fn start_traced_by(&mut self, inventory: &Path, mountinfo: &str, backend: &str) -> anyhow::Result<Agent> {
         let mut args = agent_args(&self.kubelet()?, inventory, mountinfo);
         args.extend(["--trace-backend".to_owned(), backend.to_owned()]);
-        let line = format!("RUST_LOG=info {} {}", self.agent.display(), args.join(" "));
+        // Relative to the checkout: the report names no path of the machine it ran on.
+        let binary = self.agent.strip_prefix(workspace_root()).unwrap_or(&self.agent);
+        let line = format!("RUST_LOG=info {} {}", binary.display(), args.join(" "));
         if !self.report.commands.iter().any(|c| c.split(" --inventory").next() == line.split(" --inventory").next()) {
             self.report.commands.push(line);
         }
@@ -292,8 +306,8 @@ impl Bench {
              rprivate) on a tmpfs, and the agent is its child in that namespace; the host's mount table is not \
              touched. `--mode auto` resolves to quarantine on a host without BPF LSM, and \
              `--trace-backend auto` to trampolines where the kernel allows them, else fanotify mount notifications \
-             where they work (this host: Linux 6.18 refuses trampolines), else syscall tracepoints. Rows 3, 5 and 6 \
-             measure the agent as auto starts it; row 2 (the ring buffer) forces tracepoints; rows 1 and 8 name \
+             where they work, else syscall tracepoints. Rows 3, 5 and 6 measure the agent as auto starts it on \
+             this machine (its kernel is above); row 2 (the ring buffer) forces tracepoints; rows 1 and 8 name \
              their backend.\n"
         );
         let _ = writeln!(s, "## Results\n\n{}", table(&self.report.rows));
@@ -319,8 +333,8 @@ fn table(rows: &[Row]) -> String {
     s
 }
 
-/// The rows that missed their target or whose interval spans it, pointing to where the
-/// README says why and what would close each gap.
+/// The rows that missed their target, whose interval spans it, or that failed, pointing to
+/// where the manual says why and what would close each gap.
 fn short_of_target(rows: &[Row]) -> String {
     let mut s = String::from("## Targets not met in this run\n\n");
     let short: Vec<&Row> = rows.iter().filter(|r| r.short_of_target).collect();
@@ -329,8 +343,8 @@ fn short_of_target(rows: &[Row]) -> String {
         return s;
     }
     s.push_str(
-        "Missed, or unresolved (the interval spans the target). Why each is short and what would close it: the \
-         README, Performance, \"Targets not yet met\".\n\n| benchmark | ratio / figure | target | met? |\n\
+        "Missed, unresolved (the interval spans the target), or failed (not measured). Why each is short and \
+         what would close it: docs/performance.md, \"Targets not yet met\".\n\n| benchmark | ratio / figure | target | met? |\n\
          |---|---|---|---|\n",
     );
     for r in short {
@@ -385,7 +399,8 @@ mod tests {
         ];
         let text = short_of_target(&rows);
         let listed: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("| ")?.split(" |").next()).collect();
-        assert_eq!(listed, ["benchmark", "missed", "spans"]);
+        assert_eq!(listed, ["benchmark", "missed", "spans", "refused"], "a failed step is short of its target");
+        assert!(rows[4].failed() && !rows[1].failed());
         assert!(short_of_target(&rows[..1]).ends_with("None.\n"));
     }
 }

@@ -176,11 +176,12 @@ impl Bench {
         let _ = writeln!(
             self.report.details,
             "\n### 1b and 8 in the VM, Linux {version}\n\nThe same tests in the VM, release builds as on the host (the \
-             test binary and the agent; until 2026-11-26 the VM ran unoptimized ones): Debian's {version} cloud kernel \
+             test binary and the agent): Debian's {version} cloud kernel \
              under qemu's software emulation (TCG, 2 vCPUs), booted with `bpf` in `lsm=`, so the agent runs in enforce \
              mode (tracing and LSM programs attached; removed with `volguard uninstall` before each baseline); once \
-             per backend, 15 pairs (each agent start verifies its programs under emulation: ~10 s with \
-             trampolines), the interval the 4th to the 12th ratio (96.5 %). Emulation makes every syscall slower \
+             per backend, with the test's default number of pairs (fewer than on the host: each agent start \
+             verifies its programs under emulation, ~10 s with trampolines); each row states its pairs and \
+             interval. Emulation makes every syscall slower \
              than on hardware; the ratio is the figure. The mount cycles run once more with trampolines and the \
              kernel's BPF run-time statistics on (`--bpf-stats`): each program's runs and time per cycle, the LSM \
              hooks' included, against the cycle's whole extra time.\n"
