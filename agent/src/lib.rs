@@ -6,8 +6,9 @@
 //!
 //! Each folder is one layer; the table lists them from the bottom up, and folders in one
 //! row are peers. A module may import from its own folder and from rows above its own,
-//! never from a peer or a row below; only `kernel` imports aya. `cargo xtask layers`
-//! (part of `cargo xtask test`) reads this table and checks both rules.
+//! never from a peer or a row below; the files of one folder never import each other in
+//! a cycle; only `kernel` imports aya. `cargo xtask layers` (part of `cargo xtask test`)
+//! reads this table and checks the three rules.
 //!
 //! | layer              | holds                                                          |
 //! |--------------------|----------------------------------------------------------------|

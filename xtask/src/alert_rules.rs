@@ -7,7 +7,7 @@ use std::{path::Path, process::Command};
 
 use anyhow::{Context, bail};
 
-use crate::dashboards::{Exported, metric_names};
+use crate::promql::{Exported, metric_names};
 
 const RULES: &str = "volguard-alerts.yaml";
 const CASES: &str = "volguard-alerts.test.yaml";

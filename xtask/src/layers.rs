@@ -1,10 +1,15 @@
 //! `cargo xtask layers`: the agent's layer rules, checked. The layers are the table at the
 //! top of `agent/src/lib.rs` (one row per layer, lowest first; folders named in one row
 //! are peers): a module may import from its own folder and from lower layers only, never
-//! from a peer or a higher one; and only the kernel boundary (`agent/src/kernel/`) may
+//! from a peer or a higher one; the files of one folder (in agent/src and xtask/src) never
+//! import each other in a cycle; and only the kernel boundary (`agent/src/kernel/`) may
 //! name aya, in the library, the binary and the tests alike.
 
-use std::{collections::BTreeMap, fs, path::Path};
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context, bail};
 
@@ -43,12 +48,20 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
             violations.push(format!("{}: names aya (tests go through volguard::kernel)", file.display()));
         }
     }
+    for (crate_src, crate_root_is_folder) in [("agent/src", false), ("xtask/src", true)] {
+        violations.extend(
+            sibling_cycles(&root.join(crate_src), crate_root_is_folder)?.into_iter().map(|cycle| {
+                format!("{crate_src}: an import cycle between files of one folder: {}", cycle.join(" -> "))
+            }),
+        );
+    }
     if !violations.is_empty() {
         bail!("{} layer violation(s):\n  {}", violations.len(), violations.join("\n  "));
     }
     let layers = ranks.values().collect::<std::collections::BTreeSet<_>>().len();
     println!(
-        "layers: {} folders in {layers} layers, every import points down; aya only in agent/src/{KERNEL_BOUNDARY}/",
+        "layers: {} folders in {layers} layers, every import points down, no import cycle inside a folder \
+         (agent/src, xtask/src); aya only in agent/src/{KERNEL_BOUNDARY}/",
         ranks.len()
     );
     Ok(())
@@ -72,18 +85,113 @@ fn layer_ranks(lib: &str) -> anyhow::Result<BTreeMap<String, usize>> {
     Ok(ranks)
 }
 
+/// Cycles of imports between the sibling files of each folder under `src` (a folder's
+/// `mod.rs` is its parent, not a sibling; a child folder is one sibling). A file names a
+/// sibling `x` as `super::x`, or as `crate::<folder>::x` in a top-level folder; where
+/// `crate_root_is_folder` (a binary's `src/`), top-level files name each other `crate::x`.
+/// Each cycle once, as the files' module names in order.
+fn sibling_cycles(src: &Path, crate_root_is_folder: bool) -> anyhow::Result<Vec<Vec<String>>> {
+    let mut folders: BTreeMap<PathBuf, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    for file in crate::proc::rust_files(src)? {
+        let relative = file.strip_prefix(src).unwrap_or(&file).to_owned();
+        let Some(stem) = relative.file_stem().and_then(|s| s.to_str()) else { continue };
+        // A sibling is a file `x.rs` or a folder `x/` (through any file in it).
+        let (folder, name) = match relative.parent() {
+            Some(parent) if ["mod", "tests"].contains(&stem) && parent != Path::new("") => {
+                if stem == "tests" {
+                    continue;
+                }
+                let grand = parent.parent().unwrap_or(Path::new("")).to_owned();
+                (grand, parent.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned())
+            }
+            Some(parent) => (parent.to_owned(), stem.to_owned()),
+            None => continue,
+        };
+        if ["main", "lib", "build"].contains(&stem) && folder == Path::new("") {
+            continue;
+        }
+        let source = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        // A file's unit tests may use a sibling to build their inputs: not the code's imports.
+        let source = source.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        let mut named = paths_after(source, "super::");
+        if folder == Path::new("") {
+            if crate_root_is_folder {
+                named.extend(paths_after(source, "crate::"));
+            }
+        } else if folder.components().count() == 1 {
+            named.extend(paths_after(source, &format!("crate::{}::", folder.display())));
+        }
+        folders.entry(folder).or_default().entry(name).or_default().extend(named);
+    }
+    let mut cycles = Vec::new();
+    for (folder, files) in &folders {
+        let edges: BTreeMap<&str, Vec<&str>> = files
+            .iter()
+            .map(|(name, named)| {
+                let mut to: Vec<&str> =
+                    named.iter().map(String::as_str).filter(|n| *n != name && files.contains_key(*n)).collect();
+                to.sort_unstable();
+                to.dedup();
+                (name.as_str(), to)
+            })
+            .collect();
+        for cycle in find_cycles(&edges) {
+            let prefix = if folder == Path::new("") { String::new() } else { format!("{}/", folder.display()) };
+            cycles.push(cycle.iter().map(|n| format!("{prefix}{n}")).collect());
+        }
+    }
+    Ok(cycles)
+}
+
+/// Each elementary cycle of `edges` once, starting at its smallest node (depth-first; the
+/// graphs are a folder's files: small).
+fn find_cycles<'a>(edges: &BTreeMap<&'a str, Vec<&'a str>>) -> Vec<Vec<&'a str>> {
+    fn walk<'a>(
+        edges: &BTreeMap<&'a str, Vec<&'a str>>,
+        start: &'a str,
+        path: &mut Vec<&'a str>,
+        found: &mut Vec<Vec<&'a str>>,
+    ) {
+        let last = *path.last().expect("a path starts with its start");
+        for &next in edges.get(last).map(Vec::as_slice).unwrap_or_default() {
+            if next == start {
+                let mut cycle = path.clone();
+                cycle.push(start);
+                found.push(cycle);
+            } else if next > start && !path.contains(&next) {
+                path.push(next);
+                walk(edges, start, path, found);
+                path.pop();
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for &start in edges.keys() {
+        walk(edges, start, &mut vec![start], &mut found);
+    }
+    found
+}
+
 /// The first segment of every `crate::` path, including each top-level item of a
 /// `crate::{...}` group. Comments are skipped (doc links may point anywhere).
 fn imported_layers(source: &str) -> Vec<String> {
+    paths_after(source, "crate::")
+}
+
+/// The first segment after every `prefix` (a path prefix such as `crate::` or `super::`),
+/// including each top-level item of a `prefix{...}` group. Comments are skipped.
+fn paths_after(source: &str, prefix: &str) -> Vec<String> {
     let code: String = source.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
     let mut found = Vec::new();
-    let mut rest = code.as_str();
-    while let Some(at) = rest.find("crate::") {
-        let preceded_by_ident = rest[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_');
-        rest = &rest[at + "crate::".len()..];
-        if preceded_by_ident {
-            continue; // e.g. `volguard_crate::`
+    for (at, _) in code.match_indices(prefix) {
+        let before = &code[..at];
+        // e.g. `volguard_crate::`, or the second half of `super::super::`.
+        let inside_another =
+            before.chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_') || before.ends_with("::");
+        if inside_another {
+            continue;
         }
+        let rest = &code[at + prefix.len()..];
         if let Some(group) = rest.strip_prefix('{') {
             let mut depth = 0usize;
             let mut item_start = true;
@@ -145,6 +253,15 @@ mod tests {
     fn imports_are_found_in_paths_and_groups() {
         let source = "use crate::{\n    kernel::{maps, pins::Pins},\n    model::node::NodeModel,\n};\n// crate::demo in a comment\nfn f() { crate::facts::Facts::default(); }\n";
         assert_eq!(imported_layers(source), ["kernel", "model", "facts"]);
+    }
+
+    #[test]
+    fn sibling_imports_and_their_cycles() {
+        let source = "use super::{judge::Judge, report};\nuse super::super::up;\nfn f() { crate::csi::rules::x(); }";
+        assert_eq!(paths_after(source, "super::"), ["judge", "report", "super"]);
+        assert_eq!(paths_after(source, "crate::csi::"), ["rules"]);
+        let edges = BTreeMap::from([("a", vec!["b"]), ("b", vec!["c", "a"]), ("c", vec!["b"]), ("d", vec!["a"])]);
+        assert_eq!(find_cycles(&edges), [vec!["a", "b", "a"], vec!["b", "c", "b"]]);
     }
 
     #[test]

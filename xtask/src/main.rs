@@ -10,6 +10,7 @@ mod e2e;
 mod fuzz;
 mod layers;
 mod proc;
+mod promql;
 mod setup;
 mod test;
 mod vm;

@@ -133,3 +133,11 @@ impl Judge {
         self.volumes.len()
     }
 }
+
+impl CsiReport {
+    /// Judges gathered drivers against facts and mounts (no I/O); the agent keeps a
+    /// [`Judge`] instead, to rebuild only what changed.
+    pub fn judge(drivers: Vec<DriverReport>, facts: &Facts, mounts: &Mounts, mode: Option<Mode>) -> Self {
+        Judge::default().run(drivers, facts, mounts, mode)
+    }
+}

@@ -17,7 +17,6 @@ use super::{
     client,
     discovery::{self, CSI_PLUGIN_TYPE, Source},
     evaluate::VolumeReport,
-    judge::Judge,
     kubelet::KubeletReport,
 };
 use crate::{enforce::Mode, facts::Facts, model::checks::Finding, model::mounts::Mounts};
@@ -73,12 +72,6 @@ impl CsiReport {
                 (driver, f)
             })
             .collect()
-    }
-
-    /// Judges gathered drivers against facts and mounts (no I/O); the agent keeps a
-    /// [`Judge`] instead, to rebuild only what changed.
-    pub fn judge(drivers: Vec<DriverReport>, facts: &Facts, mounts: &Mounts, mode: Option<Mode>) -> Self {
-        Judge::default().run(drivers, facts, mounts, mode)
     }
 }
 

@@ -34,25 +34,7 @@ use crate::{
 /// Most mounts stacked on one target that we detach.
 const MAX_STACKED: usize = 16;
 
-#[derive(Debug, thiserror::Error)]
-pub enum QuarantineError {
-    #[error("opening the mount namespace {0}: {1}")]
-    Namespace(String, std::io::Error),
-    #[error("unmounting the mask on {target}: {source}")]
-    Unmask { target: String, source: Errno },
-    #[error(
-        "the mount namespace {mnt_ns} of pid {tgid} is gone and {target} is not mounted in ours: nothing to quarantine"
-    )]
-    Gone { mnt_ns: u32, tgid: u32, target: String },
-    #[error("entering the mount namespace {0}: {1}")]
-    Setns(String, Errno),
-    #[error("detaching the mount on {target}: {source}")]
-    Detach { target: String, source: Errno },
-    #[error("masking {target} with a read-only tmpfs: {source}")]
-    Mask { target: String, source: Errno },
-    #[error("the quarantine thread failed to start or panicked")]
-    Thread,
-}
+pub use super::quarantine_error::QuarantineError;
 
 /// What was done, for the log and the metrics.
 #[derive(Debug)]
