@@ -328,3 +328,31 @@ fn lsm_probe_command() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    /// docs/configuration.md names every subcommand and each of its flags, as clap defines
+    /// them: a new flag without a line in the reference fails here.
+    #[test]
+    fn the_configuration_reference_lists_every_flag() {
+        let doc = include_str!("../../docs/configuration.md");
+        let mut missing = Vec::new();
+        for command in Cli::command().get_subcommands() {
+            let name = command.get_name();
+            if !doc.contains(&format!("`volguard {name}`")) && !doc.contains(&format!("`{name}`")) {
+                missing.push(format!("the command {name}"));
+            }
+            for arg in command.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if !["help", "version"].contains(&long) && !doc.contains(&format!("`--{long}")) {
+                    missing.push(format!("{name} --{long}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "docs/configuration.md does not list: {}", missing.join(", "));
+    }
+}

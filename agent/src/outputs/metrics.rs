@@ -530,7 +530,7 @@ pub fn reference() -> Vec<MetricDoc> {
     docs
 }
 
-/// The reference as a Markdown table (README, `volguard metrics-reference`).
+/// The reference as a Markdown table (docs/metrics.md, `volguard metrics-reference`).
 pub fn reference_markdown() -> String {
     let mut out = String::from("| metric | type | labels | help |\n|---|---|---|---|\n");
     for doc in reference() {
@@ -657,12 +657,16 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_carries_the_current_reference() {
-        let readme = include_str!("../../../README.md");
-        let section = readme.split("<!-- metrics-reference:start").nth(1).expect("the README's reference markers");
+    fn the_metrics_doc_carries_the_current_reference() {
+        let readme = include_str!("../../../docs/metrics.md");
+        let section = readme.split("<!-- metrics-reference:start").nth(1).expect("docs/metrics.md's reference markers");
         let body = section.split_once("-->\n").expect("the start marker's end").1;
         let body = body.split("<!-- metrics-reference:end -->").next().unwrap_or_default();
-        assert_eq!(body, reference_markdown(), "regenerate the README's table with `volguard metrics-reference`");
+        assert_eq!(
+            body,
+            reference_markdown(),
+            "regenerate the table in docs/metrics.md with `volguard metrics-reference`"
+        );
     }
 
     #[test]

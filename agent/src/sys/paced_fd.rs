@@ -23,7 +23,7 @@ use tokio::io::{
 /// milliseconds and rounds a deadline up, so a rest lasts 0.5–1.5 ms in practice. With it,
 /// 30,000 bind+umount cycles (~35 µs each) woke the fanotify agent's loop ~600–1,500 times
 /// instead of ~29,000. A longer gap buys nothing on fanotify: the kernel walks the queued
-/// notices of the mounting process for each new one (see README, Performance).
+/// notices of the mounting process for each new one (see docs/performance.md).
 pub const READ_GAP: Duration = Duration::from_micros(500);
 
 enum State<T: AsRawFd> {

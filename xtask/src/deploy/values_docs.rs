@@ -26,17 +26,35 @@ const OPAQUE_VALUES: &[&str] = &["resources", "nodeSelector"];
 const VALUES_START: &str = "<!-- values:start";
 const VALUES_END: &str = "<!-- values:end";
 
+/// The documents whose values table must list exactly `values.yaml`'s keys.
+const VALUES_TABLES: &[&str] = &["deploy/README.md", "docs/configuration.md"];
+
 pub(super) fn values_documented(t: &Tools, root: &Path) -> Outcome {
     let values = yaml_documents(t, &root.join(CHART).join("values.yaml")).map_err(|e| format!("{e:#}"))?;
     let mut keys = BTreeSet::new();
     value_keys("", values.first().unwrap_or(&Value::Null), &mut keys);
-    let readme = fs::read_to_string(root.join("deploy/README.md")).map_err(|e| e.to_string())?;
+    let mut problems = Vec::new();
+    for doc in VALUES_TABLES {
+        if let Err(e) = table_lists(&root.join(doc), doc, &keys) {
+            problems.push(e);
+        }
+    }
+    if problems.is_empty() {
+        Ok(format!("{} keys documented in {}", keys.len(), VALUES_TABLES.join(" and ")))
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// Whether the values table of `doc` (between the markers) lists exactly `keys`.
+fn table_lists(path: &Path, doc: &str, keys: &BTreeSet<String>) -> Result<(), String> {
+    let readme = fs::read_to_string(path).map_err(|e| format!("{doc}: {e}"))?;
     // Rows of the values table (between the markers): `| `key` | …`.
     let Some((_, table)) = readme.split_once(VALUES_START) else {
-        return Err(format!("deploy/README.md has no {VALUES_START}"));
+        return Err(format!("{doc} has no {VALUES_START}"));
     };
     let Some((table, _)) = table.split_once(VALUES_END) else {
-        return Err(format!("deploy/README.md has no {VALUES_END}"));
+        return Err(format!("{doc} has no {VALUES_END}"));
     };
     let documented: BTreeSet<String> = table
         .lines()
@@ -46,10 +64,10 @@ pub(super) fn values_documented(t: &Tools, root: &Path) -> Outcome {
         .collect();
     let mut problems = Vec::new();
     for missing in keys.difference(&documented) {
-        problems.push(format!("values.yaml has `{missing}`, the README's values table does not"));
+        problems.push(format!("values.yaml has `{missing}`, the values table of {doc} does not"));
     }
-    for extra in documented.difference(&keys) {
-        problems.push(format!("the README's values table has `{extra}`, values.yaml does not"));
+    for extra in documented.difference(keys) {
+        problems.push(format!("the values table of {doc} has `{extra}`, values.yaml does not"));
     }
-    if problems.is_empty() { Ok(format!("{} keys documented", keys.len())) } else { Err(problems.join("\n")) }
+    if problems.is_empty() { Ok(()) } else { Err(problems.join("\n")) }
 }
