@@ -120,6 +120,10 @@ struct RunArgs {
     /// time metrics. Node-wide: every BPF program on the node is then timed at each run.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "VOLGUARD_BPF_STATS")]
     bpf_stats: bool,
+    /// Detach, not only report, a mount by a process outside any pod (a node administrator's
+    /// `mount --bind`) that reaches a single-pod volume outside kubelet's publish.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "VOLGUARD_DETACH_NODE_ACCESS")]
+    detach_node_access: bool,
     /// Leave enforcement in the kernel when the agent exits (a new agent adopts it).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     keep_enforcement_on_exit: bool,
@@ -228,6 +232,7 @@ async fn run_command() -> anyhow::Result<()> {
             csi_sockets: args.csi_sockets,
             ring_buffer_bytes: args.ring_buffer_size,
             bpf_stats: args.bpf_stats,
+            detach_node_access: args.detach_node_access,
         })
         .await?),
         Command::Uninstall { pin_root } => {

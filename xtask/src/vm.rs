@@ -180,6 +180,8 @@ const BOOTS: &[Boot] = &[
             ("host_node_model", Tracing::Auto, &["host_node_model::", "--skip", UNIQUE_MOUNT_ID_TEST]),
             // The demo's story with the refusal in the kernel.
             ("host_demo", Tracing::Auto, &["host_demo::"]),
+            // Mounts outside kubelet's publish, detached at syscall exit in enforce mode.
+            ("host_out_of_band", Tracing::Both, &["host_out_of_band::"]),
         ],
         agent_runs: &[],
         cpus: 1,
@@ -250,6 +252,7 @@ const BOOTS: &[Boot] = &[
 ];
 
 /// The tracing backends a run forces, as docs/testing.md's table says them.
+#[cfg(test)]
 fn tracing_label(tracing: Tracing) -> &'static str {
     match tracing {
         Tracing::Auto => "auto",
@@ -260,7 +263,8 @@ fn tracing_label(tracing: Tracing) -> &'static str {
 
 /// The table of `vm-test`'s boots, generated from [`BOOTS`] (docs/testing.md carries it,
 /// checked by a test): each boot's kernel, `lsm=` and runs, with their backends and filters.
-pub fn boots_markdown() -> String {
+#[cfg(test)]
+fn boots_markdown() -> String {
     let mut s = String::from(
         "| boot (`--boot`) | kernel | `lsm=` | runs: area (tracing backend): libtest filter |\n|---|---|---|---|\n",
     );

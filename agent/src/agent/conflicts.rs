@@ -138,7 +138,7 @@ impl Running<'_> {
     }
 
     /// The calling process and its pod, as far as its cgroup says.
-    fn mounted_by(&mut self, caller: &Caller) -> MountedBy {
+    pub(super) fn mounted_by(&mut self, caller: &Caller) -> MountedBy {
         let pod = self.callers.pod_uid(caller.tgid, caller.cgroup_id);
         let command = String::from_utf8_lossy(caller.comm.as_bytes()).into_owned();
         MountedBy::resolve(&self.model.snapshot().facts, caller.tgid, &command, pod.as_deref())
@@ -164,13 +164,24 @@ impl Running<'_> {
             self.observed.insert((volume.to_owned(), pod_uid.to_owned()));
         }
         let conflict = self.model.conflict(action, volume, pod_uid, owner_uid).made_by(by);
-        self.shared.metrics.conflict(conflict.claim.as_ref(), action);
+        self.tell(conflict);
+    }
+
+    /// Counts and records `conflict`, and hands it to the Event publisher (held until the
+    /// facts name a pod this new), or without an API logs the Event it would have been.
+    /// A conflict with no pod (a node process's mount) has no object to hang an Event on:
+    /// the log, the record and the metric say it.
+    pub(super) fn tell(&mut self, conflict: explain::Conflict) {
+        self.shared.metrics.conflict(conflict.claim.as_ref(), conflict.action, conflict.route);
         self.shared.record_conflict(ConflictRecord::new(&conflict));
         self.view_freshness.changed();
+        if conflict.pod.uid.is_empty() {
+            return;
+        }
         if conflict.pod.name.is_none() && self.explain.is_some() {
             // A pod this new may not have reached the agent's watch yet: wait for it.
             let facts = self.model.snapshot().facts.clone();
-            if let Some(overflow) = self.unnamed.hold(&facts, action, volume, pod_uid, owner_uid) {
+            if let Some(overflow) = self.unnamed.hold(&facts, conflict) {
                 self.send_event(overflow);
             }
             return;

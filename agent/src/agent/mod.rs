@@ -18,6 +18,7 @@ mod feed;
 mod loop_thread;
 mod mount_index;
 mod off_loop;
+mod out_of_band;
 mod own_calls;
 mod running;
 mod startup;
@@ -96,6 +97,9 @@ pub struct RunOptions {
     pub ring_buffer_bytes: Option<u32>,
     /// Turn the kernel's BPF run-time statistics on (node-wide) for the program metrics.
     pub bpf_stats: bool,
+    /// Detach a node process's mount that reaches an owned volume outside kubelet's publish
+    /// (by default it is reported only: a node's own administrator should not be surprised).
+    pub detach_node_access: bool,
 }
 
 impl RunOptions {
@@ -123,6 +127,7 @@ impl RunOptions {
             "csiSockets": self.csi_sockets,
             "ringBufferBytes": self.ring_buffer_bytes,
             "bpfStats": self.bpf_stats,
+            "detachNodeAccess": self.detach_node_access,
         })
     }
 }
@@ -294,6 +299,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         watched,
         own_detaches: Default::default(),
         own_masks: Vec::new(),
+        owned_trees: None,
     };
     agent.facts_metrics();
     agent.report_shared_volumes();

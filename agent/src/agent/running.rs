@@ -80,6 +80,9 @@ pub(super) struct Running<'a> {
     pub(super) own_detaches: std::collections::HashSet<u64>,
     /// Masks the agent attached while handling the current notice, for the feed to index.
     pub(super) own_masks: Vec<OwnMount>,
+    /// What each owned volume's publish shows, for the out-of-band check; `None` when it
+    /// must be read again (ownership or the publishes changed).
+    pub(super) owned_trees: Option<Vec<crate::model::access::VolumeTree>>,
 }
 
 /// What told the agent about a mount.
@@ -201,6 +204,7 @@ impl Running<'_> {
         let Some(target) = EventTarget::of(self.model.kubelet_root(), event) else { return };
         self.measure(event, &target);
         self.target_changed(&target, MadeBy::Syscall(event));
+        self.check_out_of_band(event, &target);
     }
 
     /// A mount attached at or detached from one of kubelet's volume paths (fanotify).
@@ -245,6 +249,7 @@ impl Running<'_> {
         }
         self.model.apply(&change);
         self.view_freshness.changed();
+        self.owned_trees = None;
         let ownership = self.owners.observe(&change);
         let reporter = match by {
             MadeBy::Syscall(_) => Reporter::Syscall,
@@ -335,6 +340,7 @@ impl Running<'_> {
     /// the masks of pods that are gone.
     fn reconcile(&mut self, read: NodeRead) -> Result<(), AgentError> {
         let owners = self.owners.owners()?;
+        self.owned_trees = None;
         let masks_before: Vec<(String, String)> =
             self.model.mounts().masks().map(|(v, p, _)| (v.to_owned(), p.to_owned())).collect();
         self.model.set_tree_findings(read.tree_findings);
@@ -407,6 +413,7 @@ impl Running<'_> {
         self.facts_metrics();
         self.view_freshness.changed();
         if change.single_pod {
+            self.owned_trees = None;
             self.report_shared_volumes();
             self.owners.sync_single_pod_set(&self.model)?;
             let owners = self.owners.owners()?;

@@ -8,28 +8,27 @@ use std::{collections::VecDeque, time::Duration};
 
 use tokio::time::Instant;
 
-use crate::{
-    facts::Facts,
-    model::explain::{Conflict, ConflictAction},
-};
+use crate::{facts::Facts, model::explain::Conflict};
 
 /// How long a conflict waits for its pod to appear in the facts.
 pub const WAIT: Duration = Duration::from_secs(60);
 /// How many conflicts may wait; beyond that the oldest goes out unnamed.
 pub const CAPACITY: usize = 256;
 
-/// What is needed to resolve a conflict again.
+/// A conflict waiting for its pod's name.
 struct Waiting {
     since: Instant,
-    action: ConflictAction,
-    volume: String,
-    pod_uid: String,
-    owner_uid: String,
+    conflict: Conflict,
 }
 
 impl Waiting {
+    /// The conflict with its pods and claim named by `facts` (who made the mount, the
+    /// route and the mount point kept).
     fn resolve(&self, facts: &Facts) -> Conflict {
-        Conflict::resolve(facts, self.action, &self.volume, &self.pod_uid, &self.owner_uid)
+        let c = &self.conflict;
+        Conflict::resolve(facts, c.action, &c.volume, &c.pod.uid, &c.owner.uid)
+            .made_by(c.by.clone())
+            .routed(c.route, c.mount_point.clone())
     }
 }
 
@@ -41,22 +40,9 @@ pub struct Unnamed {
 impl Unnamed {
     /// Keeps a conflict whose pod the facts do not name; returns one that must go out now
     /// to make room, if any.
-    pub fn hold(
-        &mut self,
-        facts: &Facts,
-        action: ConflictAction,
-        volume: &str,
-        pod_uid: &str,
-        owner_uid: &str,
-    ) -> Option<Conflict> {
+    pub fn hold(&mut self, facts: &Facts, conflict: Conflict) -> Option<Conflict> {
         let overflow = (self.waiting.len() >= CAPACITY).then(|| self.waiting.pop_front()).flatten();
-        self.waiting.push_back(Waiting {
-            since: Instant::now(),
-            action,
-            volume: volume.to_owned(),
-            pod_uid: pod_uid.to_owned(),
-            owner_uid: owner_uid.to_owned(),
-        });
+        self.waiting.push_back(Waiting { since: Instant::now(), conflict });
         overflow.map(|w| w.resolve(facts))
     }
 
@@ -83,14 +69,21 @@ impl Unnamed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::{Pod, fixtures::sample_facts};
+    use crate::{
+        facts::{Pod, fixtures::sample_facts},
+        model::explain::ConflictAction,
+    };
+
+    fn quarantined(facts: &Facts, pod_uid: &str) -> Conflict {
+        Conflict::resolve(facts, ConflictAction::Quarantined, "pv-1", pod_uid, "uid-a")
+    }
 
     #[test]
     fn a_conflict_waits_for_its_pod_to_be_named() {
         let mut unnamed = Unnamed::default();
         let mut facts = sample_facts();
         let now = Instant::now();
-        assert!(unnamed.hold(&facts, ConflictAction::Quarantined, "pv-1", "uid-new", "uid-a").is_none());
+        assert!(unnamed.hold(&facts, quarantined(&facts, "uid-new")).is_none());
         assert!(unnamed.ready(&facts, now).is_empty(), "the pod is not in the facts yet");
         facts = facts.clone(); // new facts, as a source publishes them (a `Facts` in use does not change)
         facts.pods.push(Pod {
@@ -110,15 +103,15 @@ mod tests {
     fn a_conflict_goes_out_unnamed_after_the_wait_and_the_oldest_on_overflow() {
         let mut unnamed = Unnamed::default();
         let facts = sample_facts();
-        unnamed.hold(&facts, ConflictAction::Quarantined, "pv-1", "uid-gone", "uid-a");
+        unnamed.hold(&facts, quarantined(&facts, "uid-gone"));
         let later = Instant::now() + WAIT;
         let out = unnamed.ready(&facts, later);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].pod.name, None);
         for i in 0..CAPACITY {
-            assert!(unnamed.hold(&facts, ConflictAction::Quarantined, "pv-1", &format!("uid-{i}"), "uid-a").is_none());
+            assert!(unnamed.hold(&facts, quarantined(&facts, &format!("uid-{i}"))).is_none());
         }
-        let pushed_out = unnamed.hold(&facts, ConflictAction::Quarantined, "pv-1", "uid-last", "uid-a");
+        let pushed_out = unnamed.hold(&facts, quarantined(&facts, "uid-last"));
         assert_eq!(pushed_out.map(|c| c.pod.uid), Some("uid-0".to_owned()));
     }
 }

@@ -248,6 +248,7 @@ fn conflicts(b: &Value, wide: bool) -> String {
             let mut row = vec![
                 ago(&c["at"]),
                 s(&c["action"]),
+                s(&c["route"]),
                 s(&c["volume"]),
                 claim(&c["claim"]),
                 pod(&c["pod"]),
@@ -256,13 +257,15 @@ fn conflicts(b: &Value, wide: bool) -> String {
                 mounted_by(&c["by"]),
             ];
             if wide {
+                row.push(s(&c["mount_point"]));
                 row.push(s(&c["message"]));
             }
             row
         })
         .collect();
-    let mut header = vec!["WHEN", "ACTION", "VOLUME", "PVC", "POD", "OWNER", "MASK", "MOUNTED-BY"];
+    let mut header = vec!["WHEN", "ACTION", "ROUTE", "VOLUME", "PVC", "POD", "OWNER", "MASK", "MOUNTED-BY"];
     if wide {
+        header.push("MOUNT-POINT");
         header.push("MESSAGE");
     }
     table_or("no conflicts since the agent started", &header, &rows)

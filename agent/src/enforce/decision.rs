@@ -62,6 +62,50 @@ impl Action {
     }
 }
 
+/// Who made a mount that reaches an owned volume outside kubelet's publish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    /// A process of the owner pod (its runtime's binds into its containers, restarts).
+    Owner,
+    /// A process of another pod.
+    OtherPod,
+    /// A process in no pod (an administrator's `mount --bind`, a node agent).
+    NodeProcess,
+}
+
+/// What the agent does about such a mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessAction {
+    Allow,
+    /// Detach the mount at once, where it was made.
+    Detach,
+    /// Report it, and why nothing more.
+    Report(AccessReportOnly),
+}
+
+/// Why an access is only reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessReportOnly {
+    /// Audit mode.
+    ModeReports,
+    /// A node process, and the operator did not opt in to detaching those.
+    NodeProcess,
+}
+
+/// The decision about a mount that reaches an owned volume outside kubelet's publish. The
+/// kernel cannot refuse a classic bind (its source is a string in `sb_mount`), so enforce
+/// detaches at syscall exit like quarantine. A node's own administrator is reported
+/// unless `detach_node_processes`.
+pub fn decide_access(mode: Mode, reader: Reader, detach_node_processes: bool) -> AccessAction {
+    match (reader, mode) {
+        (Reader::Owner, _) => AccessAction::Allow,
+        (_, Mode::Audit) => AccessAction::Report(AccessReportOnly::ModeReports),
+        (Reader::OtherPod, Mode::Enforce | Mode::Quarantine) => AccessAction::Detach,
+        (Reader::NodeProcess, Mode::Enforce | Mode::Quarantine) if detach_node_processes => AccessAction::Detach,
+        (Reader::NodeProcess, Mode::Enforce | Mode::Quarantine) => AccessAction::Report(AccessReportOnly::NodeProcess),
+    }
+}
+
 /// The decision.
 pub fn decide(mode: &ModeDecision, change: OwnershipChange, reporter: Reporter) -> Action {
     let owner = match (mode.in_kernel(), change, reporter) {
@@ -146,6 +190,30 @@ mod tests {
         for (m, decided_in, change, reporter, expected) in rows {
             let row = format!("{m:?} in {decided_in:?}, {change:?} by {reporter:?}");
             assert_eq!(decide(&mode(m, decided_in), change, reporter), expected, "{row}");
+        }
+    }
+
+    /// Every row of the out-of-band policy: (mode, reader, detach node processes) → action.
+    #[test]
+    fn the_access_policy_table() {
+        use AccessAction::{Allow, Detach, Report};
+        use Mode::{Audit, Enforce, Quarantine};
+        use Reader::{NodeProcess, OtherPod, Owner};
+        let rows = [
+            (Enforce, Owner, false, Allow),
+            (Quarantine, Owner, true, Allow),
+            (Audit, Owner, false, Allow),
+            (Enforce, OtherPod, false, Detach),
+            (Quarantine, OtherPod, false, Detach),
+            (Audit, OtherPod, true, Report(AccessReportOnly::ModeReports)),
+            (Enforce, NodeProcess, false, Report(AccessReportOnly::NodeProcess)),
+            (Quarantine, NodeProcess, false, Report(AccessReportOnly::NodeProcess)),
+            (Enforce, NodeProcess, true, Detach),
+            (Quarantine, NodeProcess, true, Detach),
+            (Audit, NodeProcess, true, Report(AccessReportOnly::ModeReports)),
+        ];
+        for (m, reader, opt_in, expected) in rows {
+            assert_eq!(decide_access(m, reader, opt_in), expected, "{m:?}, {reader:?}, opt-in {opt_in}");
         }
     }
 

@@ -3,6 +3,7 @@
 //! userspace fallback (quarantine) for kernels without BPF LSM.
 
 pub mod decision;
+pub mod detach;
 pub mod mode;
 pub mod ns_thread;
 pub mod owners;

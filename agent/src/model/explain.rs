@@ -7,6 +7,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use std::path::PathBuf;
+
+use super::access::Route;
 use crate::facts::{ClaimRef, Facts};
 
 /// What the agent did about a publish of a single-pod volume into a second pod.
@@ -25,6 +28,8 @@ pub enum ConflictAction {
     /// Not a conflict but its sequel: the owner released the volume while this pod's
     /// publish stays quarantined.
     Released,
+    /// A mount outside kubelet's publish reached the volume's data and was detached at once.
+    Detached,
 }
 
 impl ConflictAction {
@@ -36,6 +41,7 @@ impl ConflictAction {
             Self::Audited => "SinglePodVolumeInUse",
             Self::Observed => "SinglePodVolumeShared",
             Self::Released => "SinglePodVolumeReleased",
+            Self::Detached => "SinglePodVolumeAccessDetached",
         }
     }
 
@@ -44,6 +50,7 @@ impl ConflictAction {
         match self {
             Self::Refused => Some("blocked"),
             Self::Quarantined => Some("quarantined"),
+            Self::Detached => Some("detached"),
             Self::Audited | Self::Observed => Some("observed"),
             Self::Released => None,
         }
@@ -112,6 +119,10 @@ pub struct Conflict {
     pub owner: PodRef,
     /// Who made the mount, when an event says (not for a conflict found in the table).
     pub by: Option<MountedBy>,
+    /// How the pod reached the volume: kubelet's publish, or a mount outside it.
+    pub route: Route,
+    /// For a mount outside kubelet's publish: where it was, in its mount namespace.
+    pub mount_point: Option<PathBuf>,
 }
 
 impl Conflict {
@@ -123,7 +134,15 @@ impl Conflict {
             pod: PodRef::resolve(facts, pod_uid),
             owner: PodRef::resolve(facts, owner_uid),
             by: None,
+            route: Route::Publish,
+            mount_point: None,
         }
+    }
+
+    /// The same conflict, reached by `route` (through the mount at `mount_point`, for a
+    /// mount outside kubelet's publish).
+    pub fn routed(self, route: Route, mount_point: Option<PathBuf>) -> Self {
+        Self { route, mount_point, ..self }
     }
 
     /// The same conflict, naming who made the mount.
@@ -147,6 +166,19 @@ impl Conflict {
         };
         let (volume, owner) = (&self.volume, &self.owner);
         let in_use = format!("volume \"{volume}\"{claim} is single-pod and already in use by pod {owner} on this node");
+        if let Some(mount_point) = &self.mount_point {
+            let reached = format!(
+                "{in_use}; a mount outside kubelet's publish ({}, at {} in the mount's namespace) reached its data",
+                self.route.label(),
+                mount_point.display()
+            );
+            return match self.action {
+                ConflictAction::Detached => format!("{reached}. volguard detached that mount."),
+                _ => format!(
+                    "{reached}. volguard left it in place (audit mode, or a node process without --detach-node-access)."
+                ),
+            };
+        }
         match self.action {
             ConflictAction::Refused => format!(
                 "{in_use}; this pod's mount was refused in the kernel. kubelet retries it: the pod starts, with the \
@@ -164,6 +196,7 @@ impl Conflict {
                 "{in_use}; this pod already had it mounted when volguard started (or while no agent ran). volguard \
                  does not take a running pod's volume away: delete one of the two pods."
             ),
+            ConflictAction::Detached => format!("{in_use}; this pod's mount of it was detached."),
             ConflictAction::Released => format!(
                 "volume \"{volume}\"{claim} is free: pod {owner} released it. This pod still has volguard's empty \
                  read-only placeholder instead of the volume: delete it, and its replacement mounts the volume."

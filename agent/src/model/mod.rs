@@ -1,7 +1,9 @@
 //! The node model: what is published into which pods, which volumes are single-pod and
-//! who owns them, the findings, and what a conflict means. Fed by the event loop from the
+//! who owns them, which mounts reach an owned volume's data (`access`), the findings, and
+//! what a conflict means. Fed by the event loop from the
 //! facts, the mount table and kernel events; it never touches the kernel itself.
 
+pub mod access;
 pub mod checks;
 pub mod event_target;
 pub mod explain;

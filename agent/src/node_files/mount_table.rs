@@ -18,10 +18,17 @@ pub const HOST_MOUNTINFO: &str = "/proc/1/mountinfo";
 pub struct Mount {
     /// Mount IDs grow with time (until reused), so a lower ID was mounted earlier.
     pub id: i32,
+    /// The mount this one is mounted on (its own id for the namespace's root).
+    pub parent: i32,
     pub mount_point: PathBuf,
     pub fs_type: String,
     /// The mount source (device, `tmpfs` name, ...), as the kernel shows it.
     pub source: String,
+    /// The filesystem's device, `major:minor`: with `root`, what the mount shows.
+    pub device: String,
+    /// The directory of the filesystem the mount shows (`/` for a whole filesystem; a bind
+    /// shows the directory it was made from).
+    pub root: PathBuf,
 }
 
 /// A parsed mount table and the lines that could not be read.
@@ -65,11 +72,15 @@ fn parse_line(line: &[u8]) -> Result<Mount, String> {
     let text = std::str::from_utf8(line).map_err(|e| format!("not UTF-8: {e}"))?;
     let info = MountInfo::from_line(text).map_err(|e| format!("not a mountinfo line: {e}"))?;
     let mount_point = unescape(info.mount_point.as_os_str().as_bytes());
+    let root = unescape(info.root.as_bytes());
     Ok(Mount {
         id: info.mnt_id,
+        parent: info.pid,
         mount_point: PathBuf::from(OsStr::from_bytes(&mount_point)),
         fs_type: info.fs_type,
         source: info.mount_source.unwrap_or_default(),
+        device: info.majmin,
+        root: PathBuf::from(OsStr::from_bytes(&root)),
     })
 }
 

@@ -23,6 +23,7 @@ use crate::{
     facts::{ClaimRef, Origin},
     kernel::program_stats::{FixedRuns, ProgramRuns},
     kernel::trace_backend::TraceDecision,
+    model::access::Route,
     model::checks::Finding,
     model::explain::ConflictAction,
     model::mounts::{SinglePodState, VolumeView},
@@ -52,6 +53,8 @@ pub struct ConflictLabels {
     pub namespace: String,
     pub persistentvolumeclaim: String,
     pub action: String,
+    /// How the volume was reached: `publish`, `bind`, `clone` or `recursive`.
+    pub route: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -198,7 +201,7 @@ impl Metrics {
         let conflicts = Family::<ConflictLabels, Counter>::default();
         registry.register(
             "volguard_conflicts",
-            "Publishes of a single-pod volume into a second pod, by namespace, PVC and what was done",
+            "Mounts of a single-pod volume by a second pod or a process outside its owner, by namespace, PVC, what was done and route (publish, bind, clone, recursive)",
             conflicts.clone(),
         );
         let syscalls = Family::<SyscallLabels, Counter>::default();
@@ -333,13 +336,18 @@ impl Metrics {
 
     /// Counts a conflict. Past [`MAX_CONFLICT_SERIES`] distinct series, new PVCs are
     /// counted under `_other`, so a cluster with many PVCs cannot blow up the series count.
-    pub fn conflict(&self, claim: Option<&ClaimRef>, action: ConflictAction) {
+    pub fn conflict(&self, claim: Option<&ClaimRef>, action: ConflictAction, route: Route) {
         let Some(action) = action.metric_label() else { return };
         let (namespace, pvc) = match claim {
             Some(c) => (c.namespace.clone(), c.name.clone()),
             None => (UNKNOWN.into(), UNKNOWN.into()),
         };
-        let mut labels = ConflictLabels { namespace, persistentvolumeclaim: pvc, action: action.into() };
+        let mut labels = ConflictLabels {
+            namespace,
+            persistentvolumeclaim: pvc,
+            action: action.into(),
+            route: route.label().into(),
+        };
         let mut series = self.conflict_series.lock().unwrap_or_else(|e| e.into_inner());
         if !series.contains(&labels) {
             if series.len() >= MAX_CONFLICT_SERIES {
@@ -463,7 +471,7 @@ pub fn reference() -> Vec<MetricDoc> {
     let m = Metrics::new();
     m.storage_operation(crate::model::volume_ops::volume_plugin(Some("x")), OperationName::VolumeMount, true, 0.0);
     m.syscall("mount", true);
-    m.conflict(None, ConflictAction::Refused);
+    m.conflict(None, ConflictAction::Refused, Route::Publish);
     m.set_single_pod(SinglePodCounts::default());
     m.mask_removed(MaskRemoval::PodGone);
     m.set_mode(&crate::enforce::decide(crate::enforce::ModeChoice::Quarantine, None).expect("quarantine always runs"));
@@ -594,19 +602,21 @@ mod tests {
     #[test]
     fn conflicts_are_labelled_by_claim_and_action_and_removed_with_the_claim() {
         let m = Metrics::new();
-        m.conflict(Some(&claim("shop", "data")), ConflictAction::Refused);
-        m.conflict(Some(&claim("shop", "data")), ConflictAction::Refused);
-        m.conflict(Some(&claim("shop", "logs")), ConflictAction::Quarantined);
-        m.conflict(None, ConflictAction::Audited);
+        m.conflict(Some(&claim("shop", "data")), ConflictAction::Refused, Route::Publish);
+        m.conflict(Some(&claim("shop", "data")), ConflictAction::Refused, Route::Publish);
+        m.conflict(Some(&claim("shop", "logs")), ConflictAction::Quarantined, Route::Publish);
+        m.conflict(None, ConflictAction::Audited, Route::Publish);
         let text = m.encode();
         assert!(
             text.contains(
-                "volguard_conflicts_total{namespace=\"shop\",persistentvolumeclaim=\"data\",action=\"blocked\"} 2"
+                "volguard_conflicts_total{namespace=\"shop\",persistentvolumeclaim=\"data\",action=\"blocked\",route=\"publish\"} 2"
             ),
             "{text}"
         );
-        assert!(text.contains("persistentvolumeclaim=\"logs\",action=\"quarantined\"} 1"));
-        assert!(text.contains("namespace=\"_unknown\",persistentvolumeclaim=\"_unknown\",action=\"observed\"} 1"));
+        assert!(text.contains("persistentvolumeclaim=\"logs\",action=\"quarantined\",route=\"publish\"} 1"));
+        assert!(text.contains(
+            "namespace=\"_unknown\",persistentvolumeclaim=\"_unknown\",action=\"observed\",route=\"publish\"} 1"
+        ));
         m.forget_claims_except(|c| *c == claim("shop", "data"));
         let text = m.encode();
         assert!(!text.contains("\"logs\""), "the deleted PVC's series is gone");
@@ -652,7 +662,7 @@ mod tests {
         assert!(docs.iter().all(|d| !d.help.is_empty()), "{docs:#?}");
         assert!(
             reference_markdown()
-                .contains("| `volguard_conflicts_total` | counter | `namespace`, `persistentvolumeclaim`, `action` |")
+                .contains("| `volguard_conflicts_total` | counter | `namespace`, `persistentvolumeclaim`, `action`, `route` |")
         );
     }
 
@@ -673,12 +683,14 @@ mod tests {
     fn conflict_series_are_capped() {
         let m = Metrics::new();
         for i in 0..MAX_CONFLICT_SERIES + 50 {
-            m.conflict(Some(&claim("ns", &format!("pvc-{i}"))), ConflictAction::Refused);
+            m.conflict(Some(&claim("ns", &format!("pvc-{i}"))), ConflictAction::Refused, Route::Publish);
         }
         let text = m.encode();
         let series = text.lines().filter(|l| l.starts_with("volguard_conflicts_total{")).count();
         assert_eq!(series, MAX_CONFLICT_SERIES + 1, "the cap plus one _other series");
-        assert!(text.contains("namespace=\"_other\",persistentvolumeclaim=\"_other\",action=\"blocked\"} 50"));
+        assert!(text.contains(
+            "namespace=\"_other\",persistentvolumeclaim=\"_other\",action=\"blocked\",route=\"publish\"} 50"
+        ));
     }
 
     #[test]

@@ -129,6 +129,10 @@ pub struct ConflictRecord {
     pub mask: Option<MaskState>,
     /// Who made the mount (the calling process and its pod), when an event said.
     pub by: Option<crate::model::explain::MountedBy>,
+    /// How the volume was reached (`publish`, or a mount outside kubelet's publish).
+    pub route: crate::model::access::Route,
+    /// For a mount outside kubelet's publish: where it was, in its mount namespace.
+    pub mount_point: Option<std::path::PathBuf>,
 }
 
 impl ConflictRecord {
@@ -145,6 +149,8 @@ impl ConflictRecord {
             message: c.message(),
             mask: (c.action == ConflictAction::Quarantined).then_some(MaskState::Masked),
             by: c.by.clone(),
+            route: c.route,
+            mount_point: c.mount_point.clone(),
         }
     }
 }

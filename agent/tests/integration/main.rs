@@ -7,7 +7,7 @@
 //!   real-node samples in `agent/tests/fixtures/`);
 //! - `host_*` (root; each says why it skips without): the real kernel and a real agent,
 //!   mounts only in private mount namespaces; `host_trace`, `host_mount_api`,
-//!   `host_node_model`, `host_demo`, `host_hostile`, `host_quarantine` and
+//!   `host_node_model`, `host_demo`, `host_out_of_band`, `host_hostile`, `host_quarantine` and
 //!   `host_trace_backend` run again in the VM (the tracing ones once per tracing backend);
 //!   `host_fanotify` (Linux 6.15+) checks the mount-notification backend, which auto
 //!   picks on a host that refuses trampolines; tests about what only a traced syscall
@@ -39,6 +39,7 @@ mod host_kubernetes;
 mod host_mask_lifecycle;
 mod host_mount_api;
 mod host_node_model;
+mod host_out_of_band;
 mod host_overflow;
 mod host_prometheus;
 mod host_quarantine;

@@ -394,6 +394,11 @@ impl Agent {
     /// one the agent registers (`volguard metrics-reference --names`): a renamed metric
     /// fails here instead of reading 0.
     pub fn metric_family_sum(&self, family: &str) -> f64 {
+        self.metric_family_sum_where(family, "")
+    }
+
+    /// As [`Self::metric_family_sum`], over the series whose line contains `labels`.
+    pub fn metric_family_sum_where(&self, family: &str, labels: &str) -> f64 {
         let names = Command::new(agent_binary()).args(["metrics-reference", "--names"]).output().unwrap();
         let names = String::from_utf8_lossy(&names.stdout);
         assert!(
@@ -402,7 +407,11 @@ impl Agent {
         );
         let (_, text) = super::http_get(&self.address("metrics"), "/metrics");
         let series = |l: &&str| l.strip_prefix(family).is_some_and(|rest| rest.starts_with(['{', ' ']));
-        text.lines().filter(series).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+        text.lines()
+            .filter(series)
+            .filter(|l| l.contains(labels))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
     }
 
     /// How many lines so far match `want`.

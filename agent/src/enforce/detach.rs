@@ -1,0 +1,64 @@
+//! Mounts outside kubelet's publish that reach an owned volume: the caller's mount table,
+//! read from the namespace the syscall was made in, and the detach of such mounts there.
+//! Unlike a quarantine there is no mask: the mount point is no volume path of a pod, and
+//! what was under it (an empty directory of a hostPath, say) shows again.
+
+use std::path::{Path, PathBuf};
+
+use nix::{
+    errno::Errno,
+    mount::{MntFlags, umount2},
+};
+
+use super::{ns_thread, quarantine_error::QuarantineError, task_ns::open_namespace};
+use crate::{kernel::decode::Caller, node_files::mount_table::MountTable};
+
+/// The mount table of the namespace `caller` made its syscall in (through a live task
+/// there; paths as that task sees them), or `None` if no task is left in it.
+pub fn caller_table(caller: &Caller) -> Option<MountTable> {
+    let (task, _namespace) = open_namespace(caller)?;
+    MountTable::read(&task.join("mountinfo")).ok()
+}
+
+/// The filesystem (`major:minor`, as mountinfo writes it) of the top mount at `path` as the
+/// caller sees it (through its root), or `None` if the caller is gone or the path is not
+/// there.
+pub fn device_at(caller: &Caller, path: &Path) -> Option<String> {
+    let relative = path.strip_prefix("/").ok()?;
+    let through_root = PathBuf::from(format!("/proc/{}/root", caller.tgid)).join(relative);
+    let dev = nix::sys::stat::stat(&through_root).ok()?.st_dev;
+    Some(format!("{}:{}", nix::sys::stat::major(dev), nix::sys::stat::minor(dev)))
+}
+
+/// Detaches, in `caller`'s namespace, each mount `(mount id, mount point)` that is still the
+/// top mount at its point (never another mount stacked there since), deepest first. Returns
+/// how many were detached.
+pub fn detach(caller: &Caller, mounts: Vec<(i32, PathBuf)>) -> Result<usize, QuarantineError> {
+    let Some((task, file)) = open_namespace(caller) else {
+        return Err(QuarantineError::Gone { mnt_ns: caller.mnt_ns, tgid: caller.tgid, target: describe(&mounts) });
+    };
+    let name = task.join("ns/mnt").display().to_string();
+    ns_thread::once("vg-detach", file, name.clone(), move || {
+        let mut mounts = mounts;
+        mounts.sort_by_key(|(_, point)| std::cmp::Reverse(point.components().count()));
+        let mut detached = 0;
+        for (id, point) in mounts {
+            // This thread's own view, now the namespace's.
+            let table = MountTable::read(Path::new("/proc/thread-self/mountinfo"))
+                .map_err(|e| QuarantineError::Namespace(name.clone(), e))?;
+            if table.mounts.iter().rev().find(|m| m.mount_point == point).map(|m| m.id) != Some(id) {
+                continue;
+            }
+            match umount2(&point, MntFlags::MNT_DETACH) {
+                Ok(()) => detached += 1,
+                Err(Errno::EINVAL | Errno::ENOENT) => {}
+                Err(source) => return Err(QuarantineError::Detach { target: point.display().to_string(), source }),
+            }
+        }
+        Ok(detached)
+    })
+}
+
+fn describe(mounts: &[(i32, PathBuf)]) -> String {
+    mounts.iter().map(|(_, p)| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}

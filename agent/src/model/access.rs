@@ -1,0 +1,261 @@
+//! Access to a single-pod volume by what a mount is, not where it lands. A mount shows the
+//! directory `root` of the filesystem `device` (mountinfo's fourth and third fields, the
+//! kernel's own account of the mount): one whose filesystem is an owned volume's and whose
+//! root lies inside the directory the owner's publish shows reaches that volume's data,
+//! whatever its mount point and in whichever mount namespace. Pure: the agent reads the
+//! tables and acts.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use serde::Serialize;
+
+use crate::node_files::{
+    kubelet::{PathKind, classify},
+    mount_table::{Mount, MountTable},
+};
+
+/// What an owned single-pod volume's publish shows: its filesystem and the directory in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolumeTree {
+    pub volume: String,
+    pub owner: String,
+    pub device: String,
+    pub root: PathBuf,
+}
+
+impl VolumeTree {
+    /// Whether `mount` shows this volume's data (the whole tree or a directory in it).
+    pub fn shown_by(&self, mount: &Mount) -> bool {
+        mount.device == self.device && mount.root.starts_with(&self.root)
+    }
+}
+
+/// The trees of the owned volumes, from a table where kubelet's publishes are (the agent's):
+/// the owner's publish mount of each. `owners`: volume → owner pod UID.
+pub fn owned_trees(table: &MountTable, kubelet_root: &Path, owners: &BTreeMap<String, String>) -> Vec<VolumeTree> {
+    let mut trees: Vec<VolumeTree> = Vec::new();
+    for mount in &table.mounts {
+        let Some(target) = classify(kubelet_root, &mount.mount_point).publish_target() else { continue };
+        if owners.get(&target.volume) != Some(&target.pod_uid) {
+            continue;
+        }
+        let tree = VolumeTree {
+            volume: target.volume,
+            owner: target.pod_uid,
+            device: mount.device.clone(),
+            root: mount.root.clone(),
+        };
+        if !trees.contains(&tree) {
+            trees.push(tree);
+        }
+    }
+    trees
+}
+
+/// How a mount outside kubelet's publish reached a volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Route {
+    /// kubelet's publish (NodePublishVolume) into a second pod.
+    Publish,
+    /// A bind mount (`mount --bind`, a hostPath volume's bind) of a directory in the volume.
+    Bind,
+    /// A clone with the new mount API (`open_tree(OPEN_TREE_CLONE)` + `move_mount`).
+    Clone,
+    /// A copy inside a recursive bind or clone of an ancestor (kubelet's `pods/`, say).
+    Recursive,
+}
+
+impl Route {
+    /// The `route` label of `volguard_conflicts_total` (a closed set).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Publish => "publish",
+            Self::Bind => "bind",
+            Self::Clone => "clone",
+            Self::Recursive => "recursive",
+        }
+    }
+}
+
+/// One mount that reaches an owned volume's data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub volume: String,
+    pub owner: String,
+    /// Where, in the namespace whose table it was found in.
+    pub mount_point: PathBuf,
+    pub route: Route,
+}
+
+/// How the new mount at the call's target was attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attach {
+    /// `mount(2)` with `MS_BIND` (with `MS_REC`: a recursive bind).
+    Bind,
+    /// `move_mount(2)` of a detached tree (`open_tree` clone, or `fsmount`).
+    Move,
+}
+
+/// The mounts the call just attached at `target` (the top mount there and every mount
+/// beneath it, as `table`, the caller's namespace read after the call, shows them) that
+/// reach an owned volume, except kubelet's own places for it: the owner's publish target
+/// and subPath binds, the pod's device map, and the volume's staging.
+pub fn accesses(
+    table: &MountTable,
+    target: &Path,
+    attach: Attach,
+    kubelet_root: &Path,
+    trees: &[VolumeTree],
+) -> Vec<Access> {
+    // The last mount listed at the target is the top one: the call's.
+    let Some(top) = table.mounts.iter().rev().find(|m| m.mount_point == target) else { return Vec::new() };
+    let mut attached = vec![top.id];
+    let mut found = Vec::new();
+    // Children come after their parent in mountinfo; one pass collects the whole tree.
+    for mount in table.mounts.iter().skip_while(|m| m.id != top.id) {
+        if mount.id != top.id {
+            if !attached.contains(&mount.parent) {
+                continue;
+            }
+            attached.push(mount.id);
+        }
+        let Some(tree) = trees.iter().find(|t| t.shown_by(mount)) else { continue };
+        if kubelet_place_for(kubelet_root, &mount.mount_point, &tree.owner) {
+            continue;
+        }
+        let route = match (mount.id == top.id, attach) {
+            (true, Attach::Bind) => Route::Bind,
+            (true, Attach::Move) => Route::Clone,
+            (false, _) => Route::Recursive,
+        };
+        found.push(Access {
+            volume: tree.volume.clone(),
+            owner: tree.owner.clone(),
+            mount_point: mount.mount_point.clone(),
+            route,
+        });
+    }
+    found
+}
+
+/// Whether `mount_point` is one of kubelet's places for a volume owned by `owner`.
+fn kubelet_place_for(kubelet_root: &Path, mount_point: &Path, owner: &str) -> bool {
+    match classify(kubelet_root, mount_point) {
+        PathKind::CsiPublish { pod_uid, .. }
+        | PathKind::CsiBlockPublish { pod_uid, .. }
+        | PathKind::CsiPodDeviceMap { pod_uid, .. }
+        | PathKind::CsiBlockGlobalMap { pod_uid, .. }
+        | PathKind::SubPath { pod_uid, .. } => pod_uid == owner,
+        PathKind::CsiStaging { .. } | PathKind::CsiStagingLegacy { .. } | PathKind::CsiBlockStaging { .. } => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBELET: &str = "/var/lib/kubelet";
+    const A_TARGET: &str = "/var/lib/kubelet/pods/pod-a/volumes/kubernetes.io~csi/pv-1/mount";
+
+    /// A mountinfo line: id, parent, device, root, mount point.
+    fn line(id: i32, parent: i32, device: &str, root: &str, at: &str) -> String {
+        format!("{id} {parent} {device} {root} {at} rw,relatime shared:1 - ext4 /dev/x rw\n")
+    }
+
+    /// The agent's table: the root filesystem, the data disk, A's publish of pv-1 (a bind of
+    /// /data/pv-1 on 8:16) and an unrelated publish of pv-2.
+    fn node_table() -> MountTable {
+        let text = [
+            line(20, 1, "8:1", "/", "/"),
+            line(30, 20, "8:16", "/", "/data"),
+            line(40, 20, "8:16", "/pv-1", A_TARGET),
+            line(41, 20, "8:16", "/pv-2", "/var/lib/kubelet/pods/pod-b/volumes/kubernetes.io~csi/pv-2/mount"),
+        ]
+        .concat();
+        MountTable::parse(text.as_bytes())
+    }
+
+    fn trees() -> Vec<VolumeTree> {
+        let owners = BTreeMap::from([("pv-1".to_owned(), "pod-a".to_owned())]);
+        owned_trees(&node_table(), Path::new(KUBELET), &owners)
+    }
+
+    fn found(extra: &[String], target: &str, attach: Attach) -> Vec<(String, String, Route)> {
+        let mut text: String = [line(20, 1, "8:1", "/", "/"), line(40, 20, "8:16", "/pv-1", A_TARGET)].concat();
+        text.push_str(&extra.concat());
+        let table = MountTable::parse(text.as_bytes());
+        accesses(&table, Path::new(target), attach, Path::new(KUBELET), &trees())
+            .into_iter()
+            .map(|a| (a.volume, a.mount_point.display().to_string(), a.route))
+            .collect()
+    }
+
+    #[test]
+    fn only_the_owners_publish_makes_a_tree() {
+        assert_eq!(
+            trees(),
+            [VolumeTree { volume: "pv-1".into(), owner: "pod-a".into(), device: "8:16".into(), root: "/pv-1".into() }]
+        );
+    }
+
+    #[test]
+    fn a_bind_of_the_volume_or_a_directory_in_it_anywhere_is_access() {
+        let hostpath = [line(50, 20, "8:16", "/pv-1", "/srv/c-hostpath")];
+        assert_eq!(
+            found(&hostpath, "/srv/c-hostpath", Attach::Bind),
+            [("pv-1".into(), "/srv/c-hostpath".into(), Route::Bind)]
+        );
+        let subdir = [line(50, 20, "8:16", "/pv-1/logs", "/srv/logs")];
+        assert_eq!(found(&subdir, "/srv/logs", Attach::Bind).len(), 1);
+        let clone = [line(50, 20, "8:16", "/pv-1", "/srv/clone")];
+        assert_eq!(found(&clone, "/srv/clone", Attach::Move)[0].2, Route::Clone);
+        // Into another pod's emptyDir, inside the kubelet tree.
+        let empty_dir = "/var/lib/kubelet/pods/pod-c/volumes/kubernetes.io~empty-dir/scratch";
+        assert_eq!(found(&[line(50, 20, "8:16", "/pv-1", empty_dir)], empty_dir, Attach::Bind).len(), 1);
+    }
+
+    #[test]
+    fn other_directories_of_the_same_disk_and_other_disks_are_not() {
+        let sibling = [line(50, 20, "8:16", "/pv-10", "/srv/x")];
+        assert_eq!(found(&sibling, "/srv/x", Attach::Bind), []);
+        let other_disk = [line(50, 20, "8:32", "/pv-1", "/srv/x")];
+        assert_eq!(found(&other_disk, "/srv/x", Attach::Bind), []);
+    }
+
+    #[test]
+    fn a_recursive_bind_of_the_pods_directory_reaches_each_owned_volume_once_as_a_copy() {
+        let rbind = [
+            line(60, 20, "8:1", "/var/lib/kubelet/pods", "/backup"),
+            line(61, 60, "8:16", "/pv-1", "/backup/pod-a/volumes/kubernetes.io~csi/pv-1/mount"),
+            line(62, 60, "8:16", "/pv-2", "/backup/pod-b/volumes/kubernetes.io~csi/pv-2/mount"),
+            // Not part of the new tree: mounted elsewhere, under another parent.
+            line(63, 20, "8:16", "/pv-1", "/elsewhere"),
+        ];
+        assert_eq!(
+            found(&rbind, "/backup", Attach::Bind),
+            [("pv-1".into(), "/backup/pod-a/volumes/kubernetes.io~csi/pv-1/mount".into(), Route::Recursive)]
+        );
+    }
+
+    #[test]
+    fn kubelets_own_places_for_the_owner_are_not_access() {
+        // The owner's publish itself, and kubelet's subPath bind for it.
+        assert_eq!(found(&[], A_TARGET, Attach::Bind), []);
+        let subpath = "/var/lib/kubelet/pods/pod-a/volume-subpaths/pv-1/app/0";
+        assert_eq!(found(&[line(50, 20, "8:16", "/pv-1/sub", subpath)], subpath, Attach::Bind), []);
+        // The same place for another pod is access.
+        let other = "/var/lib/kubelet/pods/pod-c/volume-subpaths/pv-1/app/0";
+        assert_eq!(found(&[line(50, 20, "8:16", "/pv-1/sub", other)], other, Attach::Bind).len(), 1);
+    }
+
+    #[test]
+    fn a_target_with_no_mount_or_an_unrelated_one_is_nothing() {
+        assert_eq!(found(&[], "/srv/none", Attach::Bind), []);
+        assert_eq!(found(&[line(50, 20, "0:50", "/", "/srv/tmp")], "/srv/tmp", Attach::Bind), []);
+    }
+}

@@ -1,0 +1,213 @@
+//! Access that never goes through kubelet's publish (root, cgroup v2, a syscall backend):
+//! pod A owns a single-pod volume; processes of pod C (a cgroup named as kubelet names a
+//! pod's) reach its data by a bind of A's publish target to a directory outside the
+//! kubelet tree (what a hostPath volume amounts to), a bind of the volume's staging, a
+//! recursive bind of kubelet's `pods/`, a clone with the new mount API, and a bind into C's
+//! own emptyDir. The real agent detaches each (in any mode but audit) and reports it once
+//! with its route; A's own binds, and kubelet's publish, stay silent; a node process's
+//! bind is reported and left in place.
+
+use std::{
+    ffi::CString,
+    os::{fd::AsRawFd, unix::ffi::OsStrExt},
+    path::{Path, PathBuf},
+};
+
+use volguard::node_files::caller_pod::unified_root;
+
+use crate::support::{
+    have_root,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend},
+    skip,
+};
+
+const TEST: &str = "a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_their_route";
+/// Pod UIDs as kubelet writes them (the cgroup path names them so).
+const POD_A: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000a1";
+const POD_C: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c1";
+
+/// A pod's cgroup, as kubelet's cgroupfs driver names it, removed when dropped.
+struct PodCgroup {
+    dir: PathBuf,
+    top: PathBuf,
+}
+
+impl PodCgroup {
+    fn new(root: &Path, uid: &str) -> Self {
+        let top = root.join(format!("volguard-oob-{}-{uid}", std::process::id()));
+        let dir = top.join(format!("kubepods/besteffort/pod{uid}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { dir, top }
+    }
+
+    /// A bind (`MS_BIND`, plus `MS_REC` where `recursive`) of `source` onto `target`, made in
+    /// `ns` by a process of this pod.
+    fn bind(&self, ns: &MountNs, source: &Path, target: &Path, recursive: bool) {
+        let (s, t) = (cstr(source), cstr(target));
+        let flags = libc::MS_BIND | if recursive { libc::MS_REC } else { 0 };
+        self.run_in(ns, move || {
+            // SAFETY: valid NUL-terminated strings.
+            unsafe { libc::mount(s.as_ptr(), t.as_ptr(), std::ptr::null(), flags, std::ptr::null()) }
+        });
+    }
+
+    /// A clone of `source` (`open_tree(OPEN_TREE_CLONE)`) moved onto `target`
+    /// (`move_mount`), in `ns` by a process of this pod.
+    fn clone_tree(&self, ns: &MountNs, source: &Path, target: &Path) {
+        let (s, t) = (cstr(source), cstr(target));
+        self.run_in(ns, move || {
+            // SAFETY: raw syscalls with valid NUL-terminated strings.
+            unsafe {
+                let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, s.as_ptr(), OPEN_TREE_CLONE);
+                if fd < 0 {
+                    return -1;
+                }
+                let empty = c"";
+                let moved = libc::syscall(
+                    libc::SYS_move_mount,
+                    fd,
+                    empty.as_ptr(),
+                    libc::AT_FDCWD,
+                    t.as_ptr(),
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                );
+                moved as i32
+            }
+        });
+    }
+
+    /// Runs `op` (raw syscalls only: it runs in a forked child of a threaded process) in a
+    /// child that first joins this cgroup and `ns`; fails the test if `op` returns non-zero.
+    fn run_in(&self, ns: &MountNs, op: impl FnOnce() -> i32) {
+        let procs = cstr(&self.dir.join("cgroup.procs"));
+        let namespace = std::fs::File::open(format!("/proc/{}/task/{}/ns/mnt", std::process::id(), ns.tid)).unwrap();
+        // SAFETY: the child makes only async-signal-safe calls (open, write, setns, the
+        // mount syscalls, _exit) on data prepared before the fork.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => unsafe {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                let joined = fd >= 0 && libc::write(fd, c"0".as_ptr().cast(), 1) == 1;
+                let entered = libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNS) == 0;
+                let code = if joined && entered && op() == 0 { 0 } else { 1 };
+                libc::_exit(code)
+            },
+            nix::unistd::ForkResult::Parent { child } => {
+                let status = nix::sys::wait::waitpid(child, None).unwrap();
+                assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0), "the pod's mount failed");
+            }
+        }
+    }
+}
+
+impl Drop for PodCgroup {
+    fn drop(&mut self) {
+        let mut dir = self.dir.clone();
+        while dir.starts_with(&self.top) {
+            let _ = std::fs::remove_dir(&dir);
+            dir = dir.parent().unwrap().to_owned();
+        }
+    }
+}
+
+const OPEN_TREE_CLONE: libc::c_long = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_long = 4;
+
+fn cstr(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).unwrap()
+}
+
+#[test]
+fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_their_route() {
+    if !have_root(TEST) {
+        return;
+    }
+    let Some(cgroups) = unified_root() else {
+        skip(TEST, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
+        return;
+    };
+    let (pod_a, pod_c) = (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C));
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let volume = tree.volume("pv-rwop");
+    // The volume staged (a bind standing for the driver's mount), then published for A.
+    let staging = tree.root().join("plugins/kubernetes.io/csi/hostpath.csi.k8s.io/0f1e/globalmount");
+    std::fs::create_dir_all(&staging).unwrap();
+    ns.bind(&volume, &staging).unwrap();
+    let a_target = tree.publish_dir(POD_A, "pv-rwop");
+    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("out-of-band"), &["pv-rwop"], &syscall_backend());
+    agent.mode();
+    ns.bind(&staging, &a_target).unwrap();
+    agent.wait_for_line("the claim", |l| l.contains(&format!("claimed by pod {POD_A}")) || l.contains("its owner"));
+    let marker = |dir: &Path| ns.read(&dir.join("marker"));
+    let dir = |name: &str| {
+        let d = tree.tmp.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let detached_at = |point: &Path| {
+        let point = point.display().to_string();
+        move |l: &str| l.contains("CONFLICT detached") && l.contains(&format!(" at {point} by "))
+    };
+
+    // 1. A hostPath on A's publish target: a bind of it outside the kubelet tree.
+    let hostpath = dir("c-hostpath");
+    pod_c.bind(&ns, &a_target, &hostpath, false);
+    agent.wait_for_line("the bind's detach", detached_at(&hostpath));
+    assert!(marker(&hostpath).is_err(), "C reads A's data through its bind");
+    // 2. The volume's staging, bound elsewhere.
+    let staged = dir("c-staging");
+    pod_c.bind(&ns, &staging, &staged, false);
+    agent.wait_for_line("the staging bind's detach", detached_at(&staged));
+    assert!(marker(&staged).is_err(), "C reads A's data through the staging");
+    // 3. A backup agent's recursive bind of kubelet's pods/: the copy of A's volume goes,
+    // the rest of the tree stays.
+    let backup = dir("c-backup");
+    pod_c.bind(&ns, &tree.root().join("pods"), &backup, true);
+    let copy = backup.join(format!("{POD_A}/volumes/kubernetes.io~csi/pv-rwop/mount"));
+    agent.wait_for_line("the recursive copy's detach", detached_at(&copy));
+    assert!(marker(&copy).is_err(), "C reads A's data through its recursive bind");
+    let left = copy.clone();
+    assert!(ns.run(move || left.is_dir()), "the directory where the volume was is left, empty");
+    // 4. A clone with the new mount API (open_tree + move_mount).
+    let cloned = dir("c-clone");
+    pod_c.clone_tree(&ns, &a_target, &cloned);
+    agent.wait_for_line("the clone's detach", detached_at(&cloned));
+    assert!(marker(&cloned).is_err(), "C reads A's data through its clone");
+    // 5. A bind onto C's own emptyDir, inside the kubelet tree.
+    let empty_dir = tree.root().join(format!("pods/{POD_C}/volumes/kubernetes.io~empty-dir/scratch"));
+    std::fs::create_dir_all(&empty_dir).unwrap();
+    pod_c.bind(&ns, &a_target, &empty_dir, false);
+    agent.wait_for_line("the emptyDir bind's detach", detached_at(&empty_dir));
+    assert!(marker(&empty_dir).is_err(), "C reads A's data through its emptyDir");
+
+    // Each once, with its route, as a detach in the metric and the debug API.
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), 5, "one report per mount");
+    let route_total =
+        |route: &str| agent.metric_family_sum_where("volguard_conflicts_total", &format!("route=\"{route}\""));
+    assert_eq!((route_total("bind"), route_total("clone"), route_total("recursive")), (3.0, 1.0, 1.0));
+    let (_, body) = crate::support::http_get(&agent.address("debug API"), "/debug/conflicts");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let routes: Vec<&str> = json["conflicts"].as_array().unwrap().iter().filter_map(|c| c["route"].as_str()).collect();
+    assert_eq!(routes.len(), 5, "{body}");
+    assert!(json["conflicts"][0]["pod"]["uid"] == POD_C && json["conflicts"][0]["action"] == "detached", "{body}");
+
+    // Allowed and silent: A's own bind (its runtime's into its container), which reads.
+    let own = dir("a-container");
+    pod_a.bind(&ns, &a_target, &own, false);
+    // A node process (not in any pod): reported, left in place.
+    let admin = dir("node-admin");
+    ns.bind(&a_target, &admin).unwrap();
+    let admin_point = admin.display().to_string();
+    agent.wait_for_line("the node process's report", |l| {
+        l.contains("CONFLICT reported (a node process") && l.contains(&format!(" at {admin_point} by "))
+    });
+    assert_eq!(marker(&own).ok().as_deref(), Some("pv-rwop"), "the owner's own bind is left alone");
+    assert_eq!(marker(&admin).ok().as_deref(), Some("pv-rwop"), "a node process's bind is reported, not detached");
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), 5, "nothing more was detached");
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT") && l.contains("a-container")), 0, "{own:?}");
+    agent.stop();
+    for point in [&own, &admin, &a_target, &staging] {
+        let _ = ns.umount_detach(point);
+    }
+    let _ = ns.umount_detach(&backup);
+}
