@@ -300,6 +300,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         own_detaches: Default::default(),
         own_masks: Vec::new(),
         owned_trees: None,
+        reported_access: Default::default(),
     };
     agent.facts_metrics();
     agent.report_shared_volumes();

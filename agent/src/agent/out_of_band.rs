@@ -19,11 +19,12 @@ use crate::{
     },
     kernel::decode::{Call, Event},
     model::{
-        access::{self, Access, Attach, VolumeTree},
+        access::{self, Access, Attach, Scope, VolumeTree},
         event_target::EventTarget,
         explain::ConflictAction,
     },
     node_files::mount_table::MountTable,
+    sys::mountns::{namespace_inode, namespace_of},
 };
 
 impl Running<'_> {
@@ -41,14 +42,18 @@ impl Running<'_> {
             return;
         }
         let trees = self.owned_trees();
+        if self.reported_access.len() > REPORTED_ACCESSES {
+            self.reported_access.clear();
+        }
         let reader_pod = self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id);
         // The owner's own runtime binding its volume into its containers: nothing to read.
         if trees.is_empty() || reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| &t.owner == pod)) {
             return;
         }
-        // A plain bind attaches one mount: its filesystem, from a stat through the caller's
-        // root, rules most binds out without reading a mount table.
+        // A plain bind onto a path attaches one mount: its filesystem, from a stat through
+        // the caller's root, rules most binds out without reading a mount table.
         if !recursive
+            && !target.path.starts_with("/proc")
             && let Some(device) = detach::device_at(&event.caller, &target.path)
             && !trees.iter().any(|t| t.device == device)
         {
@@ -58,16 +63,26 @@ impl Running<'_> {
             debug!("out-of-band check of {}: the caller's mount namespace is gone", target.path.display());
             return;
         };
-        let found = access::accesses(&table, &target.path, attach, self.model.kubelet_root(), &trees);
+        let scope = match target.path.starts_with("/proc") && self.caller_in_own_namespace(event) {
+            true => Scope::Namespace,
+            false => Scope::CallTree,
+        };
+        let found = access::accesses(&table, &target.path, attach, scope, self.model.kubelet_root(), &trees);
         for access in found {
+            let id = mount_id(&table, &access);
             let reader = match &reader_pod {
                 Some(pod) if *pod == access.owner => Reader::Owner,
                 Some(_) => Reader::OtherPod,
                 None => Reader::NodeProcess,
             };
             let decided = decide_access(self.decision.mode, reader, self.opts.detach_node_access);
+            // A mount left in place (reported only) is found again at its namespace's next
+            // bind: reported once. Mount ids are reused, so the mount point is in the key.
+            let key = (event.caller.mnt_ns, id, access.mount_point.clone());
+            if matches!(decided, AccessAction::Report(_)) && !self.reported_access.insert(key) {
+                continue;
+            }
             if decided != AccessAction::Allow {
-                let id = mount_id(&table, &access);
                 self.handle_access(event, access, id, decided, reader_pod.as_deref());
             }
         }
@@ -118,6 +133,13 @@ impl Running<'_> {
         self.tell(conflict);
     }
 
+    /// Whether the caller's mount namespace is not the one of the agent's mount table (the
+    /// node's, with the chart): a container's, whose every mount is its pod's.
+    fn caller_in_own_namespace(&self, event: &Event) -> bool {
+        let node = namespace_inode(&namespace_of(self.model.mountinfo()));
+        node.is_ok_and(|inode| event.caller.mnt_ns != 0 && inode != u64::from(event.caller.mnt_ns))
+    }
+
     /// What each owned volume's publish shows, from the agent's mount table; kept until
     /// ownership or the publishes change.
     fn owned_trees(&mut self) -> Vec<VolumeTree> {
@@ -147,6 +169,11 @@ impl Running<'_> {
         trees
     }
 }
+
+/// How many reported accesses are remembered (a mount left in place is found again at its
+/// namespace's next bind); past this the memory starts over, and a mount still there may
+/// be reported once more.
+pub(super) const REPORTED_ACCESSES: usize = 4096;
 
 /// The id of the mount `access` found (the top one at its mount point).
 fn mount_id(table: &MountTable, access: &Access) -> i32 {

@@ -100,37 +100,55 @@ pub enum Attach {
     Move,
 }
 
-/// The mounts the call just attached at `target` (the top mount there and every mount
-/// beneath it, as `table`, the caller's namespace read after the call, shows them) that
-/// reach an owned volume, except kubelet's own places for it: the owner's publish target
-/// and subPath binds, the pod's device map, and the volume's staging.
+/// Which of the caller's mounts a call answers for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The top mount at the call's target and every mount beneath it.
+    CallTree,
+    /// Every mount of the namespace: where the call's target names no path (a container
+    /// runtime binds onto `/proc/thread-self/fd/N`, then pivots into the container's root,
+    /// so the target is nowhere by the time the table is read) in a namespace of the
+    /// caller's own (a container's), never the node's.
+    Namespace,
+}
+
+/// The mounts the call attached (`table`: the caller's namespace, read after its call;
+/// `scope`: which of them it answers for) that reach an owned volume, except kubelet's
+/// own places for it: the owner's publish target and subPath binds, the pod's device map,
+/// and the volume's staging. The route: the top mount at
+/// `target` is the call's own (`Bind` or `Clone`); a mount beneath it is a copy in a
+/// recursive bind, as is one whose parent bind shows an ancestor of a kubelet place for
+/// the owner; any other is a `Bind`.
 pub fn accesses(
     table: &MountTable,
     target: &Path,
     attach: Attach,
+    scope: Scope,
     kubelet_root: &Path,
     trees: &[VolumeTree],
 ) -> Vec<Access> {
-    // The last mount listed at the target is the top one: the call's.
-    let Some(top) = table.mounts.iter().rev().find(|m| m.mount_point == target) else { return Vec::new() };
-    let mut attached = vec![top.id];
+    let whole_namespace = scope == Scope::Namespace;
+    let top = table.mounts.iter().rev().find(|m| m.mount_point == target).map(|m| m.id);
+    let mut beneath_top: Vec<i32> = top.into_iter().collect();
     let mut found = Vec::new();
-    // Children come after their parent in mountinfo; one pass collects the whole tree.
-    for mount in table.mounts.iter().skip_while(|m| m.id != top.id) {
-        if mount.id != top.id {
-            if !attached.contains(&mount.parent) {
-                continue;
-            }
-            attached.push(mount.id);
+    // Children come after their parent in mountinfo: one pass collects the call's tree.
+    for mount in &table.mounts {
+        let in_call = Some(mount.id) != top && beneath_top.contains(&mount.parent);
+        if in_call {
+            beneath_top.push(mount.id);
+        }
+        if !(whole_namespace || in_call || Some(mount.id) == top) {
+            continue;
         }
         let Some(tree) = trees.iter().find(|t| t.shown_by(mount)) else { continue };
         if kubelet_place_for(kubelet_root, &mount.mount_point, &tree.owner) {
             continue;
         }
-        let route = match (mount.id == top.id, attach) {
+        let route = match (Some(mount.id) == top, attach) {
             (true, Attach::Bind) => Route::Bind,
             (true, Attach::Move) => Route::Clone,
-            (false, _) => Route::Recursive,
+            _ if in_call || copied_from_kubelet_place(table, mount, kubelet_root, &tree.owner) => Route::Recursive,
+            _ => Route::Bind,
         };
         found.push(Access {
             volume: tree.volume.clone(),
@@ -140,6 +158,16 @@ pub fn accesses(
         });
     }
     found
+}
+
+/// Whether `mount` sits where a recursive bind of a kubelet directory would copy the
+/// owner's publish: its parent shows a directory whose path, followed down to `mount`,
+/// is a kubelet place for `owner` (the parent's root as a node path: right where the
+/// kubelet root lies on the node's root filesystem).
+fn copied_from_kubelet_place(table: &MountTable, mount: &Mount, kubelet_root: &Path, owner: &str) -> bool {
+    let Some(parent) = table.mounts.iter().find(|m| m.id == mount.parent && m.id != mount.id) else { return false };
+    let Ok(below) = mount.mount_point.strip_prefix(&parent.mount_point) else { return false };
+    kubelet_place_for(kubelet_root, &parent.root.join(below), owner)
 }
 
 /// Whether `mount_point` is one of kubelet's places for a volume owned by `owner`.
@@ -186,10 +214,11 @@ mod tests {
     }
 
     fn found(extra: &[String], target: &str, attach: Attach) -> Vec<(String, String, Route)> {
+        let scope = if target.starts_with("/proc") { Scope::Namespace } else { Scope::CallTree };
         let mut text: String = [line(20, 1, "8:1", "/", "/"), line(40, 20, "8:16", "/pv-1", A_TARGET)].concat();
         text.push_str(&extra.concat());
         let table = MountTable::parse(text.as_bytes());
-        accesses(&table, Path::new(target), attach, Path::new(KUBELET), &trees())
+        accesses(&table, Path::new(target), attach, scope, Path::new(KUBELET), &trees())
             .into_iter()
             .map(|a| (a.volume, a.mount_point.display().to_string(), a.route))
             .collect()
@@ -233,12 +262,35 @@ mod tests {
             line(60, 20, "8:1", "/var/lib/kubelet/pods", "/backup"),
             line(61, 60, "8:16", "/pv-1", "/backup/pod-a/volumes/kubernetes.io~csi/pv-1/mount"),
             line(62, 60, "8:16", "/pv-2", "/backup/pod-b/volumes/kubernetes.io~csi/pv-2/mount"),
-            // Not part of the new tree: mounted elsewhere, under another parent.
-            line(63, 20, "8:16", "/pv-1", "/elsewhere"),
         ];
         assert_eq!(
             found(&rbind, "/backup", Attach::Bind),
             [("pv-1".into(), "/backup/pod-a/volumes/kubernetes.io~csi/pv-1/mount".into(), Route::Recursive)]
+        );
+    }
+
+    #[test]
+    fn a_call_onto_a_path_answers_for_its_own_mounts_only() {
+        let earlier = [line(63, 20, "8:16", "/pv-1", "/elsewhere"), line(64, 20, "0:50", "/", "/srv/tmp")];
+        assert_eq!(found(&earlier, "/srv/tmp", Attach::Bind), [], "an earlier mount is not this call's");
+    }
+
+    #[test]
+    fn the_whole_namespace_is_looked_at_as_a_runtime_binds_through_an_fd_then_pivots() {
+        // A container after runc: a hostPath at /data (bound onto /proc/thread-self/fd/7,
+        // then pivoted), and a hostPath of kubelet's pods/ at /host/pods, recursive.
+        let container = [
+            line(70, 70, "0:90", "/", "/"),
+            line(71, 70, "8:16", "/pv-1", "/data"),
+            line(72, 70, "8:1", "/var/lib/kubelet/pods", "/host/pods"),
+            line(73, 72, "8:16", "/pv-1", "/host/pods/pod-a/volumes/kubernetes.io~csi/pv-1/mount"),
+        ];
+        assert_eq!(
+            found(&container, "/proc/thread-self/fd/7", Attach::Bind),
+            [
+                ("pv-1".into(), "/data".into(), Route::Bind),
+                ("pv-1".into(), "/host/pods/pod-a/volumes/kubernetes.io~csi/pv-1/mount".into(), Route::Recursive),
+            ]
         );
     }
 
@@ -254,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn a_target_with_no_mount_or_an_unrelated_one_is_nothing() {
+    fn a_namespace_without_access_is_nothing() {
         assert_eq!(found(&[], "/srv/none", Attach::Bind), []);
         assert_eq!(found(&[line(50, 20, "0:50", "/", "/srv/tmp")], "/srv/tmp", Attach::Bind), []);
     }

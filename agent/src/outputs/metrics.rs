@@ -660,10 +660,9 @@ mod tests {
         assert_eq!(docs[0].labels, ["volume_plugin", "operation_name", "status", "migrated"]);
         assert_eq!(docs[0].kind, "histogram");
         assert!(docs.iter().all(|d| !d.help.is_empty()), "{docs:#?}");
-        assert!(
-            reference_markdown()
-                .contains("| `volguard_conflicts_total` | counter | `namespace`, `persistentvolumeclaim`, `action`, `route` |")
-        );
+        assert!(reference_markdown().contains(
+            "| `volguard_conflicts_total` | counter | `namespace`, `persistentvolumeclaim`, `action`, `route` |"
+        ));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! pod's) reach its data by a bind of A's publish target to a directory outside the
 //! kubelet tree (what a hostPath volume amounts to), a bind of the volume's staging, a
 //! recursive bind of kubelet's `pods/`, a clone with the new mount API, and a bind into C's
-//! own emptyDir. The real agent detaches each (in any mode but audit) and reports it once
+//! own emptyDir, and a container runtime's bind through `/proc/thread-self/fd/N`. The real
+//! agent detaches each (in any mode but audit) and reports it once
 //! with its route; A's own binds, and kubelet's publish, stay silent; a node process's
 //! bind is reported and left in place.
 
@@ -48,6 +49,23 @@ impl PodCgroup {
         self.run_in(ns, move || {
             // SAFETY: valid NUL-terminated strings.
             unsafe { libc::mount(s.as_ptr(), t.as_ptr(), std::ptr::null(), flags, std::ptr::null()) }
+        });
+    }
+
+    /// A bind of `source` onto `/proc/thread-self/fd/N` for an `O_PATH` fd of `target`, as
+    /// runc binds a container's volumes (a hostPath among them), in `ns` by this pod.
+    fn bind_via_fd(&self, ns: &MountNs, source: &Path, target: &Path) {
+        let (s, t) = (cstr(source), cstr(target));
+        let through_fd = CString::new(format!("/proc/thread-self/fd/{FD_FOR_BIND}")).unwrap();
+        self.run_in(ns, move || {
+            // SAFETY: raw syscalls with valid NUL-terminated strings.
+            unsafe {
+                let fd = libc::open(t.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+                if fd < 0 || libc::dup2(fd, FD_FOR_BIND) < 0 {
+                    return -1;
+                }
+                libc::mount(s.as_ptr(), through_fd.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
+            }
         });
     }
 
@@ -110,6 +128,8 @@ impl Drop for PodCgroup {
 }
 
 const OPEN_TREE_CLONE: libc::c_long = 1;
+/// The fd number `bind_via_fd` binds through (its path is made before the fork).
+const FD_FOR_BIND: i32 = 900;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_long = 4;
 
 fn cstr(path: &Path) -> CString {
@@ -130,7 +150,9 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     let ns = MountNs::new();
     let volume = tree.volume("pv-rwop");
     // The volume staged (a bind standing for the driver's mount), then published for A.
-    let staging = tree.root().join("plugins/kubernetes.io/csi/hostpath.csi.k8s.io/0f1e/globalmount");
+    let handle_sha256 = "5f0e".repeat(16);
+    let staging =
+        tree.root().join(format!("plugins/kubernetes.io/csi/hostpath.csi.k8s.io/{handle_sha256}/globalmount"));
     std::fs::create_dir_all(&staging).unwrap();
     ns.bind(&volume, &staging).unwrap();
     let a_target = tree.publish_dir(POD_A, "pv-rwop");
@@ -180,15 +202,24 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     agent.wait_for_line("the emptyDir bind's detach", detached_at(&empty_dir));
     assert!(marker(&empty_dir).is_err(), "C reads A's data through its emptyDir");
 
+    // 6. A container runtime's bind of a hostPath for C, in C's container's own namespace:
+    // onto /proc/thread-self/fd/N, so the call names no path; the mount is found in that
+    // namespace by what it is (the volume's directory, bound as a hostPath on it would be).
+    let container = MountNs::new();
+    let runtime = dir("c-runtime-hostpath");
+    pod_c.bind_via_fd(&container, &volume, &runtime);
+    agent.wait_for_line("the runtime bind's detach", detached_at(&runtime));
+    assert!(container.read(&runtime.join("marker")).is_err(), "C reads A's data through its runtime's bind");
+
     // Each once, with its route, as a detach in the metric and the debug API.
-    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), 5, "one report per mount");
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), 6, "one report per mount");
     let route_total =
         |route: &str| agent.metric_family_sum_where("volguard_conflicts_total", &format!("route=\"{route}\""));
-    assert_eq!((route_total("bind"), route_total("clone"), route_total("recursive")), (3.0, 1.0, 1.0));
+    assert_eq!((route_total("bind"), route_total("clone"), route_total("recursive")), (4.0, 1.0, 1.0));
     let (_, body) = crate::support::http_get(&agent.address("debug API"), "/debug/conflicts");
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     let routes: Vec<&str> = json["conflicts"].as_array().unwrap().iter().filter_map(|c| c["route"].as_str()).collect();
-    assert_eq!(routes.len(), 5, "{body}");
+    assert_eq!(routes.len(), 6, "{body}");
     assert!(json["conflicts"][0]["pod"]["uid"] == POD_C && json["conflicts"][0]["action"] == "detached", "{body}");
 
     // Allowed and silent: A's own bind (its runtime's into its container), which reads.
@@ -203,7 +234,7 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     });
     assert_eq!(marker(&own).ok().as_deref(), Some("pv-rwop"), "the owner's own bind is left alone");
     assert_eq!(marker(&admin).ok().as_deref(), Some("pv-rwop"), "a node process's bind is reported, not detached");
-    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), 5, "nothing more was detached");
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), 6, "nothing more was detached");
     assert_eq!(agent.count_lines(|l| l.contains("CONFLICT") && l.contains("a-container")), 0, "{own:?}");
     agent.stop();
     for point in [&own, &admin, &a_target, &staging] {
