@@ -153,9 +153,17 @@ impl fmt::Display for TraceDecision {
         for fallback in &self.fallbacks {
             write!(f, "; {} by tracepoint ({})", fallback.syscall, fallback.why)?;
         }
+        if self.backend == Backend::Fanotify {
+            write!(f, "; {FANOTIFY_UNSEEN}")?;
+        }
         Ok(())
     }
 }
+
+/// What the fanotify backend does not see, as the start-up log and `volguard status` say.
+pub const FANOTIFY_UNSEEN: &str = "not seen with fanotify: mounts outside kubelet's publish that reach a single-pod \
+     volume (bind, clone, recursive: notices name no caller and come from one mount namespace); \
+     --trace-backend=tracepoints sees them, at a cost to every mount syscall";
 
 /// Why the requested backend cannot run here.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -456,9 +464,11 @@ mod tests {
     #[test]
     fn forced_fanotify_works_or_refuses_to_start_saying_why() {
         let d = decide(BackendChoice::Fanotify, false, None, Some(&FanotifyProbe::Works)).unwrap();
+        let said = format!("--trace-backend fanotify; {FANOTIFY_UNSEEN}");
         assert_eq!(
-            (d.backend, d.reason.label(), d.to_string().as_str()),
-            (Backend::Fanotify, "flag", "--trace-backend fanotify")
+            (d.backend, d.reason.label(), d.to_string()),
+            (Backend::Fanotify, "flag", said),
+            "what it cannot see"
         );
         let old = FanotifyProbe::Refused("EINVAL".into());
         assert_eq!(

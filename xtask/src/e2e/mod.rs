@@ -17,6 +17,7 @@ mod pki;
 mod prometheus;
 mod scenarios;
 mod vm_node;
+mod workload;
 
 use std::{
     fs,

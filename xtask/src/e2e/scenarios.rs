@@ -11,20 +11,17 @@ use std::{
 use anyhow::{Context, bail, ensure};
 
 use super::{
-    NODE_NAME, TAG, UPGRADE_TAG,
-    images::{BUSYBOX_IMAGE, VOLGUARD_REPOSITORY},
+    TAG, UPGRADE_TAG,
     kube::{Kube, helm, wait_for},
     node::{self, Node},
     prometheus,
+    workload::{
+        A_DATA, AGENT_NS, AGENT_SELECTOR, Chart, DRIVER, NS, agent_logs, agent_mode, agent_pod, claim_pod,
+        conflicts_total, exec, helm_with_values, install_csi_driver, install_volguard, masks, pod, pod_uid, volume,
+        wait_event, wait_event_within, wait_value,
+    },
 };
 use crate::proc::{output, run_cmd, target_dir};
-
-const NS: &str = "e2e";
-const DRIVER: &str = "hostpath.e2e.volguard.dev";
-const AGENT_NS: &str = "kube-system";
-const AGENT_SELECTOR: &str = "app.kubernetes.io/name=volguard";
-/// What pod A writes into the single-pod volume; nobody else may read it while A owns it.
-const A_DATA: &str = "written-by-pod-a";
 
 pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow::Result<()> {
     let admin = node.admin();
@@ -104,150 +101,6 @@ pub fn run_in_vm(node: &Node, logs: &Path) -> anyhow::Result<()> {
     }
 }
 
-fn install_csi_driver(admin: &Kube, timeout: Duration) -> anyhow::Result<()> {
-    let manifest = fs::read_to_string(crate::proc::workspace_root().join("e2e/manifests/csi-hostpath.yaml"))?;
-    admin.apply(&manifest)?;
-    let took = wait_for("the CSI driver registered in CSINode", timeout, || {
-        let drivers = admin.run(&["get", "csinode", NODE_NAME, "-o", "jsonpath={.spec.drivers[*].name}"]);
-        Ok(drivers.is_ok_and(|d| d.split_whitespace().any(|n| n == DRIVER)))
-    })?;
-    println!("e2e: CSI driver {DRIVER} registered with kubelet after {:.1} s", took.as_secs_f64());
-    Ok(())
-}
-
-/// What the e2e sets on the chart besides the image values: a tracing backend, when named.
-struct Chart<'a> {
-    trace_backend: Option<&'a str>,
-}
-
-/// The README's "Install on a cluster", word for word, with only the image values set.
-fn install_volguard(admin: &Kube, chart: &Chart, timeout: Duration) -> anyhow::Result<()> {
-    helm_with_values(
-        &["install", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"],
-        TAG,
-        chart,
-        admin,
-    )?;
-    let timeout = format!("--timeout={}s", timeout.as_secs() * 2);
-    run_cmd(admin.kubectl().args(["-n", "kube-system", "rollout", "status", "daemonset/volguard", &timeout]))
-        .context("the agent's DaemonSet did not become ready")?;
-    Ok(())
-}
-
-fn helm_with_values(args: &[&str], tag: &str, chart: &Chart, admin: &Kube) -> anyhow::Result<()> {
-    let mut helm = helm(&admin.kubeconfig);
-    helm.args(args).args([
-        "--set",
-        &format!("image.repository={VOLGUARD_REPOSITORY}"),
-        "--set",
-        &format!("image.tag={tag}"),
-    ]);
-    if let Some(backend) = chart.trace_backend {
-        helm.args(["--set", &format!("traceBackend={backend}")]);
-    }
-    run_cmd(&mut helm)
-}
-
-fn agent_pod(admin: &Kube) -> anyhow::Result<String> {
-    let name = admin.run(&[
-        "get",
-        "pods",
-        "-n",
-        AGENT_NS,
-        "-l",
-        AGENT_SELECTOR,
-        "-o",
-        "jsonpath={.items[0].metadata.name}",
-    ])?;
-    ensure!(!name.trim().is_empty(), "no agent pod");
-    Ok(name.trim().to_owned())
-}
-
-fn agent_logs(admin: &Kube) -> String {
-    admin
-        .run(&["logs", "-n", AGENT_NS, "-l", AGENT_SELECTOR, "--tail=-1", "--prefix"])
-        .unwrap_or_else(|e| format!("{e:#}"))
-}
-
-/// A statically provisioned volume of the CSI driver and a claim bound to it, with
-/// volguard's single-pod annotation when `single_pod`.
-/// A PV and its bound PVC. A single-pod one has mount options, so its driver publishes in
-/// mount-utils' two steps (bind, then bind,remount): the race quarantine must survive.
-fn volume(admin: &Kube, name: &str, access_mode: &str, single_pod: bool) -> anyhow::Result<()> {
-    let annotations = if single_pod { ", annotations: {volguard.io/single-pod: \"true\"}" } else { "" };
-    let mount_options = if single_pod { "\n  mountOptions: [noexec]" } else { "" };
-    admin.apply(&format!(
-        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: pv-{name}}}\nspec:{mount_options}\n  capacity: {{storage: 1Gi}}\n  \
-         accessModes: [{access_mode}]\n  persistentVolumeReclaimPolicy: Retain\n  storageClassName: \"\"\n  \
-         csi: {{driver: {DRIVER}, volumeHandle: vol-{name}}}\n---\n\
-         apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {NS}{annotations}}}\nspec:\n  \
-         accessModes: [{access_mode}]\n  storageClassName: \"\"\n  volumeName: pv-{name}\n  \
-         resources: {{requests: {{storage: 1Gi}}}}\n"
-    ))?;
-    wait_for(&format!("claim {name} Bound"), Duration::from_secs(60), || {
-        Ok(admin.run(&["get", "pvc", "-n", NS, name, "-o", "jsonpath={.status.phase}"])?.trim() == "Bound")
-    })?;
-    Ok(())
-}
-
-/// A busybox pod pinned to the node with `spec.nodeName` (no scheduler, as static and
-/// hand-placed pods reach kubelet), running `script` with `volumes` mounted.
-fn pod(name: &str, script: &str, mounts: &str, volumes: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  nodeName: {NODE_NAME}\n  \
-         hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n    - name: main\n      \
-         image: {BUSYBOX_IMAGE}\n      imagePullPolicy: Never\n      command: [sh, -c, '{script}']\n      \
-         volumeMounts: {mounts}\n  volumes: {volumes}\n"
-    )
-}
-
-fn claim_pod(name: &str, claim: &str, script: &str) -> String {
-    pod(
-        name,
-        script,
-        "[{name: data, mountPath: /data}]",
-        &format!("[{{name: data, persistentVolumeClaim: {{claimName: {claim}}}}}]"),
-    )
-}
-
-fn exec(admin: &Kube, pod: &str, command: &[&str]) -> anyhow::Result<String> {
-    let mut args = vec!["exec", "-n", NS, pod, "--"];
-    args.extend(command);
-    admin.run(&args)
-}
-
-fn pod_uid(admin: &Kube, name: &str) -> anyhow::Result<String> {
-    Ok(admin.run(&["get", "pod", "-n", NS, name, "-o", "jsonpath={.metadata.uid}"])?.trim().to_owned())
-}
-
-/// The node's mounts whose source is volguard's quarantine mask, by target.
-fn masks() -> anyhow::Result<Vec<String>> {
-    Ok(fs::read_to_string("/proc/self/mountinfo")?
-        .lines()
-        .filter(|l| {
-            l.split(" - ").nth(1).is_some_and(|rest| rest.split_whitespace().nth(1) == Some("volguard-quarantine"))
-        })
-        .filter_map(|l| l.split_whitespace().nth(4).map(str::to_owned))
-        .collect())
-}
-
-/// The agent's enforcement mode, as its metrics say (`enforce`, `quarantine`, `audit`).
-fn agent_mode() -> anyhow::Result<String> {
-    let series = prometheus::query("volguard_enforcement_mode == 1")?;
-    series
-        .first()
-        .and_then(|s| s["metric"]["mode"].as_str())
-        .map(str::to_owned)
-        .context("Prometheus has no volguard_enforcement_mode == 1")
-}
-
-/// Every conflict the agents counted. The counter has no series before its first
-/// conflict, so 0 then, but only while Prometheus scrapes an agent (its mode gauge): a
-/// renamed or unscraped metric is an error, not 0.
-fn conflicts_total() -> anyhow::Result<f64> {
-    prometheus::value("sum(volguard_conflicts_total) or on() (0 * count(volguard_enforcement_mode))")
-}
-
 /// Scenario 1: a second pod, placed on the node by `spec.nodeName` (no scheduler), asks
 /// for a single-pod volume that pod A uses.
 ///
@@ -323,26 +176,6 @@ fn second_pod(admin: &Kube) -> anyhow::Result<String> {
         event.reason,
         event.note
     ))
-}
-
-fn wait_event(admin: &Kube, pod: &str) -> anyhow::Result<super::kube::Event> {
-    wait_event_within(admin, pod, Duration::from_secs(60))
-}
-
-fn wait_event_within(admin: &Kube, pod: &str, timeout: Duration) -> anyhow::Result<super::kube::Event> {
-    let mut found = None;
-    wait_for(&format!("volguard's Warning Event on {pod}"), timeout, || {
-        found = admin.events_for(NS, pod)?.into_iter().find(|e| e.reason.starts_with("SinglePodVolume"));
-        Ok(found.is_some())
-    })?;
-    let event = found.expect("found");
-    ensure!(event.kind == "Warning", "the Event is {:?}, not a Warning", event.kind);
-    Ok(event)
-}
-
-fn wait_value(what: &str, mut check: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<f64> {
-    wait_for(what, Duration::from_secs(30), &mut check)?;
-    conflicts_total()
 }
 
 /// Scenario 6: scenario 1b's conflict on a kernel with BPF LSM, where volguard (the
