@@ -172,7 +172,7 @@ impl Running<'_> {
     /// A conflict with no pod (a node process's mount) has no object to hang an Event on:
     /// the log, the record and the metric say it.
     pub(super) fn tell(&mut self, conflict: explain::Conflict) {
-        self.shared.metrics.conflict(conflict.claim.as_ref(), conflict.action, conflict.route);
+        self.shared.metrics.conflicts.conflict(conflict.claim.as_ref(), conflict.action, conflict.route);
         self.shared.record_conflict(ConflictRecord::new(&conflict));
         self.view_freshness.changed();
         if conflict.pod.uid.is_empty() {

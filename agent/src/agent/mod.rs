@@ -203,8 +203,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         trace_backend::decide(opts.trace_backend, decision.in_kernel(), trampolines.as_ref(), fanotify.as_ref())?;
     tracing.log();
     let shared = Arc::new(ServedState::new(opts.effective()));
-    shared.metrics.set_mode(&decision);
-    shared.metrics.set_trace_backend(&tracing);
+    shared.metrics.mode.set_mode(&decision);
+    shared.metrics.mode.set_trace_backend(&tracing);
     shared.set_tracing(&tracing);
     serve_http(&opts, &shared).await?;
     let loop_runtime =

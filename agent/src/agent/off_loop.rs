@@ -42,7 +42,7 @@ pub(super) fn publish_csi_reports(
             let publish = move || {
                 let drivers =
                     report.drivers.iter().map(|d| (d.name.as_str(), d.vendor_version.as_deref().unwrap_or("")));
-                shared.metrics.set_csi(drivers, report.findings_by_driver());
+                shared.metrics.findings.set_csi(drivers, report.findings_by_driver());
                 for f in report.findings.iter().filter(|f| f.severity == Severity::Error) {
                     tracing::warn!("CSI finding {:?}: {}: {}", f.check, f.subject, f.message);
                 }

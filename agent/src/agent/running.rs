@@ -154,7 +154,7 @@ impl Running<'_> {
             match step {
                 Step::Tick => {
                     if let Some(lost) = feed.events_lost() {
-                        self.shared.metrics.set_events_lost(lost);
+                        self.shared.metrics.operations.set_events_lost(lost);
                     }
                     self.explain_unnamed();
                     if self.view_freshness.is_dirty() {
@@ -203,7 +203,7 @@ impl Running<'_> {
         self.view_freshness.changed();
     }
     fn syscall(&mut self, event: &Event) {
-        self.shared.metrics.syscall(event.call.name(), event.ret >= 0);
+        self.shared.metrics.operations.syscall(event.call.name(), event.ret >= 0);
         let Some(target) = EventTarget::of(self.model.kubelet_root(), event) else { return };
         self.measure(event, &target);
         self.target_changed(&target, MadeBy::Syscall(event));
@@ -277,7 +277,7 @@ impl Running<'_> {
         let driver = volume_ops::driver_of(self.model.kubelet_root(), &self.model.snapshot().facts, &op.target);
         let plugin = volume_ops::volume_plugin(driver.as_deref());
         let seconds = op.duration_ns as f64 / 1e9;
-        self.shared.metrics.storage_operation(plugin.clone(), op.operation, op.success, seconds);
+        self.shared.metrics.operations.storage_operation(plugin.clone(), op.operation, op.success, seconds);
         let comm = String::from_utf8_lossy(event.caller.comm.as_bytes()).into_owned();
         let pod = self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id);
         let path = target.path.to_string_lossy().into_owned();
@@ -333,9 +333,9 @@ impl Running<'_> {
     /// The metrics that follow the facts source.
     pub(super) fn facts_metrics(&self) {
         let snapshot = self.model.snapshot();
-        self.shared.metrics.set_source(&snapshot.origin, snapshot.stale.is_some(), snapshot.synced_at);
+        self.shared.metrics.facts.set_source(&snapshot.origin, snapshot.stale.is_some(), snapshot.synced_at);
         if snapshot.origin != Origin::None {
-            self.shared.metrics.forget_claims_except(|claim| snapshot.facts.claim(claim).is_some());
+            self.shared.metrics.conflicts.forget_claims_except(|claim| snapshot.facts.claim(claim).is_some());
         }
     }
 
@@ -397,7 +397,7 @@ impl Running<'_> {
                          kubelet can now finish its teardown",
                         mount_point.display()
                     );
-                    self.shared.metrics.mask_removed(MaskRemoval::PodGone);
+                    self.shared.metrics.conflicts.mask_removed(MaskRemoval::PodGone);
                 }
                 self.model.unmasked(volume, pod_uid);
                 self.shared.mask_cleared(volume, pod_uid);

@@ -180,8 +180,8 @@ pub(super) fn build(inputs: ViewInputs, sinks: &ViewSinks) {
     let csi_findings = csi.iter().flat_map(|r| r.findings.iter().cloned());
     let all: Vec<Finding> = findings.iter().cloned().chain(csi_findings).collect();
     let mut volumes = served_state::volume_details(views, &all);
-    sinks.shared.metrics.set_single_pod(SinglePodCounts::of(volumes.iter().map(|d| &d.view)));
-    sinks.shared.metrics.set_node_findings(&findings);
+    sinks.shared.metrics.conflicts.set_single_pod(SinglePodCounts::of(volumes.iter().map(|d| &d.view)));
+    sinks.shared.metrics.findings.set_node_findings(&findings);
     if let Some(report) = &csi {
         let by_name: HashMap<&str, _> = report.volumes.iter().map(|v| (v.name.as_str(), v)).collect();
         for detail in &mut volumes {

@@ -175,7 +175,7 @@ async fn status(State(shared): AppState) -> Response {
         "quarantinedPublishes": counts.quarantined_publishes,
         "findings": snap.findings.len() + csi_findings(&snap.csi),
         "recentConflicts": shared.recent_conflicts(CONFLICTS_KEPT).len(),
-        "eventsLost": shared.metrics.events_lost(),
+        "eventsLost": shared.metrics.operations.events_lost(),
         // Mounts the LSM programs let through because they could not decide.
         "enforceErrors": shared.metrics.kernel.get(volguard_common::counters::Counter::EnforceErrors),
         "updatedAt": snap.updated_at,
@@ -379,7 +379,7 @@ mod tests {
     #[tokio::test]
     async fn metrics_are_openmetrics_on_their_own_router() {
         let s = shared();
-        s.metrics.syscall("mount", true);
+        s.metrics.operations.syscall("mount", true);
         let req = axum::http::Request::builder().uri("/metrics").body(Body::empty()).unwrap();
         let response = metrics_router(s.clone()).oneshot(req).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);

@@ -157,25 +157,19 @@ pub enum MaskRemoval {
     PodGone,
 }
 
+/// Every metric the agent exports, in groups that each register their own families.
 pub struct Metrics {
     registry: Registry,
-    storage_operations: HistogramFamily<StorageOperationLabels>,
-    conflicts: Family<ConflictLabels, Counter>,
-    conflict_series: Mutex<HashSet<ConflictLabels>>,
-    syscalls: Family<SyscallLabels, Counter>,
-    single_pod: Family<StateLabels, Gauge>,
-    mode: Family<ModeLabels, Gauge>,
-    trace_backend: Family<TraceBackendLabels, Gauge>,
-    trace_fallbacks: Gauge,
-    csi_driver_info: Family<DriverInfoLabels, Gauge>,
-    csi_findings: Family<CsiFindingLabels, Gauge>,
-    node_findings: Family<FindingLabels, Gauge>,
-    events_lost: Counter,
-    quarantined_publishes: Gauge,
-    masks_removed: Family<ReasonLabels, Counter>,
-    inventory_info: Family<SourceLabels, Gauge>,
-    inventory_stale: Gauge,
-    inventory_last_sync: Gauge<f64, AtomicU64>,
+    /// The traced syscalls: kubelet's storage-operation histogram, mount syscalls, lost events.
+    pub operations: OperationMetrics,
+    /// Single-pod volumes, their conflicts and quarantine masks.
+    pub conflicts: ConflictMetrics,
+    /// The mode and the tracing backend in force.
+    pub mode: ModeMetrics,
+    /// The CSI checks' and the node model's findings.
+    pub findings: FindingMetrics,
+    /// The facts source.
+    pub facts: FactsMetrics,
     /// The kernel's counters and decode errors, read at scrape time.
     pub kernel: Arc<KernelMetrics>,
     /// The fanotify backend's notifications, skips and resyncs.
@@ -191,6 +185,37 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
+        let operations = OperationMetrics::register(&mut registry);
+        let conflicts = ConflictMetrics::register(&mut registry);
+        let mode = ModeMetrics::register(&mut registry);
+        let findings = FindingMetrics::register(&mut registry);
+        let facts = FactsMetrics::register(&mut registry);
+        let notifications = NotificationMetrics::register(&mut registry);
+        let kernel = Arc::new(KernelMetrics::default());
+        registry.register_collector(Box::new(kernel.clone()));
+        let build_info = Family::<VersionLabels, Gauge>::default();
+        registry.register("volguard_build_info", "1, labelled with the agent's version", build_info.clone());
+        build_info.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
+        Self { registry, operations, conflicts, mode, findings, facts, kernel, notifications }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+pub struct OperationMetrics {
+    storage_operations: HistogramFamily<StorageOperationLabels>,
+    syscalls: Family<SyscallLabels, Counter>,
+    events_lost: Counter,
+}
+
+impl OperationMetrics {
+    fn register(registry: &mut Registry) -> Self {
         let storage_operations = HistogramFamily::<StorageOperationLabels>::new_with_constructor(storage_histogram);
         registry.register_with_unit(
             "storage_operation_duration",
@@ -198,17 +223,64 @@ impl Metrics {
             Unit::Seconds,
             storage_operations.clone(),
         );
-        let conflicts = Family::<ConflictLabels, Counter>::default();
-        registry.register(
-            "volguard_conflicts",
-            "Mounts of a single-pod volume by a second pod or a process outside its owner, by namespace, PVC, what was done and route (publish, bind, clone, recursive)",
-            conflicts.clone(),
-        );
         let syscalls = Family::<SyscallLabels, Counter>::default();
         registry.register(
             "volguard_mount_syscalls",
             "Mount-family syscalls seen, by syscall and result",
             syscalls.clone(),
+        );
+        let events_lost = Counter::default();
+        registry.register(
+            "volguard_events_lost",
+            "Syscall events lost because the kernel ring buffer was full",
+            events_lost.clone(),
+        );
+        Self { storage_operations, syscalls, events_lost }
+    }
+
+    pub fn storage_operation(&self, volume_plugin: String, operation: OperationName, success: bool, seconds: f64) {
+        let labels = StorageOperationLabels {
+            volume_plugin,
+            operation_name: operation.as_str().into(),
+            status: if success { "success" } else { "fail-unknown" }.into(),
+            migrated: "false".into(),
+        };
+        self.storage_operations.get_or_create(&labels).observe(seconds);
+    }
+    pub fn syscall(&self, syscall: &'static str, success: bool) {
+        let labels =
+            SyscallLabels { syscall: syscall.into(), result: if success { "success" } else { "failure" }.into() };
+        self.syscalls.get_or_create(&labels).inc();
+    }
+    /// Sets the lost-event counter to the kernel's running total.
+    pub fn set_events_lost(&self, total: u64) {
+        let seen = self.events_lost.get();
+        if total > seen {
+            self.events_lost.inc_by(total - seen);
+        }
+    }
+    /// The lost-event counter's value (for tests and the debug API).
+    pub fn events_lost(&self) -> u64 {
+        self.events_lost.get()
+    }
+}
+
+pub struct ConflictMetrics {
+    conflicts: Family<ConflictLabels, Counter>,
+    conflict_series: Mutex<HashSet<ConflictLabels>>,
+    single_pod: Family<StateLabels, Gauge>,
+    quarantined_publishes: Gauge,
+    masks_removed: Family<ReasonLabels, Counter>,
+}
+
+impl ConflictMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let conflicts = Family::<ConflictLabels, Counter>::default();
+        registry.register(
+            "volguard_conflicts",
+            "Mounts of a single-pod volume by a second pod or a process outside its owner, by namespace, PVC, what \
+             was done and route (publish, bind, clone, recursive)",
+            conflicts.clone(),
         );
         let single_pod = Family::<StateLabels, Gauge>::default();
         registry.register(
@@ -228,110 +300,7 @@ impl Metrics {
             "Quarantine masks volguard removed itself, by reason (pod_gone: the pod left the facts or is being deleted)",
             masks_removed.clone(),
         );
-        let mode = Family::<ModeLabels, Gauge>::default();
-        registry.register("volguard_enforcement_mode", "1 for the active enforcement mode, with why", mode.clone());
-        let trace_backend = Family::<TraceBackendLabels, Gauge>::default();
-        registry.register(
-            "volguard_trace_backend",
-            "1 for the backend that traces the mounts (trampolines, tracepoints or fanotify), with why",
-            trace_backend.clone(),
-        );
-        let trace_fallbacks = Gauge::default();
-        registry.register(
-            "volguard_trace_fallback_syscalls",
-            "Mount-family syscalls traced by their tracepoints although the backend is trampolines",
-            trace_fallbacks.clone(),
-        );
-        let csi_driver_info = Family::<DriverInfoLabels, Gauge>::default();
-        registry.register(
-            "volguard_csi_driver_info",
-            "1 for each CSI driver found on this node",
-            csi_driver_info.clone(),
-        );
-        let csi_findings = Family::<CsiFindingLabels, Gauge>::default();
-        registry.register(
-            "volguard_csi_findings",
-            "CSI check findings by driver, check and severity",
-            csi_findings.clone(),
-        );
-        let node_findings = Family::<FindingLabels, Gauge>::default();
-        registry.register(
-            "volguard_node_findings",
-            "Findings of the node model checks by check and severity",
-            node_findings.clone(),
-        );
-        let events_lost = Counter::default();
-        registry.register(
-            "volguard_events_lost",
-            "Syscall events lost because the kernel ring buffer was full",
-            events_lost.clone(),
-        );
-        let inventory_info = Family::<SourceLabels, Gauge>::default();
-        registry.register("volguard_inventory_info", "1 for the source of the facts in force", inventory_info.clone());
-        let inventory_stale = Gauge::default();
-        registry.register(
-            "volguard_inventory_stale",
-            "1 while the facts may be out of date (API unreachable, inventory unreadable)",
-            inventory_stale.clone(),
-        );
-        let inventory_last_sync = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "volguard_inventory_last_sync_timestamp_seconds",
-            "When the facts source last delivered a complete, good set (Unix time)",
-            inventory_last_sync.clone(),
-        );
-        let notifications = NotificationMetrics::register(&mut registry);
-        let kernel = Arc::new(KernelMetrics::default());
-        registry.register_collector(Box::new(kernel.clone()));
-        let build_info = Family::<VersionLabels, Gauge>::default();
-        registry.register("volguard_build_info", "1, labelled with the agent's version", build_info.clone());
-        build_info.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
-        Self {
-            registry,
-            storage_operations,
-            conflicts,
-            conflict_series: Mutex::default(),
-            syscalls,
-            single_pod,
-            mode,
-            trace_backend,
-            trace_fallbacks,
-            csi_driver_info,
-            csi_findings,
-            node_findings,
-            events_lost,
-            quarantined_publishes,
-            masks_removed,
-            inventory_info,
-            inventory_stale,
-            inventory_last_sync,
-            notifications,
-            kernel,
-        }
-    }
-
-    /// The OpenMetrics text exposition.
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
-        out
-    }
-
-    pub fn storage_operation(&self, volume_plugin: String, operation: OperationName, success: bool, seconds: f64) {
-        let labels = StorageOperationLabels {
-            volume_plugin,
-            operation_name: operation.as_str().into(),
-            status: if success { "success" } else { "fail-unknown" }.into(),
-            migrated: "false".into(),
-        };
-        self.storage_operations.get_or_create(&labels).observe(seconds);
-    }
-
-    pub fn syscall(&self, syscall: &'static str, success: bool) {
-        let labels =
-            SyscallLabels { syscall: syscall.into(), result: if success { "success" } else { "failure" }.into() };
-        self.syscalls.get_or_create(&labels).inc();
+        Self { conflicts, conflict_series: Mutex::default(), single_pod, quarantined_publishes, masks_removed }
     }
 
     /// Counts a conflict. Past [`MAX_CONFLICT_SERIES`] distinct series, new PVCs are
@@ -358,7 +327,6 @@ impl Metrics {
         }
         self.conflicts.get_or_create(&labels).inc();
     }
-
     /// Removes the conflict series of PVCs that no longer exist.
     pub fn forget_claims_except(&self, exists: impl Fn(&ClaimRef) -> bool) {
         let mut series = self.conflict_series.lock().unwrap_or_else(|e| e.into_inner());
@@ -372,14 +340,12 @@ impl Metrics {
             keep
         });
     }
-
     pub fn set_single_pod(&self, counts: SinglePodCounts) {
         for (state, value) in [("owned", counts.owned), ("unowned", counts.unowned), ("shared", counts.shared)] {
             self.single_pod.get_or_create(&StateLabels { state: state.into() }).set(value);
         }
         self.quarantined_publishes.set(counts.quarantined_publishes);
     }
-
     /// Counts a mask volguard removed.
     pub fn mask_removed(&self, why: MaskRemoval) {
         let reason = match why {
@@ -387,19 +353,74 @@ impl Metrics {
         };
         self.masks_removed.get_or_create(&ReasonLabels { reason: reason.into() }).inc();
     }
+}
+
+pub struct ModeMetrics {
+    mode: Family<ModeLabels, Gauge>,
+    trace_backend: Family<TraceBackendLabels, Gauge>,
+    trace_fallbacks: Gauge,
+}
+
+impl ModeMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let mode = Family::<ModeLabels, Gauge>::default();
+        registry.register("volguard_enforcement_mode", "1 for the active enforcement mode, with why", mode.clone());
+        let trace_backend = Family::<TraceBackendLabels, Gauge>::default();
+        registry.register(
+            "volguard_trace_backend",
+            "1 for the backend that traces the mounts (trampolines, tracepoints or fanotify), with why",
+            trace_backend.clone(),
+        );
+        let trace_fallbacks = Gauge::default();
+        registry.register(
+            "volguard_trace_fallback_syscalls",
+            "Mount-family syscalls traced by their tracepoints although the backend is trampolines",
+            trace_fallbacks.clone(),
+        );
+        Self { mode, trace_backend, trace_fallbacks }
+    }
 
     pub fn set_mode(&self, decision: &ModeDecision) {
         self.mode.clear();
         let labels = ModeLabels { mode: decision.mode.to_string(), reason: decision.reason.label().into() };
         self.mode.get_or_create(&labels).set(1);
     }
-
     pub fn set_trace_backend(&self, decision: &TraceDecision) {
         self.trace_backend.clear();
         let labels =
             TraceBackendLabels { backend: decision.backend.to_string(), reason: decision.reason.label().into() };
         self.trace_backend.get_or_create(&labels).set(1);
         self.trace_fallbacks.set(decision.fallbacks.len() as i64);
+    }
+}
+
+pub struct FindingMetrics {
+    csi_driver_info: Family<DriverInfoLabels, Gauge>,
+    csi_findings: Family<CsiFindingLabels, Gauge>,
+    node_findings: Family<FindingLabels, Gauge>,
+}
+
+impl FindingMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let csi_driver_info = Family::<DriverInfoLabels, Gauge>::default();
+        registry.register(
+            "volguard_csi_driver_info",
+            "1 for each CSI driver found on this node",
+            csi_driver_info.clone(),
+        );
+        let csi_findings = Family::<CsiFindingLabels, Gauge>::default();
+        registry.register(
+            "volguard_csi_findings",
+            "CSI check findings by driver, check and severity",
+            csi_findings.clone(),
+        );
+        let node_findings = Family::<FindingLabels, Gauge>::default();
+        registry.register(
+            "volguard_node_findings",
+            "Findings of the node model checks by check and severity",
+            node_findings.clone(),
+        );
+        Self { csi_driver_info, csi_findings, node_findings }
     }
 
     /// Replaces the node-model findings.
@@ -410,7 +431,6 @@ impl Metrics {
             self.node_findings.get_or_create(&labels).inc();
         }
     }
-
     /// Replaces the CSI driver info and findings: `(driver, vendor_version)` and
     /// `(driver, finding)`.
     pub fn set_csi<'a>(
@@ -430,13 +450,31 @@ impl Metrics {
             self.csi_findings.get_or_create(&labels).inc();
         }
     }
+}
 
-    /// Sets the lost-event counter to the kernel's running total.
-    pub fn set_events_lost(&self, total: u64) {
-        let seen = self.events_lost.get();
-        if total > seen {
-            self.events_lost.inc_by(total - seen);
-        }
+pub struct FactsMetrics {
+    inventory_info: Family<SourceLabels, Gauge>,
+    inventory_stale: Gauge,
+    inventory_last_sync: Gauge<f64, AtomicU64>,
+}
+
+impl FactsMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let inventory_info = Family::<SourceLabels, Gauge>::default();
+        registry.register("volguard_inventory_info", "1 for the source of the facts in force", inventory_info.clone());
+        let inventory_stale = Gauge::default();
+        registry.register(
+            "volguard_inventory_stale",
+            "1 while the facts may be out of date (API unreachable, inventory unreadable)",
+            inventory_stale.clone(),
+        );
+        let inventory_last_sync = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "volguard_inventory_last_sync_timestamp_seconds",
+            "When the facts source last delivered a complete, good set (Unix time)",
+            inventory_last_sync.clone(),
+        );
+        Self { inventory_info, inventory_stale, inventory_last_sync }
     }
 
     pub fn set_source(&self, origin: &Origin, stale: bool, synced_at: Option<SystemTime>) {
@@ -446,11 +484,6 @@ impl Metrics {
         let seconds =
             synced_at.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()).map_or(0.0, |d| d.as_secs_f64());
         self.inventory_last_sync.set(seconds);
-    }
-
-    /// The lost-event counter's value (for tests and the debug API).
-    pub fn events_lost(&self) -> u64 {
-        self.events_lost.get()
     }
 }
 
@@ -469,13 +502,20 @@ pub struct MetricDoc {
 pub fn reference() -> Vec<MetricDoc> {
     use crate::model::checks::{Check, Severity};
     let m = Metrics::new();
-    m.storage_operation(crate::model::volume_ops::volume_plugin(Some("x")), OperationName::VolumeMount, true, 0.0);
-    m.syscall("mount", true);
-    m.conflict(None, ConflictAction::Refused, Route::Publish);
-    m.set_single_pod(SinglePodCounts::default());
-    m.mask_removed(MaskRemoval::PodGone);
-    m.set_mode(&crate::enforce::decide(crate::enforce::ModeChoice::Quarantine, None).expect("quarantine always runs"));
-    m.set_trace_backend(
+    m.operations.storage_operation(
+        crate::model::volume_ops::volume_plugin(Some("x")),
+        OperationName::VolumeMount,
+        true,
+        0.0,
+    );
+    m.operations.syscall("mount", true);
+    m.conflicts.conflict(None, ConflictAction::Refused, Route::Publish);
+    m.conflicts.set_single_pod(SinglePodCounts::default());
+    m.conflicts.mask_removed(MaskRemoval::PodGone);
+    m.mode.set_mode(
+        &crate::enforce::decide(crate::enforce::ModeChoice::Quarantine, None).expect("quarantine always runs"),
+    );
+    m.mode.set_trace_backend(
         &crate::kernel::trace_backend::decide(
             crate::kernel::trace_backend::BackendChoice::Tracepoints,
             false,
@@ -493,9 +533,9 @@ pub fn reference() -> Vec<MetricDoc> {
         subject: String::new(),
         message: String::new(),
     };
-    m.set_csi([("x", "v")], [("x", &finding)]);
-    m.set_node_findings([&finding]);
-    m.set_source(&Origin::None, false, None);
+    m.findings.set_csi([("x", "v")], [("x", &finding)]);
+    m.findings.set_node_findings([&finding]);
+    m.facts.set_source(&Origin::None, false, None);
     struct NoKernel;
     impl crate::kernel::counters::ReadCounter for NoKernel {
         fn read(&self, _: volguard_common::counters::Counter) -> u64 {
@@ -568,8 +608,13 @@ mod tests {
     #[test]
     fn the_storage_histogram_has_kubelets_name_labels_and_buckets() {
         let m = Metrics::new();
-        m.storage_operation("kubernetes.io/csi:d.example.com".into(), OperationName::VolumeMount, true, 0.3);
-        m.storage_operation("kubernetes.io/csi:d.example.com".into(), OperationName::VolumeMount, false, 700.0);
+        m.operations.storage_operation("kubernetes.io/csi:d.example.com".into(), OperationName::VolumeMount, true, 0.3);
+        m.operations.storage_operation(
+            "kubernetes.io/csi:d.example.com".into(),
+            OperationName::VolumeMount,
+            false,
+            700.0,
+        );
         let text = m.encode();
         assert!(text.contains("# TYPE storage_operation_duration_seconds histogram"), "{text}");
         assert!(text.contains("# UNIT storage_operation_duration_seconds seconds"));
@@ -602,10 +647,10 @@ mod tests {
     #[test]
     fn conflicts_are_labelled_by_claim_and_action_and_removed_with_the_claim() {
         let m = Metrics::new();
-        m.conflict(Some(&claim("shop", "data")), ConflictAction::Refused, Route::Publish);
-        m.conflict(Some(&claim("shop", "data")), ConflictAction::Refused, Route::Publish);
-        m.conflict(Some(&claim("shop", "logs")), ConflictAction::Quarantined, Route::Publish);
-        m.conflict(None, ConflictAction::Audited, Route::Publish);
+        m.conflicts.conflict(Some(&claim("shop", "data")), ConflictAction::Refused, Route::Publish);
+        m.conflicts.conflict(Some(&claim("shop", "data")), ConflictAction::Refused, Route::Publish);
+        m.conflicts.conflict(Some(&claim("shop", "logs")), ConflictAction::Quarantined, Route::Publish);
+        m.conflicts.conflict(None, ConflictAction::Audited, Route::Publish);
         let text = m.encode();
         assert!(
             text.contains(
@@ -617,7 +662,7 @@ mod tests {
         assert!(text.contains(
             "namespace=\"_unknown\",persistentvolumeclaim=\"_unknown\",action=\"observed\",route=\"publish\"} 1"
         ));
-        m.forget_claims_except(|c| *c == claim("shop", "data"));
+        m.conflicts.forget_claims_except(|c| *c == claim("shop", "data"));
         let text = m.encode();
         assert!(!text.contains("\"logs\""), "the deleted PVC's series is gone");
         assert!(text.contains("\"data\"") && text.contains("_unknown"));
@@ -631,8 +676,9 @@ mod tests {
             names,
             [
                 "storage_operation_duration_seconds",
-                "volguard_conflicts_total",
                 "volguard_mount_syscalls_total",
+                "volguard_events_lost_total",
+                "volguard_conflicts_total",
                 "volguard_single_pod_volumes",
                 "volguard_quarantined_publishes",
                 "volguard_quarantine_masks_removed_total",
@@ -642,7 +688,6 @@ mod tests {
                 "volguard_csi_driver_info",
                 "volguard_csi_findings",
                 "volguard_node_findings",
-                "volguard_events_lost_total",
                 "volguard_inventory_info",
                 "volguard_inventory_stale",
                 "volguard_inventory_last_sync_timestamp_seconds",
@@ -682,7 +727,7 @@ mod tests {
     fn conflict_series_are_capped() {
         let m = Metrics::new();
         for i in 0..MAX_CONFLICT_SERIES + 50 {
-            m.conflict(Some(&claim("ns", &format!("pvc-{i}"))), ConflictAction::Refused, Route::Publish);
+            m.conflicts.conflict(Some(&claim("ns", &format!("pvc-{i}"))), ConflictAction::Refused, Route::Publish);
         }
         let text = m.encode();
         let series = text.lines().filter(|l| l.starts_with("volguard_conflicts_total{")).count();
@@ -697,24 +742,28 @@ mod tests {
         let m = Metrics::new();
         use crate::enforce::Mode;
         let decided = |mode, reason| ModeDecision { mode, decided_in: crate::enforce::DecidedIn::Kernel, reason };
-        m.set_mode(&decided(Mode::Quarantine, crate::enforce::ModeReason::NoBpfLsm("EPERM".into())));
-        m.set_mode(&decided(Mode::Enforce, crate::enforce::ModeReason::LsmActive));
+        m.mode.set_mode(&decided(Mode::Quarantine, crate::enforce::ModeReason::NoBpfLsm("EPERM".into())));
+        m.mode.set_mode(&decided(Mode::Enforce, crate::enforce::ModeReason::LsmActive));
         use crate::kernel::trace_backend::{BackendChoice, TrampolineProbe, decide};
-        m.set_trace_backend(&decide(BackendChoice::Tracepoints, false, None, None).unwrap());
+        m.mode.set_trace_backend(&decide(BackendChoice::Tracepoints, false, None, None).unwrap());
         let works = TrampolineProbe::Works { missing: vec!["umount"] };
-        m.set_trace_backend(&decide(BackendChoice::Auto, false, Some(&works), None).unwrap());
+        m.mode.set_trace_backend(&decide(BackendChoice::Auto, false, Some(&works), None).unwrap());
         let finding = Finding {
             check: Check::InlineHandleMismatch,
             severity: Severity::Error,
             subject: "x".into(),
             message: "m".into(),
         };
-        m.set_node_findings([&finding, &finding]);
-        m.set_source(&Origin::KubernetesApi, true, Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(5)));
-        m.set_events_lost(3);
-        m.set_events_lost(7);
-        m.set_single_pod(SinglePodCounts { owned: 2, unowned: 1, shared: 0, quarantined_publishes: 3 });
-        m.syscall("mount", true);
+        m.findings.set_node_findings([&finding, &finding]);
+        m.facts.set_source(
+            &Origin::KubernetesApi,
+            true,
+            Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(5)),
+        );
+        m.operations.set_events_lost(3);
+        m.operations.set_events_lost(7);
+        m.conflicts.set_single_pod(SinglePodCounts { owned: 2, unowned: 1, shared: 0, quarantined_publishes: 3 });
+        m.operations.syscall("mount", true);
         let text = m.encode();
         assert!(text.contains("volguard_enforcement_mode{mode=\"enforce\",reason=\"lsm_active\"} 1"), "{text}");
         assert!(!text.contains("mode=\"quarantine\""));

@@ -19,10 +19,14 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use crate::{
-    proc::{cargo, cores, output, run_cmd, run_in_lanes, target_dir},
-    setup,
-};
+mod counts;
+mod plan;
+
+use counts::{RUN_MARK, count_mismatch, expected_test_counts};
+use plan::{BOOTS, Boot, DEMO_BOOT, bench_boot, test_runs, vm_kernel};
+pub use plan::{BootName, VmKernel};
+
+use crate::proc::{cargo, cores, output, run_cmd, run_in_lanes, target_dir};
 
 #[derive(clap::Args, Default)]
 pub struct Options {
@@ -36,287 +40,6 @@ pub struct Options {
     /// Seconds one boot may take before it counts as hung.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BootName {
-    /// `bpf` in `lsm=`: enforcement works.
-    LsmBpf,
-    /// `bpf` left out of `lsm=`: LSM programs attach but never run.
-    LsmNoBpf,
-    /// `bpf` in `lsm=` on the 6.12 kernel of bookworm-backports: the enforcement and tracing
-    /// tests, and the upgrade across backends (a subset, to keep the time), each tracing
-    /// test once per backend. Booted without CMPXCHG16B (see [`VmKernel::qemu_cpu`]).
-    LsmBpf612,
-}
-
-/// Which of `cargo xtask setup`'s kernels a boot uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VmKernel {
-    /// Debian 12's own cloud kernel (6.1).
-    Stable,
-    /// The 6.12 cloud kernel of bookworm-backports.
-    Backports,
-}
-
-impl VmKernel {
-    /// The kernel's version, as rows and logs name it.
-    pub fn version(self) -> &'static str {
-        match self {
-            Self::Stable => "6.1",
-            Self::Backports => "6.12",
-        }
-    }
-
-    /// The kernel image `cargo xtask setup` fetched, or an error saying to run it.
-    fn image(self) -> anyhow::Result<PathBuf> {
-        match self {
-            Self::Stable => vm_kernel(),
-            Self::Backports => setup::backports_kernel().with_context(|| {
-                format!("no {} VM kernel in {}: run `cargo xtask setup` as root", self.version(), setup::VM_KERNEL_DIR)
-            }),
-        }
-    }
-
-    /// qemu's `-cpu` for this kernel: every feature TCG emulates, except that 6.12 gets no
-    /// CMPXCHG16B. qemu 7.2's emulation of it leaves EFLAGS corrupt (reserved bits set) on
-    /// SLUB's per-CPU fast path (`cmpxchg16b %gs:(%rsi)` in `kmem_cache_alloc_noprof`), which
-    /// 6.12 takes on every allocation: two boots of two double-faulted there, after 38 and
-    /// 170 s, with and without 5-level paging. Without CX16 the kernel takes SLUB's locked
-    /// path and passed its whole subset, four boots of four (2026-11-27, one in a CI run).
-    /// 6.1 has always passed with it.
-    fn qemu_cpu(self) -> &'static str {
-        match self {
-            Self::Stable => "max",
-            Self::Backports => "max,-cx16",
-        }
-    }
-}
-
-/// Which tracing backend a run forces on its tracers and agents.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Tracing {
-    /// The agent's own choice (trampolines on the VM kernels).
-    Auto,
-    /// The run twice: with `tracepoints`, then with `trampolines`.
-    Both,
-    /// Once, with `trampolines` and the kernel counting each program's runs and time
-    /// (the agent's `--bpf-stats`): where the bench's mount cycles spend their time.
-    TrampolinesWithBpfStats,
-}
-
-/// The runs `tracing` makes, as (environment, label suffix) pairs.
-fn tracing_runs(tracing: Tracing) -> &'static [(&'static str, &'static str)] {
-    match tracing {
-        Tracing::Auto => &[("", "")],
-        Tracing::Both => &[
-            ("VOLGUARD_TRACE_BACKEND=tracepoints ", " (tracepoints)"),
-            ("VOLGUARD_TRACE_BACKEND=trampolines ", " (trampolines)"),
-        ],
-        Tracing::TrampolinesWithBpfStats => {
-            &[("VOLGUARD_TRACE_BACKEND=trampolines VOLGUARD_BPF_STATS=true ", " (trampolines, --bpf-stats)")]
-        }
-    }
-}
-
-/// One VM boot: its `lsm=` list and the runs of the integration binary it makes, as
-/// `(area, tracing, libtest arguments)`: the area (a module of `agent/tests/integration/`)
-/// names the run on the console; the arguments select its tests by path (`host_trace::` is
-/// every test of that module that is not ignored; `--ignored` runs only the ignored ones).
-struct Boot {
-    name: BootName,
-    /// Which share of the variant's runs this boot makes, where a variant's runs are split
-    /// over boots that run side by side (each boot is one emulated CPU, one host core).
-    part: Option<&'static str>,
-    lsm: &'static str,
-    runs: &'static [(&'static str, Tracing, &'static [&'static str])],
-    /// `volguard` subcommands run after the tests (the demo).
-    agent_runs: &'static [&'static str],
-    /// Virtual CPUs (qemu's multi-threaded TCG gives each a host thread).
-    cpus: u32,
-    kernel: VmKernel,
-    /// Booted by a plain `vm-test` (else only when named with `--boot`).
-    default: bool,
-}
-
-impl Boot {
-    /// The variant's name, and the part of its runs this boot makes where they are split.
-    fn label(&self) -> String {
-        match self.part {
-            Some(part) => format!("{:?}/{part}", self.name),
-            None => format!("{:?}", self.name),
-        }
-    }
-}
-
-/// The ignored upgrade test (it forces each agent's backend itself).
-const UPGRADE_TEST: &[&str] =
-    &["--ignored", "--exact", "vm_enforce::upgrade_across_a_change_of_tracing_backend_keeps_owners_and_settles_claims"];
-
-/// Tests of kernel features newer than the VM's kernels: left out of their runs there
-/// (under the VM's `CI=true` they would fail, not skip).
-const UNIQUE_MOUNT_ID_TEST: &str =
-    "host_node_model::a_publish_made_while_no_agent_ran_is_not_taken_for_the_owner_for_its_reused_lower_mount_id";
-const OPEN_TREE_ATTR_TEST: &str = "host_mount_api::open_tree_attr_is_traced_where_the_kernel_has_it";
-
-const BOOTS: &[Boot] = &[
-    // Lanes (one per core) take the boots in this order. The LsmBpf variant's runs are
-    // split over two boots; on a 2-core machine one lane runs its enforcement half (~5.5–6
-    // min) then LsmNoBpf (~2), the other LsmBpf612 (~3.3) then the tracing half (~3.5–4):
-    // 7–8.5 minutes in all.
-    Boot {
-        name: BootName::LsmBpf,
-        part: Some("enforce"),
-        lsm: "lockdown,capability,bpf",
-        runs: &[
-            ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
-            // The ignored tests whose names start with `enforce`: all but the no-bpf one;
-            // claims are settled by the exit tracepoint or by fexit.
-            ("vm_enforce", Tracing::Both, &["--ignored", "vm_enforce::enforce"]),
-            // An upgrade that switches backend (it forces each agent's backend itself).
-            ("vm_enforce", Tracing::Auto, UPGRADE_TEST),
-            // The node model with the kernel owner map (seed, release, adoption); not the
-            // test of unique mount ids, which 6.1 does not give (Linux 6.8; the host runs it).
-            ("host_node_model", Tracing::Auto, &["host_node_model::", "--skip", UNIQUE_MOUNT_ID_TEST]),
-            // The demo's story with the refusal in the kernel.
-            ("host_demo", Tracing::Auto, &["host_demo::"]),
-            // Mounts outside kubelet's publish, detached at syscall exit in enforce mode.
-            ("host_out_of_band", Tracing::Both, &["host_out_of_band::"]),
-        ],
-        agent_runs: &[],
-        cpus: 1,
-        kernel: VmKernel::Stable,
-        default: true,
-    },
-    // Each trampoline attach is slow under TCG, so the second kernel runs what differs
-    // between kernels (verifier, BTF, trampolines): enforcement settled by fexit, the
-    // upgrade across backends (tracepoints included), the tracing programs per backend.
-    Boot {
-        name: BootName::LsmBpf612,
-        part: None,
-        lsm: "lockdown,capability,bpf",
-        runs: &[
-            ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
-            ("vm_enforce", Tracing::Auto, &["--ignored", "vm_enforce::enforce"]),
-            ("vm_enforce", Tracing::Auto, UPGRADE_TEST),
-            ("host_trace", Tracing::Both, &["host_trace::"]),
-            ("host_trace_backend", Tracing::Auto, &["host_trace_backend::"]),
-        ],
-        agent_runs: &[],
-        cpus: 1,
-        kernel: VmKernel::Backports,
-        default: true,
-    },
-    Boot {
-        name: BootName::LsmBpf,
-        part: Some("tracing"),
-        lsm: "lockdown,capability,bpf",
-        runs: &[
-            // The tracing programs on this kernel too (verifier and BTF differ from the host's).
-            ("host_trace", Tracing::Both, &["host_trace::"]),
-            // Not open_tree_attr, which 6.1 does not have (Linux 6.15; the host runs it).
-            ("host_mount_api", Tracing::Both, &["host_mount_api::", "--skip", OPEN_TREE_ATTR_TEST]),
-            // Hostile paths with the LSM hooks resolving every target.
-            ("host_hostile", Tracing::Auto, &["host_hostile::"]),
-        ],
-        agent_runs: &[],
-        cpus: 1,
-        kernel: VmKernel::Stable,
-        default: true,
-    },
-    Boot {
-        name: BootName::LsmNoBpf,
-        part: None,
-        lsm: "lockdown,capability",
-        runs: &[
-            (
-                "vm_lsm",
-                Tracing::Auto,
-                &["--ignored", "--exact", "vm_lsm::lsm_inactive_program_attaches_but_never_runs"],
-            ),
-            (
-                "vm_enforce",
-                Tracing::Auto,
-                &["--ignored", "--exact", "vm_enforce::without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"],
-            ),
-            // Quarantine acts on the traced events: both backends.
-            ("host_quarantine", Tracing::Both, &["host_quarantine::"]),
-            // Trampolines work without bpf in lsm= too: auto must pick them.
-            ("host_trace_backend", Tracing::Auto, &["host_trace_backend::"]),
-        ],
-        agent_runs: &[],
-        cpus: 1,
-        kernel: VmKernel::Stable,
-        default: true,
-    },
-];
-
-/// The tracing backends a run forces, as docs/testing.md's table says them.
-#[cfg(test)]
-fn tracing_label(tracing: Tracing) -> &'static str {
-    match tracing {
-        Tracing::Auto => "auto",
-        Tracing::Both => "tracepoints, then trampolines",
-        Tracing::TrampolinesWithBpfStats => "trampolines with --bpf-stats",
-    }
-}
-
-/// The table of `vm-test`'s boots, generated from [`BOOTS`] (docs/testing.md carries it,
-/// checked by a test): each boot's kernel, `lsm=` and runs, with their backends and filters.
-#[cfg(test)]
-fn boots_markdown() -> String {
-    let mut s = String::from(
-        "| boot (`--boot`) | kernel | `lsm=` | runs: area (tracing backend): libtest filter |\n|---|---|---|---|\n",
-    );
-    for boot in BOOTS {
-        let name = clap::ValueEnum::to_possible_value(&boot.name).map(|v| v.get_name().to_owned()).unwrap_or_default();
-        let name = match boot.part {
-            Some(part) => format!("`{name}`, {part} half"),
-            None => format!("`{name}`"),
-        };
-        let runs: Vec<String> = boot
-            .runs
-            .iter()
-            .map(|(area, tracing, args)| format!("`{area}` ({}): `{}`", tracing_label(*tracing), args.join(" ")))
-            .collect();
-        s.push_str(&format!("| {name} | {} | `{}` | {} |\n", boot.kernel.version(), boot.lsm, runs.join("<br>")));
-    }
-    s
-}
-
-/// `cargo xtask demo --vm`: the demo story on a kernel where BPF LSM enforces.
-const DEMO_BOOT: Boot = Boot {
-    name: BootName::LsmBpf,
-    part: None,
-    lsm: "lockdown,capability,bpf",
-    runs: &[],
-    agent_runs: &["demo"],
-    cpus: 1,
-    kernel: VmKernel::Stable,
-    default: true,
-};
-
-/// `cargo xtask bench`: mount and unrelated syscalls with the LSM hooks, once per tracing
-/// backend, on `kernel`. Two CPUs, as on the host, so the agent's userspace does not take
-/// its turns from the measured loop.
-fn bench_boot(kernel: VmKernel) -> Boot {
-    Boot {
-        name: BootName::LsmBpf,
-        part: None,
-        lsm: "lockdown,capability,bpf",
-        runs: &[
-            ("syscall_bench", Tracing::Both, &["--ignored", "syscall_bench::", "--nocapture"]),
-            (
-                "syscall_bench",
-                Tracing::TrampolinesWithBpfStats,
-                &["--ignored", "syscall_bench::mount_cycle_overhead", "--nocapture"],
-            ),
-        ],
-        agent_runs: &[],
-        cpus: 2,
-        kernel,
-        default: true,
-    }
 }
 
 /// What `syscall_bench`'s tests print for `cargo xtask bench` to read.
@@ -369,12 +92,6 @@ pub fn demo(timeout: Duration) -> anyhow::Result<()> {
         bail!("the demo failed in the VM");
     }
     Ok(())
-}
-
-/// The kernel `cargo xtask setup` fetched, or an error saying to run it.
-fn vm_kernel() -> anyhow::Result<PathBuf> {
-    setup::find_vm_kernel()
-        .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))
 }
 
 /// The console line the init script ends with.
@@ -516,70 +233,6 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t securityfs securityfs /sys/kernel/security
 mount -t tracefs tracefs /sys/kernel/tracing";
-
-/// Each run of the test binary a boot makes, in order: (label, environment, libtest arguments).
-fn test_runs(boot: &Boot) -> Vec<(String, &'static str, &'static [&'static str])> {
-    let mut runs = Vec::new();
-    for (area, tracing, args) in boot.runs {
-        for (env, suffix) in tracing_runs(*tracing) {
-            runs.push((format!("{area}{suffix}"), *env, *args));
-        }
-    }
-    runs
-}
-
-/// The console line each run starts with.
-const RUN_MARK: &str = "volguard-vm: running ";
-
-/// How many tests each of `boot`'s runs must pass, from the test binary's own listing of
-/// its filter (`--list`, on the host): a filter that matches nothing is an error here, and
-/// a run that passes fewer (or more) tests fails the boot.
-fn expected_test_counts(boot: &Boot, test_binary: &Path) -> anyhow::Result<Vec<usize>> {
-    let mut counts = Vec::new();
-    for (label, _, args) in test_runs(boot) {
-        let listing =
-            output(Command::new(test_binary).arg("--list").args(args.iter().filter(|a| **a != "--nocapture")))?;
-        let n = listing.lines().filter(|l| l.ends_with(": test")).count();
-        if n == 0 {
-            bail!("the VM run {label} ({}) matches no test", args.join(" "));
-        }
-        counts.push(n);
-    }
-    Ok(counts)
-}
-
-/// How many tests each run passed, by libtest's summary line after the run's mark.
-fn passed_test_counts(console: &[String]) -> Vec<Option<usize>> {
-    let mut counts: Vec<Option<usize>> = Vec::new();
-    for line in console {
-        if line.starts_with(RUN_MARK) {
-            counts.push(None);
-        } else if let (Some(rest), Some(last)) = (line.strip_prefix("test result: "), counts.last_mut()) {
-            *last = rest
-                .split("; ")
-                .find_map(|part| part.split_once(" passed"))
-                .and_then(|(n, _)| n.rsplit(' ').next()?.parse().ok());
-        }
-    }
-    counts
-}
-
-/// Why the runs' passed counts differ from `expected`, if they do.
-fn count_mismatch(boot: &Boot, console: &[String], expected: &[usize]) -> Option<String> {
-    let passed = passed_test_counts(console);
-    let labels: Vec<String> = test_runs(boot).into_iter().map(|(label, _, _)| label).collect();
-    let wrong: Vec<String> = labels
-        .iter()
-        .zip(expected)
-        .enumerate()
-        .filter(|(i, (_, want))| passed.get(*i).copied().flatten() != Some(**want))
-        .map(|(i, (label, want))| match passed.get(i).copied().flatten() {
-            Some(n) => format!("{label} passed {n} tests, not {want}"),
-            None => format!("{label} printed no test result (expected {want} passed)"),
-        })
-        .collect();
-    (!wrong.is_empty()).then(|| wrong.join("; "))
-}
 
 fn init_script(boot: &Boot) -> String {
     let mut plan = String::new();
@@ -778,28 +431,7 @@ fn boot_and_judge(
 
 #[cfg(test)]
 mod tests {
-    use super::{boots_markdown, kernel_oops};
-
-    /// `VOLGUARD_BLESS=1 cargo test -p xtask the_testing_doc` rewrites the table instead.
-    #[test]
-    fn the_testing_doc_carries_the_boots_as_the_code_runs_them() {
-        let path = crate::proc::workspace_root().join("docs/testing.md");
-        let doc = std::fs::read_to_string(&path).unwrap();
-        let (before, rest) = doc.split_once("<!-- vm-boots:start").expect("docs/testing.md's vm-boots:start marker");
-        let (marker_rest, rest) = rest.split_once("-->").expect("the marker's end");
-        let (table, after) = rest.split_once("<!-- vm-boots:end").expect("docs/testing.md's vm-boots:end marker");
-        if std::env::var_os("VOLGUARD_BLESS").is_some() {
-            let fresh =
-                format!("{before}<!-- vm-boots:start{marker_rest}-->\n{}<!-- vm-boots:end{after}", boots_markdown());
-            std::fs::write(&path, fresh).unwrap();
-            return;
-        }
-        assert_eq!(
-            table.trim(),
-            boots_markdown().trim(),
-            "regenerate: VOLGUARD_BLESS=1 cargo test -p xtask the_testing_doc"
-        );
-    }
+    use super::kernel_oops;
 
     #[test]
     fn an_oops_is_quoted_by_its_first_lines_without_timestamps() {
