@@ -346,7 +346,7 @@ fn two_pods_holding_a_volume_at_start_up_are_a_recorded_counted_explained_confli
     agent.wait_for_line("the Event", |l| l.contains("SinglePodVolumeShared") && l.contains("shop/db-1"));
     assert_eq!(conflict_masks(&agent), [("observed".into(), "-".into())]);
     let (_, metrics) = http_get(&agent.address("metrics"), "/metrics");
-    let observed = "volguard_conflicts_total{namespace=\"shop\",persistentvolumeclaim=\"data\",action=\"observed\"} 1";
+    let observed = "volguard_conflicts_total{namespace=\"shop\",persistentvolumeclaim=\"data\",action=\"observed\",route=\"publish\"} 1";
     assert!(metrics.contains(observed), "{metrics}");
     assert_eq!(node.ns.mounts_at(&node.target("pod-b")).len(), 1, "a running pod's mount is left alone");
     for pod in ["pod-a", "pod-b"] {
