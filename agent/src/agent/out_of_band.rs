@@ -79,21 +79,39 @@ impl Running<'_> {
             // A mount left in place (reported only) is found again at its namespace's next
             // bind: reported once. Mount ids are reused, so the mount point is in the key.
             let key = (event.caller.mnt_ns, id, access.mount_point.clone());
-            if matches!(decided, AccessAction::Report(_)) && !self.reported_access.insert(key) {
+            if self.reported_access.contains(&key) {
                 continue;
             }
-            if decided != AccessAction::Allow {
-                self.handle_access(event, access, id, decided, reader_pod.as_deref());
+            if decided != AccessAction::Allow
+                && let Some(left_in_place) = self.handle_access(event, access, id, decided, reader_pod.as_deref())
+                && left_in_place
+            {
+                self.reported_access.insert(key);
             }
         }
     }
 
-    /// Carries out the decision about one access, and tells it.
-    fn handle_access(&mut self, event: &Event, access: Access, id: i32, decided: AccessAction, pod: Option<&str>) {
+    /// Carries out the decision about one access, and tells it. `Some(left in place)` once
+    /// told (reported, or a detach that failed: either is reported once); `None` when there
+    /// was nothing to tell (allowed, or moved before the detach).
+    fn handle_access(
+        &mut self,
+        event: &Event,
+        access: Access,
+        id: i32,
+        decided: AccessAction,
+        pod: Option<&str>,
+    ) -> Option<bool> {
         let by = self.mounted_by(&event.caller);
         let (volume, owner, route, point) = (&access.volume, &access.owner, access.route.label(), &access.mount_point);
         let action = match decided {
             AccessAction::Detach => match detach::detach(&event.caller, vec![(id, point.clone())]) {
+                Ok(0) => {
+                    // Moved (a runtime's pivot) or gone: where it is now, the namespace's
+                    // next mount call finds it.
+                    debug!("a {route} mount at {} by {by} was no longer there to detach", point.display());
+                    return None;
+                }
                 Ok(n) => {
                     warn!(
                         "CONFLICT detached: a {route} mount at {} by {by} reached volume \"{volume}\", owned by pod \
@@ -123,7 +141,7 @@ impl Running<'_> {
                 );
                 ConflictAction::Audited
             }
-            AccessAction::Allow => return,
+            AccessAction::Allow => return None,
         };
         let conflict = self
             .model
@@ -131,6 +149,7 @@ impl Running<'_> {
             .made_by(Some(by))
             .routed(access.route, Some(access.mount_point));
         self.tell(conflict);
+        Some(action != ConflictAction::Detached)
     }
 
     /// Whether the caller's mount namespace is not the one of the agent's mount table (the

@@ -32,23 +32,27 @@ pub fn device_at(caller: &Caller, path: &Path) -> Option<String> {
 
 /// Detaches, in `caller`'s namespace, each mount `(mount id, mount point)` that is still the
 /// top mount at its point (never another mount stacked there since), deepest first. Returns
-/// how many were detached.
+/// how many were detached: 0 when none is where it was found (a container's runtime moves
+/// its whole tree when it pivots into the container's root; its next mount call finds them
+/// where they are then).
 pub fn detach(caller: &Caller, mounts: Vec<(i32, PathBuf)>) -> Result<usize, QuarantineError> {
     let Some((task, file)) = open_namespace(caller) else {
         return Err(QuarantineError::Gone { mnt_ns: caller.mnt_ns, tgid: caller.tgid, target: describe(&mounts) });
     };
     let name = task.join("ns/mnt").display().to_string();
-    ns_thread::once("vg-detach", file, name.clone(), move || {
-        let mut mounts = mounts;
-        mounts.sort_by_key(|(_, point)| std::cmp::Reverse(point.components().count()));
+    // Checked through the task's own table here: inside a container's namespace `/proc` is
+    // the container's, where this thread does not exist.
+    let table = MountTable::read(&task.join("mountinfo")).map_err(|e| QuarantineError::Namespace(name.clone(), e))?;
+    let top_id = |point: &Path| table.mounts.iter().rev().find(|m| m.mount_point == point).map(|m| m.id);
+    let mut points: Vec<PathBuf> =
+        mounts.into_iter().filter(|(id, point)| top_id(point) == Some(*id)).map(|(_, point)| point).collect();
+    if points.is_empty() {
+        return Ok(0);
+    }
+    points.sort_by_key(|point| std::cmp::Reverse(point.components().count()));
+    ns_thread::once("vg-detach", file, name, move || {
         let mut detached = 0;
-        for (id, point) in mounts {
-            // This thread's own view, now the namespace's.
-            let table = MountTable::read(Path::new("/proc/thread-self/mountinfo"))
-                .map_err(|e| QuarantineError::Namespace(name.clone(), e))?;
-            if table.mounts.iter().rev().find(|m| m.mount_point == point).map(|m| m.id) != Some(id) {
-                continue;
-            }
+        for point in points {
             match umount2(&point, MntFlags::MNT_DETACH) {
                 Ok(()) => detached += 1,
                 Err(Errno::EINVAL | Errno::ENOENT) => {}

@@ -13,6 +13,7 @@ mod components;
 mod images;
 mod kube;
 mod node;
+mod out_of_band;
 mod pki;
 mod prometheus;
 mod scenarios;

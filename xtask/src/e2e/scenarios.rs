@@ -51,6 +51,9 @@ pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow:
     scenario("4. volguard's CLI inside the agent pod", &mut || cli_in_agent_pod(&admin));
     scenario("2. no false positives", &mut || no_false_positives(node, &admin, &chart));
     scenario("3. hand-over to a new pod", &mut || hand_over(&admin));
+    scenario("7. mounts outside kubelet's publish: a hostPath reader and a backup agent", &mut || {
+        super::out_of_band::hostpath_readers(&admin)
+    });
     scenario("5. helm uninstall, then volguard uninstall", &mut || uninstall(&admin));
 
     println!("\n=== e2e summary");
