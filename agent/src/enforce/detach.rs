@@ -16,9 +16,24 @@ use crate::{kernel::decode::Caller, node_files::mount_table::MountTable};
 /// The mount table of the namespace `caller` made its syscall in (through a live task
 /// there; paths as that task sees them), or `None` if no task is left in it.
 pub fn caller_table(caller: &Caller) -> Option<MountTable> {
-    let (task, _namespace) = open_namespace(caller)?;
-    MountTable::read(&task.join("mountinfo")).ok()
+    live_table(caller).map(|(_, _, table)| table)
 }
+
+/// A live task in `caller`'s namespace, that namespace's file, and the table as the task
+/// sees it. The task found first (the caller itself, most often) can exit before its table
+/// is read: then the search goes on, a few times.
+fn live_table(caller: &Caller) -> Option<(PathBuf, std::fs::File, MountTable)> {
+    for _ in 0..LIVE_TASK_TRIES {
+        let (task, file) = open_namespace(caller)?;
+        if let Ok(table) = MountTable::read(&task.join("mountinfo")) {
+            return Some((task, file, table));
+        }
+    }
+    None
+}
+
+/// How many tasks `live_table` tries before it gives up on a namespace.
+const LIVE_TASK_TRIES: usize = 3;
 
 /// The filesystem (`major:minor`, as mountinfo writes it) of the top mount at `path` as the
 /// caller sees it (through its root), or `None` if the caller is gone or the path is not
@@ -36,13 +51,12 @@ pub fn device_at(caller: &Caller, path: &Path) -> Option<String> {
 /// its whole tree when it pivots into the container's root; its next mount call finds them
 /// where they are then).
 pub fn detach(caller: &Caller, mounts: Vec<(i32, PathBuf)>) -> Result<usize, QuarantineError> {
-    let Some((task, file)) = open_namespace(caller) else {
+    // Checked through a live task's own table here: inside a container's namespace `/proc`
+    // is the container's, where this thread does not exist.
+    let Some((task, file, table)) = live_table(caller) else {
         return Err(QuarantineError::Gone { mnt_ns: caller.mnt_ns, tgid: caller.tgid, target: describe(&mounts) });
     };
     let name = task.join("ns/mnt").display().to_string();
-    // Checked through the task's own table here: inside a container's namespace `/proc` is
-    // the container's, where this thread does not exist.
-    let table = MountTable::read(&task.join("mountinfo")).map_err(|e| QuarantineError::Namespace(name.clone(), e))?;
     let top_id = |point: &Path| table.mounts.iter().rev().find(|m| m.mount_point == point).map(|m| m.id);
     let mut points: Vec<PathBuf> =
         mounts.into_iter().filter(|(id, point)| top_id(point) == Some(*id)).map(|(_, point)| point).collect();
