@@ -3,7 +3,7 @@
 //! bind of kubelet's `pods/`, a clone with the new mount API. Found at the syscall's exit
 //! by what the new mount is (`model::access`), judged by `enforce::decision::decide_access`.
 
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use tracing::{debug, warn};
 use volguard_common::{
@@ -42,12 +42,15 @@ impl Running<'_> {
             return;
         }
         let trees = self.owned_trees();
+        if trees.is_empty() {
+            return;
+        }
         if self.reported_access.len() > REPORTED_ACCESSES {
             self.reported_access.clear();
         }
         let reader_pod = self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id);
         // The owner's own runtime binding its volume into its containers: nothing to read.
-        if trees.is_empty() || reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| &t.owner == pod)) {
+        if reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| &t.owner == pod)) {
             return;
         }
         // A plain bind onto a path attaches one mount: its filesystem, from a stat through
@@ -69,7 +72,7 @@ impl Running<'_> {
         };
         let found = access::accesses(&table, &target.path, attach, scope, self.model.kubelet_root(), &trees);
         for access in found {
-            let id = mount_id(&table, &access);
+            let id = access.mount_id;
             let reader = match &reader_pod {
                 Some(pod) if *pod == access.owner => Reader::Owner,
                 Some(_) => Reader::OtherPod,
@@ -161,7 +164,7 @@ impl Running<'_> {
 
     /// What each owned volume's publish shows, from the agent's mount table; kept until
     /// ownership or the publishes change.
-    fn owned_trees(&mut self) -> Vec<VolumeTree> {
+    fn owned_trees(&mut self) -> Arc<[VolumeTree]> {
         if let Some(trees) = &self.owned_trees {
             return trees.clone();
         }
@@ -169,19 +172,18 @@ impl Running<'_> {
             Ok(owners) => owners,
             Err(e) => {
                 warn!("out-of-band check: reading the owners: {e}");
-                return Vec::new();
+                return Arc::from([]);
             }
         };
-        if owners.is_empty() {
-            self.owned_trees = Some(Vec::new());
-            return Vec::new();
-        }
-        let trees = match MountTable::read(self.model.mountinfo()) {
-            Ok(table) => access::owned_trees(&table, self.model.kubelet_root(), &owners),
-            Err(e) => {
-                warn!("out-of-band check: reading {}: {e}", self.model.mountinfo().display());
-                return Vec::new();
-            }
+        let trees: Arc<[VolumeTree]> = match owners.is_empty() {
+            true => Arc::from([]),
+            false => match MountTable::read(self.model.mountinfo()) {
+                Ok(table) => access::owned_trees(&table, self.model.kubelet_root(), &owners).into(),
+                Err(e) => {
+                    warn!("out-of-band check: reading {}: {e}", self.model.mountinfo().display());
+                    return Arc::from([]);
+                }
+            },
         };
         debug!("out-of-band check: {} owned volume tree(s) known", trees.len());
         self.owned_trees = Some(trees.clone());
@@ -193,9 +195,3 @@ impl Running<'_> {
 /// namespace's next bind); past this the memory starts over, and a mount still there may
 /// be reported once more.
 pub(super) const REPORTED_ACCESSES: usize = 4096;
-
-/// The id of the mount `access` found (the top one at its mount point).
-fn mount_id(table: &MountTable, access: &Access) -> i32 {
-    let at: &PathBuf = &access.mount_point;
-    table.mounts.iter().rev().find(|m| &m.mount_point == at).map_or(-1, |m| m.id)
-}

@@ -82,7 +82,7 @@ pub(super) struct Running<'a> {
     pub(super) own_masks: Vec<OwnMount>,
     /// What each owned volume's publish shows, for the out-of-band check; `None` when it
     /// must be read again (ownership or the publishes changed).
-    pub(super) owned_trees: Option<Vec<crate::model::access::VolumeTree>>,
+    pub(super) owned_trees: Option<Arc<[crate::model::access::VolumeTree]>>,
     /// Accesses outside kubelet's publish reported and left in place, by (mount namespace,
     /// mount id, mount point).
     pub(super) reported_access: std::collections::HashSet<(u32, i32, std::path::PathBuf)>,

@@ -88,6 +88,8 @@ pub struct Access {
     pub owner: String,
     /// Where, in the namespace whose table it was found in.
     pub mount_point: PathBuf,
+    /// The mount's id in that table (a detach checks it is still the one there).
+    pub mount_id: i32,
     pub route: Route,
 }
 
@@ -154,6 +156,7 @@ pub fn accesses(
             volume: tree.volume.clone(),
             owner: tree.owner.clone(),
             mount_point: mount.mount_point.clone(),
+            mount_id: mount.id,
             route,
         });
     }
