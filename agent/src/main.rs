@@ -17,6 +17,7 @@ use volguard::{
         reader::EventSource,
         trace_backend::{self, BackendChoice},
     },
+    model::exempt::ExemptReader,
     node_files::mount_table::HOST_MOUNTINFO,
     outputs::http,
     outputs::render,
@@ -124,6 +125,11 @@ struct RunArgs {
     /// `mount --bind`) that reaches a single-pod volume outside kubelet's publish.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "VOLGUARD_DETACH_NODE_ACCESS")]
     detach_node_access: bool,
+    /// A pod allowed to reach single-pod volumes outside kubelet's publish (a backup or log
+    /// agent binding kubelet's pods/ on purpose): NAMESPACE/SERVICEACCOUNT,
+    /// NAMESPACE:KEY=VALUE[,KEY=VALUE] (pod labels) or both; repeat for more.
+    #[arg(long = "exempt-reader", value_name = "SPEC")]
+    exempt_readers: Vec<ExemptReader>,
     /// Leave enforcement in the kernel when the agent exits (a new agent adopts it).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     keep_enforcement_on_exit: bool,
@@ -233,6 +239,7 @@ async fn run_command() -> anyhow::Result<()> {
             ring_buffer_bytes: args.ring_buffer_size,
             bpf_stats: args.bpf_stats,
             detach_node_access: args.detach_node_access,
+            exempt_readers: args.exempt_readers,
         })
         .await?),
         Command::Uninstall { pin_root } => {

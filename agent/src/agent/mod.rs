@@ -46,6 +46,7 @@ use crate::{
         pins::{PinError, Pins},
         program_stats::ProgramStats,
     },
+    model::exempt::ExemptReader,
     model::explain::{self, RateLimiter},
     model::node::NodeModel,
     outputs::kernel_metrics::KernelCounts,
@@ -100,6 +101,8 @@ pub struct RunOptions {
     /// Detach a node process's mount that reaches an owned volume outside kubelet's publish
     /// (by default it is reported only: a node's own administrator should not be surprised).
     pub detach_node_access: bool,
+    /// Pods allowed to reach single-pod volumes outside kubelet's publish (a backup agent).
+    pub exempt_readers: Vec<ExemptReader>,
 }
 
 impl RunOptions {
@@ -128,6 +131,7 @@ impl RunOptions {
             "ringBufferBytes": self.ring_buffer_bytes,
             "bpfStats": self.bpf_stats,
             "detachNodeAccess": self.detach_node_access,
+            "exemptReaders": self.exempt_readers.iter().map(ToString::to_string).collect::<Vec<_>>(),
         })
     }
 }

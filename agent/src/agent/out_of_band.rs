@@ -71,10 +71,12 @@ impl Running<'_> {
             false => Scope::CallTree,
         };
         let found = access::accesses(&table, &target.path, attach, scope, self.model.kubelet_root(), &trees);
+        let exempt = reader_pod.as_deref().is_some_and(|pod| self.is_exempt(pod));
         for access in found {
             let id = access.mount_id;
             let reader = match &reader_pod {
                 Some(pod) if *pod == access.owner => Reader::Owner,
+                Some(_) if exempt => Reader::Exempt,
                 Some(_) => Reader::OtherPod,
                 None => Reader::NodeProcess,
             };
@@ -153,6 +155,14 @@ impl Running<'_> {
             .routed(access.route, Some(access.mount_point));
         self.tell(conflict);
         Some(action != ConflictAction::Detached)
+    }
+
+    /// Whether the pod is a reader the operator exempts (by the facts in force: a pod the
+    /// facts do not know yet is not exempt).
+    fn is_exempt(&self, pod_uid: &str) -> bool {
+        let readers = &self.opts.exempt_readers;
+        !readers.is_empty()
+            && self.model.snapshot().facts.pod(pod_uid).is_some_and(|pod| readers.iter().any(|r| r.matches(pod)))
     }
 
     /// Whether the caller's mount namespace is not the one of the agent's mount table (the

@@ -91,6 +91,8 @@ mod tests {
             namespace: "shop".into(),
             name: "db-2".into(),
             terminating: false,
+            service_account: String::new(),
+            labels: Default::default(),
             volumes: vec![],
         });
         let out = unnamed.ready(&facts, now);

@@ -67,6 +67,8 @@ impl Action {
 pub enum Reader {
     /// A process of the owner pod (its runtime's binds into its containers, restarts).
     Owner,
+    /// A pod the operator exempts (`--exempt-reader`: a backup agent).
+    Exempt,
     /// A process of another pod.
     OtherPod,
     /// A process in no pod (an administrator's `mount --bind`, a node agent).
@@ -98,7 +100,7 @@ pub enum AccessReportOnly {
 /// unless `detach_node_processes`.
 pub fn decide_access(mode: Mode, reader: Reader, detach_node_processes: bool) -> AccessAction {
     match (reader, mode) {
-        (Reader::Owner, _) => AccessAction::Allow,
+        (Reader::Owner | Reader::Exempt, _) => AccessAction::Allow,
         (_, Mode::Audit) => AccessAction::Report(AccessReportOnly::ModeReports),
         (Reader::OtherPod, Mode::Enforce | Mode::Quarantine) => AccessAction::Detach,
         (Reader::NodeProcess, Mode::Enforce | Mode::Quarantine) if detach_node_processes => AccessAction::Detach,
@@ -198,11 +200,14 @@ mod tests {
     fn the_access_policy_table() {
         use AccessAction::{Allow, Detach, Report};
         use Mode::{Audit, Enforce, Quarantine};
-        use Reader::{NodeProcess, OtherPod, Owner};
+        use Reader::{Exempt, NodeProcess, OtherPod, Owner};
         let rows = [
             (Enforce, Owner, false, Allow),
             (Quarantine, Owner, true, Allow),
             (Audit, Owner, false, Allow),
+            (Enforce, Exempt, true, Allow),
+            (Quarantine, Exempt, false, Allow),
+            (Audit, Exempt, false, Allow),
             (Enforce, OtherPod, false, Detach),
             (Quarantine, OtherPod, false, Detach),
             (Audit, OtherPod, true, Report(AccessReportOnly::ModeReports)),

@@ -39,7 +39,7 @@ impl PersistentVolume {
 
 /// Pod `namespace/name` with UID `uid` and no volumes.
 pub fn pod(namespace: &str, uid: &str, name: &str) -> Pod {
-    Pod { uid: uid.into(), namespace: namespace.into(), name: name.into(), terminating: false, volumes: vec![] }
+    Pod { uid: uid.into(), namespace: namespace.into(), name: name.into(), ..Pod::default() }
 }
 
 /// Two pods of namespace `shop` (`uid-a` db-0, `uid-b` db-1) and PV `pv-1` bound to

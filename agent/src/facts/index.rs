@@ -208,6 +208,8 @@ mod tests {
                 namespace: namespace.into(),
                 name: format!("pod-{uid}"),
                 terminating: false,
+                service_account: String::new(),
+                labels: Default::default(),
                 volumes: vec![PodVolume {
                     name: "data".into(),
                     source: VolumeSource::PersistentVolumeClaim("shared".into()),
@@ -231,6 +233,8 @@ mod tests {
             namespace: "ns".into(),
             name: "web-0".into(),
             terminating: false,
+            service_account: String::new(),
+            labels: Default::default(),
             volumes: vec![PodVolume { name: "scratch".into(), source: VolumeSource::Ephemeral }],
         };
         let claim = |name: &str| ClaimRef { namespace: "ns".into(), name: name.into() };

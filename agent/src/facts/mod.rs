@@ -68,7 +68,7 @@ pub struct NodeInfo {
     pub kubelet_version: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Pod {
     pub uid: String,
@@ -77,6 +77,11 @@ pub struct Pod {
     /// `metadata.deletionTimestamp` is set: the pod is shutting down.
     #[serde(default)]
     pub terminating: bool,
+    /// `spec.serviceAccountName` and `metadata.labels`: what an exempt reader is named by.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub service_account: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     #[serde(default)]
     pub volumes: Vec<PodVolume>,
 }
@@ -515,7 +520,7 @@ mod tests {
     }
 
     fn pod_using(uid: &str, name: &str, volumes: Vec<PodVolume>) -> Pod {
-        Pod { uid: uid.into(), namespace: "ns".into(), name: name.into(), terminating: false, volumes }
+        Pod { uid: uid.into(), namespace: "ns".into(), name: name.into(), volumes, ..Pod::default() }
     }
 
     fn volume(name: &str, source: VolumeSource) -> PodVolume {

@@ -214,6 +214,8 @@ mod tests {
             namespace: "ns".into(),
             name: name.into(),
             terminating: false,
+            service_account: String::new(),
+            labels: Default::default(),
             volumes: volumes.iter().map(|v| PodVolume { name: (*v).into(), source: VolumeSource::Ephemeral }).collect(),
         }
     }

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod checks;
 pub mod event_target;
+pub mod exempt;
 pub mod explain;
 pub mod mounts;
 pub mod node;

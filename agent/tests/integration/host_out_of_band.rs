@@ -6,7 +6,8 @@
 //! own emptyDir, and a container runtime's bind through `/proc/thread-self/fd/N`. The real
 //! agent detaches each (in any mode but audit) and reports it once
 //! with its route; A's own binds, and kubelet's publish, stay silent; a node process's
-//! bind is reported and left in place.
+//! bind is reported and left in place. A reader the operator exempts (`--exempt-reader`)
+//! reads, and `--detach-node-access=true` detaches the node process's bind.
 
 use std::{
     ffi::CString,
@@ -136,6 +137,64 @@ fn cstr(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).unwrap()
 }
 
+/// Pod A's single-pod volume `pv-rwop`, staged (a bind standing for the driver's mount)
+/// and published for A in a private mount namespace, with the agent running there.
+struct Published {
+    tree: KubeletTree,
+    ns: MountNs,
+    volume: PathBuf,
+    staging: PathBuf,
+    a_target: PathBuf,
+    agent: Agent,
+}
+
+impl Published {
+    /// The agent runs with the syscall backend under test and `extra` arguments.
+    fn new(pin: &str, extra: &[&str]) -> Self {
+        let tree = KubeletTree::new();
+        let ns = MountNs::new();
+        let volume = tree.volume("pv-rwop");
+        let handle_sha256 = "5f0e".repeat(16);
+        let staging =
+            tree.root().join(format!("plugins/kubernetes.io/csi/hostpath.csi.k8s.io/{handle_sha256}/globalmount"));
+        std::fs::create_dir_all(&staging).unwrap();
+        ns.bind(&volume, &staging).unwrap();
+        let a_target = tree.publish_dir(POD_A, "pv-rwop");
+        let args: Vec<&str> = syscall_backend().into_iter().chain(extra.iter().copied()).collect();
+        let agent = Agent::start_in(&ns, &tree.root(), &pin_root(pin), &["pv-rwop"], &args);
+        agent.mode();
+        ns.bind(&staging, &a_target).unwrap();
+        agent.wait_for_line("the claim", |l| l.contains(&format!("claimed by pod {POD_A}")) || l.contains("its owner"));
+        Self { tree, ns, volume, staging, a_target, agent }
+    }
+
+    /// A new directory outside the kubelet tree.
+    fn dir(&self, name: &str) -> PathBuf {
+        let d = self.tree.tmp.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// What A's volume's marker file reads through `dir`.
+    fn marker(&self, dir: &Path) -> std::io::Result<String> {
+        self.ns.read(&dir.join("marker"))
+    }
+
+    /// Stops the agent and takes the test's mounts down.
+    fn finish(self, points: &[&Path]) {
+        self.agent.stop();
+        for point in points.iter().copied().chain([self.a_target.as_path(), self.staging.as_path()]) {
+            let _ = self.ns.umount_detach(point);
+        }
+    }
+}
+
+/// The agent's line for a detach at `point`.
+fn detached_at(point: &Path) -> impl Fn(&str) -> bool {
+    let point = point.display().to_string();
+    move |l: &str| l.contains("CONFLICT detached") && l.contains(&format!(" at {point} by "))
+}
+
 #[test]
 fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_their_route() {
     if !have_root(TEST) {
@@ -146,45 +205,25 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
         return;
     };
     let (pod_a, pod_c) = (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C));
-    let tree = KubeletTree::new();
-    let ns = MountNs::new();
-    let volume = tree.volume("pv-rwop");
-    // The volume staged (a bind standing for the driver's mount), then published for A.
-    let handle_sha256 = "5f0e".repeat(16);
-    let staging =
-        tree.root().join(format!("plugins/kubernetes.io/csi/hostpath.csi.k8s.io/{handle_sha256}/globalmount"));
-    std::fs::create_dir_all(&staging).unwrap();
-    ns.bind(&volume, &staging).unwrap();
-    let a_target = tree.publish_dir(POD_A, "pv-rwop");
-    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("out-of-band"), &["pv-rwop"], &syscall_backend());
-    agent.mode();
-    ns.bind(&staging, &a_target).unwrap();
-    agent.wait_for_line("the claim", |l| l.contains(&format!("claimed by pod {POD_A}")) || l.contains("its owner"));
-    let marker = |dir: &Path| ns.read(&dir.join("marker"));
-    let dir = |name: &str| {
-        let d = tree.tmp.path().join(name);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    };
-    let detached_at = |point: &Path| {
-        let point = point.display().to_string();
-        move |l: &str| l.contains("CONFLICT detached") && l.contains(&format!(" at {point} by "))
-    };
+    let published = Published::new("out-of-band", &[]);
+    let Published { tree, ns, volume, staging, a_target, agent } = &published;
+    let marker = |dir: &Path| published.marker(dir);
+    let dir = |name: &str| published.dir(name);
 
     // 1. A hostPath on A's publish target: a bind of it outside the kubelet tree.
     let hostpath = dir("c-hostpath");
-    pod_c.bind(&ns, &a_target, &hostpath, false);
+    pod_c.bind(ns, a_target, &hostpath, false);
     agent.wait_for_line("the bind's detach", detached_at(&hostpath));
     assert!(marker(&hostpath).is_err(), "C reads A's data through its bind");
     // 2. The volume's staging, bound elsewhere.
     let staged = dir("c-staging");
-    pod_c.bind(&ns, &staging, &staged, false);
+    pod_c.bind(ns, staging, &staged, false);
     agent.wait_for_line("the staging bind's detach", detached_at(&staged));
     assert!(marker(&staged).is_err(), "C reads A's data through the staging");
     // 3. A backup agent's recursive bind of kubelet's pods/: the copy of A's volume goes,
     // the rest of the tree stays.
     let backup = dir("c-backup");
-    pod_c.bind(&ns, &tree.root().join("pods"), &backup, true);
+    pod_c.bind(ns, &tree.root().join("pods"), &backup, true);
     let copy = backup.join(format!("{POD_A}/volumes/kubernetes.io~csi/pv-rwop/mount"));
     agent.wait_for_line("the recursive copy's detach", detached_at(&copy));
     assert!(marker(&copy).is_err(), "C reads A's data through its recursive bind");
@@ -192,13 +231,13 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     assert!(ns.run(move || left.is_dir()), "the directory where the volume was is left, empty");
     // 4. A clone with the new mount API (open_tree + move_mount).
     let cloned = dir("c-clone");
-    pod_c.clone_tree(&ns, &a_target, &cloned);
+    pod_c.clone_tree(ns, a_target, &cloned);
     agent.wait_for_line("the clone's detach", detached_at(&cloned));
     assert!(marker(&cloned).is_err(), "C reads A's data through its clone");
     // 5. A bind onto C's own emptyDir, inside the kubelet tree.
     let empty_dir = tree.root().join(format!("pods/{POD_C}/volumes/kubernetes.io~empty-dir/scratch"));
     std::fs::create_dir_all(&empty_dir).unwrap();
-    pod_c.bind(&ns, &a_target, &empty_dir, false);
+    pod_c.bind(ns, a_target, &empty_dir, false);
     agent.wait_for_line("the emptyDir bind's detach", detached_at(&empty_dir));
     assert!(marker(&empty_dir).is_err(), "C reads A's data through its emptyDir");
 
@@ -207,7 +246,7 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     // namespace by what it is (the volume's directory, bound as a hostPath on it would be).
     let container = MountNs::new();
     let runtime = dir("c-runtime-hostpath");
-    pod_c.bind_via_fd(&container, &volume, &runtime);
+    pod_c.bind_via_fd(&container, volume, &runtime);
     agent.wait_for_line("the runtime bind's detach", detached_at(&runtime));
     assert!(container.read(&runtime.join("marker")).is_err(), "C reads A's data through its runtime's bind");
 
@@ -224,10 +263,10 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
 
     // Allowed and silent: A's own bind (its runtime's into its container), which reads.
     let own = dir("a-container");
-    pod_a.bind(&ns, &a_target, &own, false);
+    pod_a.bind(ns, a_target, &own, false);
     // A node process (not in any pod): reported, left in place.
     let admin = dir("node-admin");
-    ns.bind(&a_target, &admin).unwrap();
+    ns.bind(a_target, &admin).unwrap();
     let admin_point = admin.display().to_string();
     agent.wait_for_line("the node process's report", |l| {
         l.contains("CONFLICT reported (a node process") && l.contains(&format!(" at {admin_point} by "))
@@ -236,9 +275,59 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     assert_eq!(marker(&admin).ok().as_deref(), Some("pv-rwop"), "a node process's bind is reported, not detached");
     assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), 6, "nothing more was detached");
     assert_eq!(agent.count_lines(|l| l.contains("CONFLICT") && l.contains("a-container")), 0, "{own:?}");
-    agent.stop();
-    for point in [&own, &admin, &a_target, &staging] {
-        let _ = ns.umount_detach(point);
+    published.finish(&[&own, &admin, &backup]);
+}
+
+const EXEMPT_TEST: &str = "an_exempt_reader_reads_and_the_opt_in_detaches_a_node_processs_access";
+/// A backup agent the operator exempts (namespace backup, ServiceAccount restic), and
+/// another pod of that namespace that is not exempt (ServiceAccount nightly).
+const POD_EXEMPT: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000e1";
+const POD_D: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000d1";
+
+#[test]
+fn an_exempt_reader_reads_and_the_opt_in_detaches_a_node_processs_access() {
+    if !have_root(EXEMPT_TEST) {
+        return;
     }
-    let _ = ns.umount_detach(&backup);
+    let Some(cgroups) = unified_root() else {
+        skip(EXEMPT_TEST, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
+        return;
+    };
+    let (exempt, pod_d) = (PodCgroup::new(&cgroups, POD_EXEMPT), PodCgroup::new(&cgroups, POD_D));
+    let facts = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        facts.path(),
+        format!(
+            "pods:\n  - {{uid: {POD_A}, namespace: shop, name: db-0}}\n  \
+             - {{uid: {POD_EXEMPT}, namespace: backup, name: restic-x7, serviceAccount: restic}}\n  \
+             - {{uid: {POD_D}, namespace: backup, name: nightly-q2, serviceAccount: nightly}}\n"
+        ),
+    )
+    .unwrap();
+    let inventory = facts.path().to_str().unwrap();
+    let published = Published::new(
+        "exempt-reader",
+        &["--inventory", inventory, "--exempt-reader", "backup/restic", "--detach-node-access=true"],
+    );
+    let (ns, agent) = (&published.ns, &published.agent);
+
+    // The exempt backup agent's recursive bind of pods/: A's volume is readable in it.
+    let backup = published.dir("exempt-backup");
+    exempt.bind(ns, &published.tree.root().join("pods"), &backup, true);
+    // The same namespace with another ServiceAccount is not exempt: detached.
+    let other = published.dir("other-hostpath");
+    pod_d.bind(ns, &published.a_target, &other, false);
+    agent.wait_for_line("the other pod's detach", detached_at(&other));
+    // A node process, with --detach-node-access=true: detached too.
+    let admin = published.dir("node-admin");
+    ns.bind(&published.a_target, &admin).unwrap();
+    agent.wait_for_line("the node process's detach", detached_at(&admin));
+
+    let copy = backup.join(format!("{POD_A}/volumes/kubernetes.io~csi/pv-rwop/mount"));
+    assert_eq!(published.marker(&copy).ok().as_deref(), Some("pv-rwop"), "the exempt reader reads A's volume");
+    assert!(published.marker(&other).is_err(), "a pod of the exempt namespace but not its ServiceAccount reads");
+    assert!(published.marker(&admin).is_err(), "the node process's bind is left with the opt-in");
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT")), 2, "only the two detaches are conflicts");
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT") && l.contains("exempt-backup")), 0);
+    published.finish(&[&backup, &other, &admin]);
 }

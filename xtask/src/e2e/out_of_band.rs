@@ -3,9 +3,11 @@
 //! single-c's publish target, and a "backup agent" whose hostPath is kubelet's whole
 //! `pods/` directory, both get their mounts from the real kubelet, containerd and runc
 //! (binds through `/proc/thread-self/fd/N`, then a pivot into the container). Neither may
-//! read single-c's data, and each gets volguard's Event naming the owner. The operator's
-//! choice this needs is made first: the syscall tracepoints backend, since fanotify (auto's
-//! pick on this host) does not see these routes.
+//! read single-c's data, and each gets volguard's Event naming the owner. Then the
+//! operator exempts a backup agent by its namespace and ServiceAccount (chart value
+//! `exemptReaders`): that agent reads single-c's data, and nothing is reported about it.
+//! The operator's choice this needs is made first: the syscall tracepoints backend, since
+//! fanotify (auto's pick on this host) does not see these routes.
 
 use std::{path::Path, time::Duration};
 
@@ -13,7 +15,7 @@ use anyhow::{Context, ensure};
 
 use super::{
     UPGRADE_TAG,
-    kube::{Kube, wait_for},
+    kube::{Kube, helm, wait_for},
     workload::{A_DATA, AGENT_NS, Chart, NS, exec, helm_with_values, pod, pod_uid},
 };
 use crate::proc::run_cmd;
@@ -46,7 +48,34 @@ pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
     for name in ["hostpath-reader", "backup-agent"] {
         admin.run(&["delete", "pod", "-n", NS, name, "--wait=true", "--timeout=90s"])?;
     }
-    Ok(format!("hostPath reader: {reader}; Event {event}. Backup agent: {backup}; Event {backup_event}"))
+    let exempt = exempt_backup_agent(admin, pods, mounts, &copy)?;
+    Ok(format!("hostPath reader: {reader}; Event {event}. Backup agent: {backup}; Event {backup_event}. {exempt}"))
+}
+
+/// The same backup agent, under a ServiceAccount of its own that the chart exempts: it
+/// reads single-c's data at `copy`, and volguard says nothing about it.
+fn exempt_backup_agent(admin: &Kube, volumes: &str, mounts: &str, copy: &str) -> anyhow::Result<String> {
+    const ACCOUNT: &str = "backup";
+    let exempt = format!("exemptReaders={{{NS}/{ACCOUNT}}}");
+    let upgrade = ["upgrade", "volguard", "deploy/helm/volguard", "--namespace", AGENT_NS, "--reuse-values"];
+    run_cmd(helm(&admin.kubeconfig).args(upgrade).args(["--set", &exempt]))?;
+    run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", "--timeout=180s"]))?;
+    admin.apply(&format!("apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {ACCOUNT}, namespace: {NS}}}\n"))?;
+    let manifest = pod("exempt-backup", "exec sleep 100000", mounts, volumes).replacen(
+        "spec:\n",
+        &format!("spec:\n  serviceAccountName: {ACCOUNT}\n"),
+        1,
+    );
+    admin.apply(&manifest)?;
+    admin.wait_pod_running(NS, "exempt-backup", Duration::from_secs(90))?;
+    // As long as a detach would take (see read_or_refused).
+    std::thread::sleep(Duration::from_secs(1));
+    let data = exec(admin, "exempt-backup", &["cat", copy]).context("the exempt backup agent reads")?;
+    ensure!(data.trim() == A_DATA, "the exempt backup agent reads {:?} at {copy}, not single-c's data", data.trim());
+    let events = admin.events_for(NS, "exempt-backup")?;
+    ensure!(events.iter().all(|e| !e.reason.starts_with("SinglePodVolume")), "volguard reported it: {events:?}");
+    admin.run(&["delete", "pod", "-n", NS, "exempt-backup", "--wait=true", "--timeout=90s"])?;
+    Ok(format!("Exempt backup agent ({NS}/{ACCOUNT}): reads the owner's data, no Event"))
 }
 
 /// What `pod` found at `file` (one of single-c's files): it must not be A's data. A pod

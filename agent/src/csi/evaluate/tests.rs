@@ -259,6 +259,8 @@ fn lifecycle_modes() {
         namespace: "ns".into(),
         name: "web".into(),
         terminating: false,
+        service_account: String::new(),
+        labels: Default::default(),
         volumes: vec![PodVolume { name: "secrets".into(), source: VolumeSource::Csi { driver: D.into() } }],
     };
     let facts = Facts { pods: vec![inline.clone()], ..base() };

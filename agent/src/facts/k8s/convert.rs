@@ -70,7 +70,17 @@ pub fn pod(pod: &Pod) -> Option<facts::Pod> {
     let namespace = required_namespace("Pod", meta)?;
     let name = required_name("Pod", meta)?;
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref()).into_iter().flatten().map(pod_volume).collect();
-    Some(facts::Pod { uid, namespace, name, terminating: meta.deletion_timestamp.is_some(), volumes })
+    let service_account = pod.spec.as_ref().and_then(|s| s.service_account_name.clone()).unwrap_or_default();
+    let labels = meta.labels.clone().unwrap_or_default();
+    Some(facts::Pod {
+        uid,
+        namespace,
+        name,
+        terminating: meta.deletion_timestamp.is_some(),
+        service_account,
+        labels,
+        volumes,
+    })
 }
 
 fn pod_volume(volume: &Volume) -> facts::PodVolume {

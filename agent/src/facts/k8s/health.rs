@@ -178,6 +178,8 @@ mod tests {
                     namespace: "ns".into(),
                     name: (*uid).into(),
                     terminating: false,
+                    service_account: String::new(),
+                    labels: Default::default(),
                     volumes: vec![],
                 })
                 .collect(),
