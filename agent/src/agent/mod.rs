@@ -20,6 +20,7 @@ mod mount_index;
 mod off_loop;
 mod out_of_band;
 mod own_calls;
+mod propagated;
 mod running;
 mod startup;
 mod table_namespace;
@@ -308,6 +309,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     };
     agent.facts_metrics();
     agent.report_shared_volumes();
+    agent.scan_namespaces();
     // Built here, before readiness: the first request after `ready` sees the volumes.
     view::build(agent.view_inputs()?, &view_sinks);
     shared.set_ready();

@@ -17,7 +17,7 @@ use crate::{
         decision::{AccessAction, AccessReportOnly, Reader, decide_access},
         detach,
     },
-    kernel::decode::{Call, Event},
+    kernel::decode::{Call, Caller, Event},
     model::{
         access::{self, Access, Attach, Scope, VolumeTree},
         event_target::EventTarget,
@@ -45,9 +45,6 @@ impl Running<'_> {
         if trees.is_empty() {
             return;
         }
-        if self.reported_access.len() > REPORTED_ACCESSES {
-            self.reported_access.clear();
-        }
         let reader_pod = self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id);
         // The owner's own runtime binding its volume into its containers: nothing to read.
         if reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| &t.owner == pod)) {
@@ -73,7 +70,6 @@ impl Running<'_> {
         let found = access::accesses(&table, &target.path, attach, scope, self.model.kubelet_root(), &trees);
         let exempt = reader_pod.as_deref().is_some_and(|pod| self.is_exempt(pod));
         for access in found {
-            let id = access.mount_id;
             let reader = match &reader_pod {
                 Some(pod) if *pod == access.owner => Reader::Owner,
                 Some(_) if exempt => Reader::Exempt,
@@ -83,15 +79,15 @@ impl Running<'_> {
             let decided = decide_access(self.decision.mode, reader, self.opts.detach_node_access);
             // A mount left in place (reported only) is found again at its namespace's next
             // bind: reported once. Mount ids are reused, so the mount point is in the key.
-            let key = (event.caller.mnt_ns, id, access.mount_point.clone());
+            let key = (event.caller.mnt_ns, access.mount_id, access.mount_point.clone());
             if self.reported_access.contains(&key) {
                 continue;
             }
             if decided != AccessAction::Allow
-                && let Some(left_in_place) = self.handle_access(event, access, id, decided, reader_pod.as_deref())
+                && let Some(left_in_place) = self.handle_access(&event.caller, access, decided, reader_pod.as_deref())
                 && left_in_place
             {
-                self.reported_access.insert(key);
+                self.remember_reported(key);
             }
         }
     }
@@ -99,18 +95,18 @@ impl Running<'_> {
     /// Carries out the decision about one access, and tells it. `Some(left in place)` once
     /// told (reported, or a detach that failed: either is reported once); `None` when there
     /// was nothing to tell (allowed, or moved before the detach).
-    fn handle_access(
+    pub(super) fn handle_access(
         &mut self,
-        event: &Event,
+        caller: &Caller,
         access: Access,
-        id: i32,
         decided: AccessAction,
         pod: Option<&str>,
     ) -> Option<bool> {
-        let by = self.mounted_by(&event.caller);
+        let by = self.mounted_by(caller);
+        let id = access.mount_id;
         let (volume, owner, route, point) = (&access.volume, &access.owner, access.route.label(), &access.mount_point);
         let action = match decided {
-            AccessAction::Detach => match detach::detach(&event.caller, vec![(id, point.clone())]) {
+            AccessAction::Detach => match detach::detach(caller, vec![(id, point.clone())]) {
                 Ok(0) => {
                     // Moved (a runtime's pivot) or gone: where it is now, the namespace's
                     // next mount call finds it.
@@ -157,9 +153,17 @@ impl Running<'_> {
         Some(action != ConflictAction::Detached)
     }
 
+    /// Remembers an access left in place, so that it is reported once.
+    pub(super) fn remember_reported(&mut self, key: (u32, i32, std::path::PathBuf)) {
+        if self.reported_access.len() >= REPORTED_ACCESSES {
+            self.reported_access.clear();
+        }
+        self.reported_access.insert(key);
+    }
+
     /// Whether the pod is a reader the operator exempts (by the facts in force: a pod the
     /// facts do not know yet is not exempt).
-    fn is_exempt(&self, pod_uid: &str) -> bool {
+    pub(super) fn is_exempt(&self, pod_uid: &str) -> bool {
         let readers = &self.opts.exempt_readers;
         !readers.is_empty()
             && self.model.snapshot().facts.pod(pod_uid).is_some_and(|pod| readers.iter().any(|r| r.matches(pod)))
@@ -174,7 +178,7 @@ impl Running<'_> {
 
     /// What each owned volume's publish shows, from the agent's mount table; kept until
     /// ownership or the publishes change.
-    fn owned_trees(&mut self) -> Arc<[VolumeTree]> {
+    pub(super) fn owned_trees(&mut self) -> Arc<[VolumeTree]> {
         if let Some(trees) = &self.owned_trees {
             return trees.clone();
         }

@@ -261,6 +261,12 @@ impl Running<'_> {
         let action = decision::decide(self.decision, ownership, reporter);
         let transition = action.is_transition();
         self.act(action, &change, by);
+        // A publish propagates into every namespace that receives kubelet's tree.
+        if let PublishChange::Published(t, _) = &change
+            && self.owned_trees().iter().any(|tree| tree.volume == t.volume)
+        {
+            self.scan_namespaces();
+        }
         // Ownership or a quarantine changed: every view must say so now, not in a second
         // (in a burst, within `view::URGENT_GAP`).
         if transition
@@ -377,6 +383,9 @@ impl Running<'_> {
             self.remove_mask(stale);
         }
         debug!("reconciliation done: {} owner fixes", pass.fixes.len());
+        // Copies the publish-time scan missed (a namespace made since, whose runtime's
+        // binds the agent judged before the volume was owned).
+        self.scan_namespaces();
         Ok(())
     }
 

@@ -67,6 +67,10 @@ pub enum Route {
     Clone,
     /// A copy inside a recursive bind or clone of an ancestor (kubelet's `pods/`, say).
     Recursive,
+    /// A copy found in a pod's namespace by the scan rather than at a mount call: one that
+    /// propagation brought there (a hostPath on kubelet's tree with `HostToContainer`), or
+    /// one made before the agent started.
+    Propagated,
 }
 
 impl Route {
@@ -77,6 +81,7 @@ impl Route {
             Self::Bind => "bind",
             Self::Clone => "clone",
             Self::Recursive => "recursive",
+            Self::Propagated => "propagated",
         }
     }
 }
@@ -163,6 +168,27 @@ pub fn accesses(
     found
 }
 
+/// The mounts of a pod's mount namespace (`table`, read through one of its tasks) that
+/// reach an owned volume. Unlike [`accesses`], kubelet's places are not spared: in a pod's
+/// namespace a mount at such a path is a copy (a hostPath of the kubelet root at the same
+/// path), not kubelet's. Spared are the mounts in a shared peer group: a `Bidirectional`
+/// volume, which only a privileged container can have, and which CSI node plugins need
+/// (their publishes propagate back to the node through it).
+pub fn copies_in_namespace(table: &MountTable, trees: &[VolumeTree]) -> Vec<Access> {
+    let mut found = Vec::new();
+    for mount in table.mounts.iter().filter(|m| !m.shared) {
+        let Some(tree) = trees.iter().find(|t| t.shown_by(mount)) else { continue };
+        found.push(Access {
+            volume: tree.volume.clone(),
+            owner: tree.owner.clone(),
+            mount_point: mount.mount_point.clone(),
+            mount_id: mount.id,
+            route: Route::Propagated,
+        });
+    }
+    found
+}
+
 /// Whether `mount` sits where a recursive bind of a kubelet directory would copy the
 /// owner's publish: its parent shows a directory whose path, followed down to `mount`,
 /// is a kubelet place for `owner` (the parent's root as a node path: right where the
@@ -196,6 +222,11 @@ mod tests {
     /// A mountinfo line: id, parent, device, root, mount point.
     fn line(id: i32, parent: i32, device: &str, root: &str, at: &str) -> String {
         format!("{id} {parent} {device} {root} {at} rw,relatime shared:1 - ext4 /dev/x rw\n")
+    }
+
+    /// The same, for a mount that only receives propagation (`master:1`).
+    fn slave_line(id: i32, parent: i32, device: &str, root: &str, at: &str) -> String {
+        format!("{id} {parent} {device} {root} {at} rw,relatime master:1 - ext4 /dev/x rw\n")
     }
 
     /// The agent's table: the root filesystem, the data disk, A's publish of pv-1 (a bind of
@@ -312,5 +343,26 @@ mod tests {
     fn a_namespace_without_access_is_nothing() {
         assert_eq!(found(&[], "/srv/none", Attach::Bind), []);
         assert_eq!(found(&[line(50, 20, "0:50", "/", "/srv/tmp")], "/srv/tmp", Attach::Bind), []);
+    }
+
+    #[test]
+    fn a_pods_namespace_copies_are_found_wherever_they_sit_unless_shared_back() {
+        let table = MountTable::parse(
+            [
+                slave_line(100, 100, "0:50", "/", "/"),
+                // HostToContainer copies: under a backup path, and at the owner's own publish
+                // path (a hostPath of the kubelet root at the same path).
+                slave_line(101, 100, "8:16", "/pv-1", "/backup/pod-a/volumes/kubernetes.io~csi/pv-1/mount"),
+                slave_line(102, 100, "8:16", "/pv-1", A_TARGET),
+                // Another volume, and a Bidirectional copy (a CSI node plugin's).
+                slave_line(103, 100, "8:16", "/pv-2", "/backup/pod-b/volumes/kubernetes.io~csi/pv-2/mount"),
+                line(104, 100, "8:16", "/pv-1", "/plugin/pods/pod-a/volumes/kubernetes.io~csi/pv-1/mount"),
+            ]
+            .concat()
+            .as_bytes(),
+        );
+        let found: Vec<(i32, Route)> =
+            copies_in_namespace(&table, &trees()).into_iter().map(|a| (a.mount_id, a.route)).collect();
+        assert_eq!(found, [(101, Route::Propagated), (102, Route::Propagated)]);
     }
 }

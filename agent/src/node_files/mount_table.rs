@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use procfs::process::MountInfo;
+use procfs::process::{MountInfo, MountOptFields};
 
 /// The host's mount table, as the agent reads it by default.
 pub const HOST_MOUNTINFO: &str = "/proc/1/mountinfo";
@@ -29,6 +29,9 @@ pub struct Mount {
     /// The directory of the filesystem the mount shows (`/` for a whole filesystem; a bind
     /// shows the directory it was made from).
     pub root: PathBuf,
+    /// In a shared peer group (`shared:N`): mounts under it propagate both ways between
+    /// namespaces (a container's `Bidirectional` volume, the node's own root).
+    pub shared: bool,
 }
 
 /// A parsed mount table and the lines that could not be read.
@@ -81,6 +84,7 @@ fn parse_line(line: &[u8]) -> Result<Mount, String> {
         source: info.mount_source.unwrap_or_default(),
         device: info.majmin,
         root: PathBuf::from(OsStr::from_bytes(&root)),
+        shared: info.opt_fields.iter().any(|f| matches!(f, MountOptFields::Shared(_))),
     })
 }
 

@@ -53,7 +53,7 @@ pub struct ConflictLabels {
     pub namespace: String,
     pub persistentvolumeclaim: String,
     pub action: String,
-    /// How the volume was reached: `publish`, `bind`, `clone` or `recursive`.
+    /// How the volume was reached: `publish`, `bind`, `clone`, `recursive` or `propagated`.
     pub route: String,
 }
 
@@ -279,7 +279,7 @@ impl ConflictMetrics {
         registry.register(
             "volguard_conflicts",
             "Mounts of a single-pod volume by a second pod or a process outside its owner, by namespace, PVC, what \
-             was done and route (publish, bind, clone, recursive)",
+             was done and route (publish, bind, clone, recursive, propagated)",
             conflicts.clone(),
         );
         let single_pod = Family::<StateLabels, Gauge>::default();

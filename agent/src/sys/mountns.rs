@@ -64,6 +64,24 @@ pub fn namespace_inode(ns_file: &Path) -> std::io::Result<u64> {
     std::fs::metadata(ns_file).map(|m| m.ino())
 }
 
+/// Every mount namespace of the node, as `(inode, a process in it)`, from `proc_root`
+/// (`/proc` of the node's PID namespace). Processes come and go while the walk runs: one
+/// whose namespace cannot be read is passed over.
+pub fn mount_namespaces(proc_root: &Path) -> Vec<(u64, u32)> {
+    let Ok(entries) = std::fs::read_dir(proc_root) else { return Vec::new() };
+    let mut found: Vec<(u64, u32)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else { continue };
+        if let Ok(inode) = namespace_inode(&entry.path().join("ns/mnt"))
+            && seen.insert(inode)
+        {
+            found.push((inode, pid));
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +94,12 @@ mod tests {
         assert_eq!(namespace_of(Path::new("/proc/1/mounts")), Path::new(OWN_NAMESPACE));
         let ours = namespace_inode(Path::new(OWN_NAMESPACE)).unwrap();
         assert_eq!(namespace_inode(&namespace_of(Path::new("/proc/self/mountinfo"))).unwrap(), ours);
+    }
+
+    #[test]
+    fn our_namespace_is_among_the_nodes_once() {
+        let ours = namespace_inode(Path::new(OWN_NAMESPACE)).unwrap();
+        let all = mount_namespaces(Path::new("/proc"));
+        assert_eq!(all.iter().filter(|(inode, _)| *inode == ours).count(), 1, "{all:?}");
     }
 }

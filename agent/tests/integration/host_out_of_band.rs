@@ -11,7 +11,10 @@
 
 use std::{
     ffi::CString,
-    os::{fd::AsRawFd, unix::ffi::OsStrExt},
+    os::{
+        fd::AsRawFd,
+        unix::{ffi::OsStrExt, fs::MetadataExt},
+    },
     path::{Path, PathBuf},
 };
 
@@ -98,23 +101,83 @@ impl PodCgroup {
     /// Runs `op` (raw syscalls only: it runs in a forked child of a threaded process) in a
     /// child that first joins this cgroup and `ns`; fails the test if `op` returns non-zero.
     fn run_in(&self, ns: &MountNs, op: impl FnOnce() -> i32) {
+        let child = self.fork_in(ns, op, false);
+        let status = nix::sys::wait::waitpid(child, None).unwrap();
+        assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0), "the pod's mount failed");
+    }
+
+    /// A container of this pod: a process that joins `ns`, makes a namespace of its own
+    /// whose mounts receive `ns`'s propagation (as a `HostToContainer` hostPath does), and
+    /// stays there until dropped.
+    fn container(&self, ns: &MountNs) -> Container {
+        let child = self.fork_in(
+            ns,
+            || {
+                // SAFETY: raw syscalls with valid NUL-terminated strings.
+                unsafe {
+                    let own = libc::unshare(libc::CLONE_NEWNS);
+                    let slave = c"/";
+                    let flags = libc::MS_REC | libc::MS_SLAVE;
+                    let receives =
+                        libc::mount(std::ptr::null(), slave.as_ptr(), std::ptr::null(), flags, std::ptr::null());
+                    own | receives
+                }
+            },
+            true,
+        );
+        // Ready once its namespace is no longer the one it joined.
+        let joined = std::fs::metadata(format!("/proc/{}/task/{}/ns/mnt", std::process::id(), ns.tid)).unwrap().ino();
+        let own = format!("/proc/{child}/ns/mnt");
+        for _ in 0..500 {
+            if std::fs::metadata(&own).is_ok_and(|m| m.ino() != joined) {
+                return Container { pid: child };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the pod's container namespace was not made");
+    }
+
+    /// Forks a child that joins this cgroup and `ns` and runs `op`; then exits with its
+    /// outcome, or (`stay`) pauses until killed.
+    fn fork_in(&self, ns: &MountNs, op: impl FnOnce() -> i32, stay: bool) -> nix::unistd::Pid {
         let procs = cstr(&self.dir.join("cgroup.procs"));
         let namespace = std::fs::File::open(format!("/proc/{}/task/{}/ns/mnt", std::process::id(), ns.tid)).unwrap();
         // SAFETY: the child makes only async-signal-safe calls (open, write, setns, the
-        // mount syscalls, _exit) on data prepared before the fork.
+        // mount syscalls, pause, _exit) on data prepared before the fork.
         match unsafe { nix::unistd::fork() }.unwrap() {
             nix::unistd::ForkResult::Child => unsafe {
                 let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
                 let joined = fd >= 0 && libc::write(fd, c"0".as_ptr().cast(), 1) == 1;
                 let entered = libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNS) == 0;
                 let code = if joined && entered && op() == 0 { 0 } else { 1 };
+                if stay && code == 0 {
+                    loop {
+                        libc::pause();
+                    }
+                }
                 libc::_exit(code)
             },
-            nix::unistd::ForkResult::Parent { child } => {
-                let status = nix::sys::wait::waitpid(child, None).unwrap();
-                assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0), "the pod's mount failed");
-            }
+            nix::unistd::ForkResult::Parent { child } => child,
         }
+    }
+}
+
+/// A pod's long-lived process in a mount namespace of its own; killed when dropped.
+struct Container {
+    pid: nix::unistd::Pid,
+}
+
+impl Container {
+    /// `path` as this container sees it.
+    fn path(&self, path: &Path) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root", self.pid)).join(path.strip_prefix("/").unwrap())
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(self.pid, None);
     }
 }
 
@@ -151,8 +214,11 @@ struct Published {
 impl Published {
     /// The agent runs with the syscall backend under test and `extra` arguments.
     fn new(pin: &str, extra: &[&str]) -> Self {
-        let tree = KubeletTree::new();
-        let ns = MountNs::new();
+        Self::with_tree(KubeletTree::new(), MountNs::new(), pin, extra)
+    }
+
+    /// As [`Published::new`], in a tree and namespace the test has prepared.
+    fn with_tree(tree: KubeletTree, ns: MountNs, pin: &str, extra: &[&str]) -> Self {
         let volume = tree.volume("pv-rwop");
         let handle_sha256 = "5f0e".repeat(16);
         let staging =
@@ -283,6 +349,8 @@ const EXEMPT_TEST: &str = "an_exempt_reader_reads_and_the_opt_in_detaches_a_node
 /// another pod of that namespace that is not exempt (ServiceAccount nightly).
 const POD_EXEMPT: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000e1";
 const POD_D: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000d1";
+/// A pod whose container receives the kubelet tree's propagation.
+const POD_P: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000f1";
 
 #[test]
 fn an_exempt_reader_reads_and_the_opt_in_detaches_a_node_processs_access() {
@@ -330,4 +398,45 @@ fn an_exempt_reader_reads_and_the_opt_in_detaches_a_node_processs_access() {
     assert_eq!(agent.count_lines(|l| l.contains("CONFLICT")), 2, "only the two detaches are conflicts");
     assert_eq!(agent.count_lines(|l| l.contains("CONFLICT") && l.contains("exempt-backup")), 0);
     published.finish(&[&backup, &other, &admin]);
+}
+
+const PROPAGATED_TEST: &str = "a_publish_propagated_into_another_pods_namespace_is_detached_there";
+
+#[test]
+fn a_publish_propagated_into_another_pods_namespace_is_detached_there() {
+    if !have_root(PROPAGATED_TEST) {
+        return;
+    }
+    let Some(cgroups) = unified_root() else {
+        skip(PROPAGATED_TEST, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
+        return;
+    };
+    let pod_c = PodCgroup::new(&cgroups, POD_P);
+    // The kubelet root shared, as on a node (systemd makes / shared), and pod C's container
+    // made before A's publish, receiving what is mounted there (a hostPath on kubelet's
+    // tree with HostToContainer): no mount call of C's brings A's volume in.
+    let (tree, ns) = (KubeletTree::new(), MountNs::new());
+    let root = tree.root();
+    ns.bind(&root, &root).unwrap();
+    let shared = root.clone();
+    ns.run(move || {
+        nix::mount::mount(None::<&str>, &shared, None::<&str>, nix::mount::MsFlags::MS_SHARED, None::<&str>)
+    })
+    .unwrap();
+    let container = pod_c.container(&ns);
+    let published = Published::with_tree(tree, ns, "propagated", &[]);
+    let a_target = published.a_target.clone();
+    let copy = container.path(&a_target);
+    // Both copies: the staging's (made before A owned the volume) and the publish's.
+    let staging = published.staging.clone();
+    published.agent.wait_for_line("the propagated publish's detach", detached_at(&a_target));
+    published.agent.wait_for_line("the propagated staging's detach", detached_at(&staging));
+    assert!(std::fs::read_to_string(copy.join("marker")).is_err(), "C reads A's data through the propagated copy");
+    let staged_copy = container.path(&staging).join("marker");
+    assert!(std::fs::read_to_string(staged_copy).is_err(), "C reads A's data through the staging's copy");
+    assert_eq!(published.marker(&a_target).ok().as_deref(), Some("pv-rwop"), "A's own publish is left");
+    let route = published.agent.metric_family_sum_where("volguard_conflicts_total", "route=\"propagated\"");
+    assert_eq!(route, 2.0, "two propagated copies, each reported once");
+    drop(container);
+    published.finish(&[&root]);
 }

@@ -1,0 +1,71 @@
+//! Copies of owned volumes in other pods' mount namespaces that no mount call of theirs
+//! made: propagation brings every publish into a pod with a hostPath on kubelet's tree
+//! (`HostToContainer`), without a syscall there; and mounts made before the agent started
+//! were never seen. The node's namespaces are scanned at start-up, after each publish of
+//! an owned volume, and at each reconciliation; what is found is judged as a mount call's
+//! access is (`enforce::decision::decide_access`), with route `propagated`.
+
+use std::path::Path;
+
+use tracing::debug;
+
+use super::running::Running;
+use crate::{
+    enforce::{
+        decision::{AccessAction, Reader, decide_access},
+        detach,
+    },
+    kernel::decode::{Caller, RawString},
+    model::access,
+    sys::mountns::{OWN_NAMESPACE, mount_namespaces, namespace_inode, namespace_of},
+};
+
+impl Running<'_> {
+    /// Looks through every pod's mount namespace for copies of owned volumes.
+    pub(super) fn scan_namespaces(&mut self) {
+        let trees = self.owned_trees();
+        if trees.is_empty() {
+            return;
+        }
+        // The node's own namespace (kubelet's places are there) and the agent's (its
+        // read-only view of the kubelet root) hold copies of every publish by design.
+        let node = namespace_inode(&namespace_of(self.model.mountinfo())).ok();
+        let own = namespace_inode(Path::new(OWN_NAMESPACE)).ok();
+        let mut scanned = 0;
+        for (inode, pid) in mount_namespaces(Path::new("/proc")) {
+            let Ok(mnt_ns) = u32::try_from(inode) else { continue };
+            if Some(inode) == node || Some(inode) == own {
+                continue;
+            }
+            // Pods' namespaces only: a node service's private namespace (systemd's
+            // PrivateTmp, say) receives a copy of every node mount, as the node's own does.
+            let Some(pod) = self.callers.pod_uid(pid, 0) else { continue };
+            let caller = Caller { pid, tgid: pid, mnt_ns, comm: comm_of(pid), cgroup_id: 0 };
+            let Some(table) = detach::caller_table(&caller) else { continue };
+            scanned += 1;
+            let exempt = self.is_exempt(&pod);
+            for access in access::copies_in_namespace(&table, &trees) {
+                if access.owner == pod || exempt {
+                    continue;
+                }
+                let key = (mnt_ns, access.mount_id, access.mount_point.clone());
+                if self.reported_access.contains(&key) {
+                    continue;
+                }
+                let decided = decide_access(self.decision.mode, Reader::OtherPod, self.opts.detach_node_access);
+                if decided != AccessAction::Allow
+                    && let Some(true) = self.handle_access(&caller, access, decided, Some(&pod))
+                {
+                    self.remember_reported(key);
+                }
+            }
+        }
+        debug!("propagated copies: {scanned} pod mount namespace(s) scanned for {} owned volume(s)", trees.len());
+    }
+}
+
+/// The process's command name, for the conflict's "by" (empty if it is gone).
+fn comm_of(pid: u32) -> RawString {
+    let comm = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
+    RawString { bytes: comm.trim_ascii_end().to_vec(), truncated: false }
+}
