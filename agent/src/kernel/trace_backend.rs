@@ -161,9 +161,11 @@ impl fmt::Display for TraceDecision {
 }
 
 /// What the fanotify backend does not see, as the start-up log and `volguard status` say.
-pub const FANOTIFY_UNSEEN: &str = "not seen with fanotify: mounts outside kubelet's publish that reach a single-pod \
-     volume (bind, clone, recursive: notices name no caller and come from one mount namespace); \
-     --trace-backend=tracepoints sees them, at a cost to every mount syscall";
+pub const FANOTIFY_UNSEEN: &str = "with fanotify, mounts outside kubelet's publish that reach a single-pod volume \
+     are found only by the scan of pods' mount namespaces (after each publish of such a volume, and at each \
+     reconciliation: up to --reconcile-interval late); a bind, clone or recursive bind made in the node's own \
+     namespace is not seen (a notice names no caller); --trace-backend=tracepoints sees every route at syscall \
+     exit, at a cost to every syscall on the node";
 
 /// Why the requested backend cannot run here.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -189,3 +189,13 @@ fn an_overflowed_notice_queue_is_resynced_and_loses_no_owner() {
     while ns.umount(&b).is_ok() {}
     while ns.umount(&a).is_ok() {}
 }
+
+/// Copies that propagation brings into a pod's namespace are found without any tracing
+/// program: the owner's publish is notified, and the namespace scan that follows finds them.
+#[test]
+fn a_publish_propagated_into_another_pods_namespace_is_detached_there_with_fanotify() {
+    const TEST: &str = "a_publish_propagated_into_another_pods_namespace_is_detached_there_with_fanotify";
+    if fanotify_works(TEST) {
+        crate::host_out_of_band::propagated_copies_are_detached(TEST, &["--trace-backend", "fanotify"]);
+    }
+}

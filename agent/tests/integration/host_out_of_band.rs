@@ -39,7 +39,10 @@ struct PodCgroup {
 
 impl PodCgroup {
     fn new(root: &Path, uid: &str) -> Self {
-        let top = root.join(format!("volguard-oob-{}-{uid}", std::process::id()));
+        // Tests run side by side, and two may stand for the same pod.
+        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let top = root.join(format!("volguard-oob-{}-{n}-{uid}", std::process::id()));
         let dir = top.join(format!("kubepods/besteffort/pod{uid}"));
         std::fs::create_dir_all(&dir).unwrap();
         Self { dir, top }
@@ -214,11 +217,11 @@ struct Published {
 impl Published {
     /// The agent runs with the syscall backend under test and `extra` arguments.
     fn new(pin: &str, extra: &[&str]) -> Self {
-        Self::with_tree(KubeletTree::new(), MountNs::new(), pin, extra)
+        Self::with_tree(KubeletTree::new(), MountNs::new(), pin, &syscall_backend(), extra)
     }
 
-    /// As [`Published::new`], in a tree and namespace the test has prepared.
-    fn with_tree(tree: KubeletTree, ns: MountNs, pin: &str, extra: &[&str]) -> Self {
+    /// As [`Published::new`], in a tree and namespace the test has prepared, with `backend`.
+    fn with_tree(tree: KubeletTree, ns: MountNs, pin: &str, backend: &[&str], extra: &[&str]) -> Self {
         let volume = tree.volume("pv-rwop");
         let handle_sha256 = "5f0e".repeat(16);
         let staging =
@@ -226,7 +229,7 @@ impl Published {
         std::fs::create_dir_all(&staging).unwrap();
         ns.bind(&volume, &staging).unwrap();
         let a_target = tree.publish_dir(POD_A, "pv-rwop");
-        let args: Vec<&str> = syscall_backend().into_iter().chain(extra.iter().copied()).collect();
+        let args: Vec<&str> = backend.iter().chain(extra).copied().collect();
         let agent = Agent::start_in(&ns, &tree.root(), &pin_root(pin), &["pv-rwop"], &args);
         agent.mode();
         ns.bind(&staging, &a_target).unwrap();
@@ -404,11 +407,18 @@ const PROPAGATED_TEST: &str = "a_publish_propagated_into_another_pods_namespace_
 
 #[test]
 fn a_publish_propagated_into_another_pods_namespace_is_detached_there() {
-    if !have_root(PROPAGATED_TEST) {
+    propagated_copies_are_detached(PROPAGATED_TEST, &syscall_backend());
+}
+
+/// Pod C's container, made before A's publish, receives the kubelet tree's propagation;
+/// the agent (with `backend`) detaches the copies of A's volume there right after the
+/// publish. Shared with the fanotify backend's tests (host_fanotify.rs).
+pub fn propagated_copies_are_detached(test: &str, backend: &[&str]) {
+    if !have_root(test) {
         return;
     }
     let Some(cgroups) = unified_root() else {
-        skip(PROPAGATED_TEST, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
+        skip(test, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
         return;
     };
     let pod_c = PodCgroup::new(&cgroups, POD_P);
@@ -424,7 +434,7 @@ fn a_publish_propagated_into_another_pods_namespace_is_detached_there() {
     })
     .unwrap();
     let container = pod_c.container(&ns);
-    let published = Published::with_tree(tree, ns, "propagated", &[]);
+    let published = Published::with_tree(tree, ns, &format!("propagated-{}", backend.join("-")), backend, &[]);
     let a_target = published.a_target.clone();
     let copy = container.path(&a_target);
     // Both copies: the staging's (made before A owned the volume) and the publish's.
