@@ -273,7 +273,11 @@ fn ensure_bpffs(path: &Path) -> Result<(), PinError> {
         return Ok(());
     }
     if path.starts_with(BPFFS) && !on_bpffs(Path::new(BPFFS)) {
-        info!("mounting bpffs on {BPFFS}");
+        warn!(
+            "mounting bpffs on {BPFFS}: the node has none there, so the pins live as long as this mount namespace \
+             (in a container, as long as the pod): mount bpffs on the node (systemd does) to keep enforcement \
+             across agent restarts"
+        );
         nix::mount::mount(Some("bpf"), BPFFS, Some("bpf"), nix::mount::MsFlags::empty(), None::<&str>)
             .map_err(|e| io_error("mounting bpffs on", Path::new(BPFFS))(e.into()))?;
         return Ok(());
