@@ -16,6 +16,7 @@ use volguard::model::mounts::MASK_SOURCE;
 use crate::support::{
     have_root, http_get,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, syscall_backend},
+    pod_cgroup::PodCgroup,
     skip,
 };
 
@@ -369,8 +370,7 @@ fn a_conflict_names_the_process_and_the_pod_that_made_the_mount() {
     };
     // A CSI driver's pod, as kubelet's cgroupfs driver names its cgroup.
     let driver_uid = format!("0c3c2d5e-{:04x}-4a6e-9f00-0000000000d1", std::process::id() & 0xffff);
-    let pod_cgroup = root.join(format!("volguard-test-{}/kubepods/besteffort/pod{driver_uid}", std::process::id()));
-    std::fs::create_dir_all(&pod_cgroup).unwrap();
+    let pod_cgroup = PodCgroup::new(&root, &driver_uid);
     let node = Node::new();
     // Only a traced syscall names its caller.
     let agent = node.agent_with("mounted-by", &syscall_backend());
@@ -379,7 +379,7 @@ fn a_conflict_names_the_process_and_the_pod_that_made_the_mount() {
     // mount(8) run from inside the driver's pod cgroup, and gone when the agent looks.
     let (volume, target) = (node.volume.to_str().unwrap(), node.target("pod-b"));
     let script =
-        format!("echo $$ > {}/cgroup.procs && exec mount --bind {volume} {}", pod_cgroup.display(), target.display());
+        format!("echo $$ > {} && exec mount --bind {volume} {}", pod_cgroup.procs().display(), target.display());
     let out = node.ns.command("sh", &["-c", &script]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod pod-b"));
@@ -401,9 +401,4 @@ fn a_conflict_names_the_process_and_the_pod_that_made_the_mount() {
     for pod in ["pod-a", "pod-b"] {
         let _ = node.ns.umount(&node.target(pod));
     }
-    let _ = std::fs::remove_dir(&pod_cgroup);
-    let _ = std::fs::remove_dir(pod_cgroup.parent().unwrap());
-    let kubepods = pod_cgroup.parent().unwrap().parent().unwrap();
-    let _ = std::fs::remove_dir(kubepods);
-    let _ = std::fs::remove_dir(kubepods.parent().unwrap());
 }

@@ -23,6 +23,7 @@ use volguard::node_files::caller_pod::unified_root;
 use crate::support::{
     have_root,
     kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend},
+    pod_cgroup::PodCgroup,
     skip,
 };
 
@@ -31,23 +32,8 @@ const TEST: &str = "a_second_pods_mounts_outside_kubelets_publish_are_detached_a
 const POD_A: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000a1";
 const POD_C: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c1";
 
-/// A pod's cgroup, as kubelet's cgroupfs driver names it, removed when dropped.
-struct PodCgroup {
-    dir: PathBuf,
-    top: PathBuf,
-}
-
+/// What a pod's processes do in these tests: mounts made by a forked child in its cgroup.
 impl PodCgroup {
-    fn new(root: &Path, uid: &str) -> Self {
-        // Tests run side by side, and two may stand for the same pod.
-        static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let top = root.join(format!("volguard-oob-{}-{n}-{uid}", std::process::id()));
-        let dir = top.join(format!("kubepods/besteffort/pod{uid}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self { dir, top }
-    }
-
     /// A bind (`MS_BIND`, plus `MS_REC` where `recursive`) of `source` onto `target`, made in
     /// `ns` by a process of this pod.
     fn bind(&self, ns: &MountNs, source: &Path, target: &Path, recursive: bool) {
@@ -143,7 +129,7 @@ impl PodCgroup {
     /// Forks a child that joins this cgroup and `ns` and runs `op`; then exits with its
     /// outcome, or (`stay`) pauses until killed.
     fn fork_in(&self, ns: &MountNs, op: impl FnOnce() -> i32, stay: bool) -> nix::unistd::Pid {
-        let procs = cstr(&self.dir.join("cgroup.procs"));
+        let procs = cstr(&self.procs());
         let namespace = std::fs::File::open(format!("/proc/{}/task/{}/ns/mnt", std::process::id(), ns.tid)).unwrap();
         // SAFETY: the child makes only async-signal-safe calls (open, write, setns, the
         // mount syscalls, pause, _exit) on data prepared before the fork.
@@ -181,16 +167,6 @@ impl Drop for Container {
     fn drop(&mut self) {
         let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
         let _ = nix::sys::wait::waitpid(self.pid, None);
-    }
-}
-
-impl Drop for PodCgroup {
-    fn drop(&mut self) {
-        let mut dir = self.dir.clone();
-        while dir.starts_with(&self.top) {
-            let _ = std::fs::remove_dir(&dir);
-            dir = dir.parent().unwrap().to_owned();
-        }
     }
 }
 
