@@ -7,13 +7,18 @@
 //! agent detaches each (in any mode but audit) and reports it once
 //! with its route; A's own binds, and kubelet's publish, stay silent; a node process's
 //! bind is reported and left in place. A reader the operator exempts (`--exempt-reader`)
-//! reads, and `--detach-node-access=true` detaches the node process's bind.
+//! reads, and `--detach-node-access=true` detaches the node process's bind. A publish that
+//! reaches C's container by propagation alone is detached there; so is C's bind of a
+//! raw-block volume's device node.
 
 use std::{
     ffi::CString,
     os::{
         fd::AsRawFd,
-        unix::{ffi::OsStrExt, fs::MetadataExt},
+        unix::{
+            ffi::OsStrExt,
+            fs::{FileTypeExt, MetadataExt},
+        },
     },
     path::{Path, PathBuf},
 };
@@ -425,4 +430,49 @@ pub fn propagated_copies_are_detached(test: &str, backend: &[&str]) {
     assert_eq!(route, 2.0, "two propagated copies, each reported once");
     drop(container);
     published.finish(&[&root]);
+}
+
+const BLOCK_TEST: &str = "a_raw_block_volumes_device_node_bound_by_another_pod_is_detached";
+
+/// A raw-block volume: kubelet's publish is a bind of the device node onto a file
+/// (`plugins/kubernetes.io/csi/volumeDevices/publish/<pv>/<pod uid>`); another pod's bind of
+/// that node (a hostPath of type BlockDevice) reaches the same device. The node stands in a
+/// directory of the test's own (a block node made with mknod; nothing opens it), as the
+/// node's devtmpfs holds the real ones: what the agent compares is the same, the
+/// filesystem and the path in it.
+#[test]
+fn a_raw_block_volumes_device_node_bound_by_another_pod_is_detached() {
+    if !have_root(BLOCK_TEST) {
+        return;
+    }
+    let Some(cgroups) = unified_root() else {
+        skip(BLOCK_TEST, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
+        return;
+    };
+    let pod_c = PodCgroup::new(&cgroups, POD_C);
+    let (tree, ns) = (KubeletTree::new(), MountNs::new());
+    let dev = tree.tmp.path().join("dev");
+    std::fs::create_dir_all(&dev).unwrap();
+    let node = dev.join("vdb");
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o600);
+    nix::sys::stat::mknod(&node, nix::sys::stat::SFlag::S_IFBLK, mode, nix::sys::stat::makedev(7, 250)).unwrap();
+    let file = |path: &Path| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, b"").unwrap();
+        path.to_owned()
+    };
+    let publish = file(&tree.root().join(format!("plugins/kubernetes.io/csi/volumeDevices/publish/pv-blk/{POD_A}")));
+    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("raw-block"), &["pv-blk"], &syscall_backend());
+    agent.mode();
+    ns.bind(&node, &publish).unwrap();
+    agent.wait_for_line("the claim", |l| l.contains(&format!("claimed by pod {POD_A}")) || l.contains("its owner"));
+    // Pod C binds the node's device node onto a file of its own.
+    let hostpath = file(&tree.tmp.path().join("c-block"));
+    pod_c.bind(&ns, &node, &hostpath, false);
+    agent.wait_for_line("the device bind's detach", detached_at(&hostpath));
+    let is_block = |path: PathBuf| ns.run(move || std::fs::metadata(&path).unwrap().file_type().is_block_device());
+    assert!(!is_block(hostpath.clone()), "C's file is still the volume's device");
+    assert!(is_block(publish.clone()), "A's publish is left");
+    agent.stop();
+    let _ = ns.umount_detach(&publish);
 }
