@@ -438,6 +438,10 @@ impl Running<'_> {
         if change.noteworthy {
             self.model.log_summary();
         }
+        // Before kubelet's teardown of the pod's volumes, which a mask would make fail.
+        for stale in self.model.masks_of_deleted_pods() {
+            self.remove_mask(&stale);
+        }
         self.explain_unnamed();
         Ok(())
     }

@@ -290,6 +290,22 @@ impl MaskReconciler {
     }
 }
 
+/// The masks of pods the facts show being deleted. kubelet tears a deleted pod's volumes
+/// down once its containers have stopped; a mask still on the target then makes the target
+/// look mounted, and kubelet leaves the volume's directory (and the pod's) behind for good.
+/// A deletion the facts show is certain: such a mask goes at once, not two passes later.
+pub fn masks_of_deleted(mounts: &Mounts, deleted: &BTreeSet<&str>) -> Vec<StaleMask> {
+    mounts
+        .masks()
+        .filter(|(_, pod, _)| deleted.contains(pod))
+        .map(|(volume, pod_uid, mask)| StaleMask {
+            volume: volume.to_owned(),
+            pod_uid: pod_uid.to_owned(),
+            mount_point: mask.mount_point.clone(),
+        })
+        .collect()
+}
+
 /// Where a single-pod volume stands, as every view (status, metrics, volumes) counts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -500,6 +516,16 @@ mod tests {
         assert_eq!(r.plan(&m, Some(&without_b)), []);
         let stale = r.plan(&m, Some(&without_b));
         assert_eq!(stale, [StaleMask { volume: "v".into(), pod_uid: "b".into(), mount_point: "/t".into() }]);
+    }
+
+    #[test]
+    fn a_deleted_pods_mask_is_removed_at_once() {
+        let mut m = Mounts::default();
+        m.quarantined(&target("b", "v"), Path::new("/t"));
+        m.quarantined(&target("c", "v"), Path::new("/u"));
+        let stale = masks_of_deleted(&m, &BTreeSet::from(["b"]));
+        assert_eq!(stale, [StaleMask { volume: "v".into(), pod_uid: "b".into(), mount_point: "/t".into() }]);
+        assert_eq!(masks_of_deleted(&m, &BTreeSet::new()), []);
     }
 
     /// The kernel gave the newcomer's mount a reused id lower than the owner's: the unique

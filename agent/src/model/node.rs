@@ -15,7 +15,8 @@ use crate::{
     model::checks::{self, Finding},
     model::explain::{Conflict, ConflictAction},
     model::mounts::{
-        MaskReconciler, Mounts, OwnerFix, OwnerReconciler, PublishChange, StaleMask, VolumeView, volume_views,
+        MaskReconciler, Mounts, OwnerFix, OwnerReconciler, PublishChange, StaleMask, VolumeView, masks_of_deleted,
+        volume_views,
     },
     node_files::kubelet::PublishTarget,
     node_files::mount_table::MountTable,
@@ -247,6 +248,11 @@ impl NodeModel {
         Reconciled { drift, fixes: self.plan_owners(owners), stale_masks }
     }
 
+    /// The masks of pods the facts in force show being deleted (see [`masks_of_deleted`]).
+    pub fn masks_of_deleted_pods(&self) -> Vec<StaleMask> {
+        masks_of_deleted(&self.mounts, &deleted_pods(&self.snapshot))
+    }
+
     /// Owner fixes against the current mounts, without re-reading the table.
     pub fn plan_owners(&mut self, owners: &BTreeMap<String, String>) -> Vec<OwnerFix> {
         self.reconciler.plan(|volume| self.single_pod.contains_key(volume), &self.mounts, owners)
@@ -335,6 +341,11 @@ fn read_mounts(mountinfo: &Path, kubelet_root: &Path) -> std::io::Result<Mounts>
 fn staying_pods(snapshot: &Snapshot) -> Option<BTreeSet<&str>> {
     let complete = snapshot.origin != Origin::None && snapshot.stale.is_none();
     complete.then(|| snapshot.facts.pods.iter().filter(|p| !p.terminating).map(|p| p.uid.as_str()).collect())
+}
+
+/// The pods the facts show being deleted (`metadata.deletionTimestamp` set).
+fn deleted_pods(snapshot: &Snapshot) -> BTreeSet<&str> {
+    snapshot.facts.pods.iter().filter(|p| p.terminating).map(|p| p.uid.as_str()).collect()
 }
 
 #[cfg(test)]
