@@ -98,10 +98,30 @@ fn exempt_backup_agent(admin: &Kube, volumes: &str, mounts: &str, copy: &str) ->
     Ok(format!("Exempt backup agent ({NS}/{ACCOUNT}): reads the owner's data, no Event"))
 }
 
+/// Scenario 6's second half, in the VM with BPF LSM: a pod whose hostPath is the publish
+/// target of `owner` (the pod that holds claim `single`). A classic bind's source reaches
+/// the LSM hook only as a string, so even in enforce mode the bind is detached at its
+/// syscall's exit; the pod gets the Event.
+pub(super) fn hostpath_reader_in_vm(admin: &Kube, owner_pod: &str, timeout: Duration) -> anyhow::Result<String> {
+    let owner = pod_uid(admin, owner_pod)?;
+    let pv = admin.run(&["get", "pvc", "-n", NS, "single", "-o", "jsonpath={.spec.volumeName}"])?;
+    let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/{}/mount", pv.trim());
+    let hostpath = "[{name: peek, hostPath: {path: TARGET, type: Directory}}]".replace("TARGET", &target);
+    admin.apply(&pod("hostpath-reader", "exec sleep 100000", "[{name: peek, mountPath: /peek}]", &hostpath))?;
+    let reader = read_or_refused_within(admin, "hostpath-reader", "/peek/owner", timeout)?;
+    let event = access_event(admin, "hostpath-reader", owner_pod)?;
+    Ok(format!("hostPath reader in enforce mode: {reader}; Event {event}"))
+}
+
 /// What `pod` found at `file` (one of single-c's files): it must not be A's data. A pod
 /// running without it, or one whose container never started, both pass; which one is said.
 fn read_or_refused(admin: &Kube, pod: &str, file: &str) -> anyhow::Result<String> {
-    let running = admin.wait_pod_running(NS, pod, Duration::from_secs(90));
+    read_or_refused_within(admin, pod, file, Duration::from_secs(90))
+}
+
+/// As [`read_or_refused`], waiting up to `timeout` for the pod to run.
+fn read_or_refused_within(admin: &Kube, pod: &str, file: &str, timeout: Duration) -> anyhow::Result<String> {
+    let running = admin.wait_pod_running(NS, pod, timeout);
     if running.is_err() {
         let phase = admin.pod_phase(NS, pod).unwrap_or_default();
         return Ok(format!("{pod} did not start (phase {phase:?})"));

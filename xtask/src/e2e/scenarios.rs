@@ -85,23 +85,30 @@ pub fn run_in_vm(node: &Node, logs: &Path) -> anyhow::Result<()> {
     install_volguard(&admin, &Chart { trace_backend: None }, EMULATED)?;
     println!("e2e: the CSI driver and volguard Ready in the VM after {:.0} s", started.elapsed().as_secs_f64());
     admin.run(&["create", "namespace", NS])?;
-    println!("\n=== e2e scenario: 6. the same conflict with BPF LSM, in the VM");
-    let started = Instant::now();
-    match refused_in_the_kernel(&admin) {
-        Ok(summary) => {
-            println!("=== ok ({:.1} s): {summary}", started.elapsed().as_secs_f64());
-            Ok(())
-        }
-        Err(e) => {
-            let file = logs.join("agent-after-scenario-6.log");
-            let _ = fs::write(&file, agent_logs(&admin));
-            println!("=== FAILED: {e:#}\n=== the agent's log: {}", file.display());
-            for log in ["vm", "vm-kubelet"] {
-                println!("--- last lines of {log}.log ---\n{}", node.log_tail(log, 15));
+    let halves: [(&str, &dyn Fn() -> anyhow::Result<String>); 2] = [
+        ("6. the same conflict with BPF LSM, in the VM", &|| refused_in_the_kernel(&admin)),
+        // single-b holds the claim once scenario 6 has handed it over.
+        ("6b. a hostPath on the owner's volume, in the VM", &|| {
+            super::out_of_band::hostpath_reader_in_vm(&admin, "single-b", EMULATED)
+        }),
+    ];
+    for (name, run) in halves {
+        println!("\n=== e2e scenario: {name}");
+        let started = Instant::now();
+        match run() {
+            Ok(summary) => println!("=== ok ({:.1} s): {summary}", started.elapsed().as_secs_f64()),
+            Err(e) => {
+                let file = logs.join("agent-after-scenario-6.log");
+                let _ = fs::write(&file, agent_logs(&admin));
+                println!("=== FAILED: {e:#}\n=== the agent's log: {}", file.display());
+                for log in ["vm", "vm-kubelet"] {
+                    println!("--- last lines of {log}.log ---\n{}", node.log_tail(log, 15));
+                }
+                return Err(e.context(format!("scenario {name} failed")));
             }
-            Err(e.context("scenario 6 failed"))
         }
     }
+    Ok(())
 }
 
 /// Scenario 1: a second pod, placed on the node by `spec.nodeName` (no scheduler), asks
