@@ -9,7 +9,9 @@
 //!   (`BestEffort-pod<uid>.slice`, `Burstable-pod<uid>.slice`);
 //! - the `<pod slice>:<prefix>:<id>` form containerd passes to runc, seen literally as a
 //!   path when containerd's and kubelet's cgroup drivers disagree;
-//! - cgroupfs driver: `…/kubepods[/<qos>]/pod<uid>[/<id>]`.
+//! - cgroupfs driver: `…/kubepods[/<qos>]/pod<uid>[/<id>]`, and the same read from inside
+//!   a cgroup namespace rooted below `kubepods` (the agent's, unprivileged, on a cgroup v2
+//!   node): `/../../[<qos>/]pod<uid>[/<id>]`.
 //!
 //! Anything before the pod level (`/sys/fs/cgroup`, a node container's `/docker/<id>`,
 //! `/system.slice/docker.service`) is ignored, so paths from inside nested or containerised
@@ -22,6 +24,10 @@ pub enum QosClass {
     Guaranteed,
     Burstable,
     BestEffort,
+    /// Not in the path: it was read from inside a cgroup namespace (an unprivileged
+    /// container's, the agent's own with the chart) whose root lies below `kubepods`, so
+    /// the levels above the pod read as `..`.
+    Unknown,
 }
 
 /// The container runtime that named a container cgroup, when the name says so.
@@ -126,11 +132,18 @@ fn systemd_pod_slice(name: &[u8]) -> Option<(String, QosClass)> {
     Some((uid, qos))
 }
 
-/// `kubepods/pod<uid>` or `kubepods/<qos>/pod<uid>`.
+/// `kubepods/pod<uid>` or `kubepods/<qos>/pod<uid>`; from inside a cgroup namespace
+/// rooted at another pod's container, `../../pod<uid>` or `../../../<qos>/pod<uid>`.
 fn cgroupfs_pod_dir(parents: &[&[u8]], name: &[u8]) -> Option<(String, QosClass)> {
     let uid = pod_uid(name.strip_prefix(b"pod")?, b'-')?;
-    let kubepods = parents.iter().rposition(|p| *p == b"kubepods")?;
-    Some((uid, qos_level(&parents[kubepods + 1..])?))
+    if let Some(kubepods) = parents.iter().rposition(|p| *p == b"kubepods") {
+        return Some((uid, qos_level(&parents[kubepods + 1..])?));
+    }
+    let above_namespace = parents.iter().rposition(|p| *p == b"..")?;
+    match &parents[above_namespace + 1..] {
+        [] => Some((uid, QosClass::Unknown)),
+        levels => Some((uid, qos_level(levels)?)),
+    }
 }
 
 /// The QoS from the levels between `kubepods` and the pod: none, or exactly one.
@@ -245,6 +258,17 @@ mod tests {
         assert_eq!(p(&mismatch), pod(QosClass::Burstable, Some(ID), Some(Runtime::Containerd)));
         let bad_id = format!("kubepods-burstable-pod{UID_}.slice:cri-containerd:xyz");
         assert_eq!(p(&bad_id), pod(QosClass::Burstable, None, None));
+    }
+
+    #[test]
+    fn cgroupfs_driver_seen_from_inside_a_cgroup_namespace() {
+        // The agent's own namespace is rooted at its container's cgroup: a pod of the same
+        // QoS class reads as two levels up, another class as three.
+        assert_eq!(p(&format!("0::/../../pod{UID}/{ID}\n")), pod(QosClass::Unknown, Some(ID), None));
+        assert_eq!(p(&format!("0::/../../../burstable/pod{UID}/{ID}")), pod(QosClass::Burstable, Some(ID), None));
+        assert_eq!(p(&format!("0::/../pod{UID}")), pod(QosClass::Unknown, None, None));
+        assert_eq!(p(&format!("0::/pod{UID}/{ID}")), None, "no kubepods and no namespace above: not a pod's");
+        assert_eq!(p(&format!("0::/../../../other/pod{UID}/{ID}")), None);
     }
 
     #[test]
