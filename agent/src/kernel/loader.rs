@@ -131,6 +131,9 @@ pub enum LoadError {
     /// The object was refused (no BPF support, no privileges, map creation failed).
     #[error("loading the eBPF object failed (are you root on a kernel with BPF?)")]
     Object(#[source] EbpfError),
+    /// The kernel is older than volguard's floor: one line saying what it lacks.
+    #[error("{0}")]
+    BelowFloor(String),
     /// The object does not contain a program the hook table names.
     #[error("program {program} is not in the eBPF object")]
     MissingProgram { program: String },
@@ -218,7 +221,10 @@ impl LoadedObject {
     }
 
     fn load_with(mut loader: EbpfLoader<'_>) -> Result<Self, LoadError> {
-        loader.load(OBJECT).map(|ebpf| Self { ebpf }).map_err(LoadError::Object)
+        loader.load(OBJECT).map(|ebpf| Self { ebpf }).map_err(|e| match super::floor::below_floor() {
+            Some(why) => LoadError::BelowFloor(why),
+            None => LoadError::Object(e),
+        })
     }
 
     /// Starts forwarding the programs' aya-log records to `tracing`. The logger owns the

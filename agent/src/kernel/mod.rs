@@ -1,13 +1,14 @@
 //! The kernel boundary: the only folder that imports aya. The embedded object, loading
 //! and attaching, pins, the maps the LSM programs decide from, reading and decoding the
 //! ring buffer, the kernel's counters, and the probes of what the running kernel allows
-//! (BTF offsets, whether BPF LSM really runs, whether trampolines are allowed), and what
+//! (the floor, BTF offsets, whether BPF LSM really runs, whether trampolines are allowed), and what
 //! the programs cost (run-time statistics).
 
 pub mod btf;
 pub mod counters;
 pub mod decode;
 pub mod flags;
+pub mod floor;
 pub mod loader;
 pub mod lsm_probe;
 pub mod maps;

@@ -19,7 +19,7 @@ use crate::support::{
 
 /// Whether this kernel has fanotify mount notifications; says why not when it has none,
 /// and fails where root tests are required on the host (`cargo xtask test`: this host's
-/// 6.18 has them; the VM's kernels do not, and the VM does not run this area).
+/// 6.18 has them; of the VM's kernels only 7.3 has them, and only its boot runs this area).
 pub fn fanotify_works(test: &str) -> bool {
     let ns = File::open("/proc/self/ns/mnt").unwrap();
     match MountWatch::new(&ns, "/proc/self/ns/mnt") {

@@ -17,8 +17,9 @@
 //!   fake API server, run by `cargo xtask bench`;
 //! - `syscall_bench` (ignored; root): what the agent costs mount syscalls and unrelated
 //!   syscalls, per tracing backend, run by `cargo xtask bench` on the host and in the VM;
-//! - `vm_*` (ignored here): BPF LSM, which this host's kernel refuses; `cargo xtask
-//!   vm-test` and `cargo xtask bench` run them in a VM, selected by module path.
+//! - `vm_*` (ignored here): BPF LSM, which this host's kernel refuses, and (`vm_floor`) a
+//!   kernel below the floor; `cargo xtask vm-test` and `cargo xtask bench` run them in a
+//!   VM, selected by module path.
 //!
 //! The areas share one process, so nothing here is process-wide: each test makes its own
 //! temporary directories, mount-namespace threads ([`support::kubelet::MountNs`],
@@ -49,4 +50,5 @@ mod k8s_fake_api;
 mod k8s_scale_bench;
 mod syscall_bench;
 mod vm_enforce;
+mod vm_floor;
 mod vm_lsm;

@@ -176,6 +176,38 @@ fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
     uninstall(&pins);
 }
 
+/// The mode and tracing backend the VM boot's row of the compatibility table says auto
+/// picks on this kernel (`cargo xtask vm-test` exports them; docs/compatibility.md).
+fn expected_choice() -> (String, String) {
+    let read = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is set by the VM boot"));
+    (read("VOLGUARD_EXPECT_MODE"), read("VOLGUARD_EXPECT_BACKEND"))
+}
+
+#[test]
+#[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
+fn with_bpf_in_lsm_auto_picks_the_mode_and_backend_the_matrix_says() {
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    let tree = KubeletTree::new();
+    let pins = pin_root("auto-choice");
+    // Auto for both, whatever backend the run forces on other agents.
+    let agent = Agent::start_with(&tree.root(), &pins, &[], "auto", &["--trace-backend", "auto"]);
+    assert_eq!((agent.mode(), agent.trace_backend()), expected_choice());
+    agent.stop();
+    uninstall(&pins);
+}
+
+/// Quarantine acts on what the backend sees: auto must take the one that sees the most.
+#[test]
+#[ignore = "needs a kernel booted without bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
+fn without_bpf_in_lsm_auto_picks_the_mode_and_backend_the_matrix_says() {
+    assert!(!bpf_in_lsm_list(), "precondition: booted without bpf in lsm=");
+    let tree = KubeletTree::new();
+    let agent =
+        Agent::start_with(&tree.root(), &pin_root("auto-choice-nobpf"), &[], "auto", &["--trace-backend", "auto"]);
+    assert_eq!((agent.mode(), agent.trace_backend()), expected_choice());
+    agent.stop();
+}
+
 #[test]
 #[ignore = "needs a kernel booted without bpf in lsm=: runs in the VM (cargo xtask vm-test)"]
 fn without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why() {

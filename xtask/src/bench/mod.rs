@@ -197,12 +197,12 @@ impl Bench {
             (
                 "1b. mount and unrelated syscalls, per backend, with the LSM hooks (VM, Linux 6.1)",
                 SYSCALL_TARGETS,
-                |bench| bench.vm_syscalls(VmKernel::Stable),
+                |bench| bench.vm_syscalls(VmKernel::Linux61),
             ),
             (
                 "1b. mount and unrelated syscalls, per backend, with the LSM hooks (VM, Linux 6.12)",
                 SYSCALL_TARGETS,
-                |bench| bench.vm_syscalls(VmKernel::Backports),
+                |bench| bench.vm_syscalls(VmKernel::Linux612),
             ),
             ("3. agent memory", "≤ 16 MiB idle, ≤ 40 MiB loaded", Self::memory),
             ("3c. agent memory with a large cluster (fake API server)", "≤ idle + 5 MiB", Self::cluster_memory),

@@ -1,6 +1,6 @@
 //! `cargo xtask vm-test`: packs the integration-test binary (and the agent it starts) into
-//! an initramfs, boots Debian's 6.1 cloud kernel (and the 6.12 of bookworm-backports for
-//! [`BootName::LsmBpf612`]) under qemu (software emulation) once per `lsm=` variant,
+//! an initramfs, boots each Debian cloud kernel of the matrix (`cargo xtask setup` fetches
+//! them) under qemu (software emulation) once per `lsm=` variant of its boots,
 //! runs the binary once per area with libtest filters by module path (the tracing areas
 //! once per tracing backend, forced with `VOLGUARD_TRACE_BACKEND`), and reads the verdict
 //! from the serial console. A panic, a hang or a missing verdict is a failure. Boots run
@@ -19,24 +19,28 @@ use std::{
 
 use anyhow::{Context, bail};
 
+mod compat;
 mod counts;
 mod plan;
 
 use counts::{RUN_MARK, count_mismatch, expected_test_counts};
-use plan::{BOOTS, Boot, DEMO_BOOT, bench_boot, test_runs, vm_kernel};
+use plan::{BOOTS, Boot, DEMO_BOOT, bench_boot, test_runs};
 pub use plan::{BootName, VmKernel};
 
 use crate::proc::{cargo, cores, output, run_cmd, run_in_lanes, target_dir};
 
 #[derive(clap::Args, Default)]
 pub struct Options {
-    /// Kernel image to boot every variant on (default: each variant's kernel of those
-    /// `cargo xtask setup` fetched: 6.1, and 6.12 for `lsm-bpf612`).
+    /// Kernel image to boot every chosen boot on (default: each boot's kernel of those
+    /// `cargo xtask setup` fetched).
     #[arg(long)]
     pub kernel: Option<PathBuf>,
     /// Boot only these variants (default: all).
     #[arg(long = "boot", value_enum)]
     pub boots: Vec<BootName>,
+    /// Boot only on these kernels of the matrix (default: all).
+    #[arg(long = "linux", value_enum)]
+    pub kernels: Vec<VmKernel>,
     /// Seconds one boot may take before it counts as hung.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
@@ -83,7 +87,7 @@ fn kernel_oops(console: &[String]) -> Option<String> {
 
 /// Boots the VM kernel with BPF LSM and plays `volguard demo` in it.
 pub fn demo(timeout: Duration) -> anyhow::Result<()> {
-    let kernel = vm_kernel()?;
+    let kernel = DEMO_BOOT.kernel.image()?;
     let binaries = BTreeMap::from([(AGENT_BINARY.to_owned(), build_release_agent()?)]);
     let work = target_dir().join("vm").join("demo");
     let initrd = build_initramfs(&work, &DEMO_BOOT, &binaries)?;
@@ -98,19 +102,17 @@ pub fn demo(timeout: Duration) -> anyhow::Result<()> {
 const VERDICT: &str = "volguard-vm: result failed=";
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
-    let stable = match &options.kernel {
-        Some(k) => k.clone(),
-        None => vm_kernel()?,
-    };
     let mut binaries = build_test_binaries(Profile::Test)?;
     binaries.insert(AGENT_BINARY.to_owned(), build_release_agent()?);
-    let chosen = |b: &&Boot| if options.boots.is_empty() { b.default } else { options.boots.contains(&b.name) };
+    let chosen = |b: &&Boot| {
+        (options.boots.is_empty() || options.boots.contains(&b.name))
+            && (options.kernels.is_empty() || options.kernels.contains(&b.kernel))
+    };
     let mut planned = Vec::new();
     for boot in BOOTS.iter().filter(chosen) {
-        // `--kernel` boots every variant on that kernel.
-        let kernel = match (boot.kernel, &options.kernel) {
-            (VmKernel::Backports, None) => VmKernel::Backports.image()?,
-            _ => stable.clone(),
+        let kernel = match &options.kernel {
+            Some(image) => image.clone(),
+            None => boot.kernel.image()?,
         };
         planned.push((boot, kernel));
     }
@@ -248,6 +250,7 @@ fn init_script(boot: &Boot) -> String {
             "{AGENT_IN_VM} {command} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED volguard {command}'; }}\n"
         ));
     }
+    let expect = compat::expectation_exports(boot.kernel, boot.name);
     format!(
         r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -258,7 +261,7 @@ mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmpfs /tmp
 ip link set lo up
 echo "volguard-vm: kernel $(uname -r), active LSMs: $(cat /sys/kernel/security/lsm)"
-failed=0
+{expect}failed=0
 {plan}echo "{VERDICT}$failed"
 poweroff -f
 "#

@@ -8,57 +8,63 @@ use anyhow::Context;
 
 use crate::setup;
 
+/// What a boot's `lsm=` makes of the kernel, and so what it tests (`--boot`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum BootName {
     /// `bpf` in `lsm=`: enforcement works.
     LsmBpf,
-    /// `bpf` left out of `lsm=`: LSM programs attach but never run.
+    /// `bpf` left out of `lsm=`: LSM programs attach but never run; quarantine.
     LsmNoBpf,
-    /// `bpf` in `lsm=` on the 6.12 kernel of bookworm-backports: the enforcement and tracing
-    /// tests, and the upgrade across backends (a subset, to keep the time), each tracing
-    /// test once per backend. Booted without CMPXCHG16B (see [`VmKernel::qemu_cpu`]).
-    LsmBpf612,
+    /// A kernel below volguard's floor: the agent must refuse to start, saying why.
+    BelowFloor,
 }
 
-/// Which of `cargo xtask setup`'s kernels a boot uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which of `cargo xtask setup`'s kernels a boot uses (`--linux`), by version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum VmKernel {
-    /// Debian 12's own cloud kernel (6.1).
-    Stable,
-    /// The 6.12 cloud kernel of bookworm-backports.
-    Backports,
+    /// bullseye's 5.10: below the floor.
+    #[value(name = "5.10")]
+    Linux510,
+    /// bookworm's 6.1 (the demo's, the e2e VM node's and the bench's first).
+    #[value(name = "6.1")]
+    Linux61,
+    /// bookworm-backports' 6.12.
+    #[value(name = "6.12")]
+    Linux612,
+    /// trixie-backports' 7.3: fanotify mount notifications, BPF LSM and trampolines.
+    #[value(name = "7.3")]
+    Linux73,
 }
 
 impl VmKernel {
-    /// The kernel's version, as rows and logs name it.
+    /// The kernel's version, as rows, logs and `setup`'s table name it.
     pub fn version(self) -> &'static str {
         match self {
-            Self::Stable => "6.1",
-            Self::Backports => "6.12",
+            Self::Linux510 => "5.10",
+            Self::Linux61 => "6.1",
+            Self::Linux612 => "6.12",
+            Self::Linux73 => "7.3",
         }
     }
 
     /// The kernel image `cargo xtask setup` fetched, or an error saying to run it.
     pub(super) fn image(self) -> anyhow::Result<PathBuf> {
-        match self {
-            Self::Stable => vm_kernel(),
-            Self::Backports => setup::backports_kernel().with_context(|| {
-                format!("no {} VM kernel in {}: run `cargo xtask setup` as root", self.version(), setup::VM_KERNEL_DIR)
-            }),
-        }
+        setup::kernel_image(self.version()).with_context(|| {
+            format!("no {} VM kernel in {}: run `cargo xtask setup` as root", self.version(), setup::VM_KERNEL_DIR)
+        })
     }
 
-    /// qemu's `-cpu` for this kernel: every feature TCG emulates, except that 6.12 gets no
-    /// CMPXCHG16B. qemu 7.2's emulation of it leaves EFLAGS corrupt (reserved bits set) on
-    /// SLUB's per-CPU fast path (`cmpxchg16b %gs:(%rsi)` in `kmem_cache_alloc_noprof`), which
-    /// 6.12 takes on every allocation: two boots of two double-faulted there, after 38 and
-    /// 170 s, with and without 5-level paging. Without CX16 the kernel takes SLUB's locked
-    /// path and passed its whole subset, four boots of four (2026-11-27, one in a CI run).
-    /// 6.1 has always passed with it.
+    /// qemu's `-cpu` for this kernel: every feature TCG emulates, except that 6.12 and later
+    /// get no CMPXCHG16B. qemu 7.2's emulation of it leaves EFLAGS corrupt (reserved bits
+    /// set) on SLUB's per-CPU fast path (`cmpxchg16b %gs:(%rsi)` in `kmem_cache_alloc_noprof`),
+    /// which 6.12 takes on every allocation: two boots of two double-faulted there, after 38
+    /// and 170 s, with and without 5-level paging. Without CX16 the kernel takes SLUB's
+    /// locked path and passed its whole subset, four boots of four (2026-11-27, one in a CI
+    /// run). 6.1 (and 5.10) have always passed with it.
     pub(super) fn qemu_cpu(self) -> &'static str {
         match self {
-            Self::Stable => "max",
-            Self::Backports => "max,-cx16",
+            Self::Linux510 | Self::Linux61 => "max",
+            Self::Linux612 | Self::Linux73 => "max,-cx16",
         }
     }
 }
@@ -89,64 +95,100 @@ pub(super) fn tracing_runs(tracing: Tracing) -> &'static [(&'static str, &'stati
     }
 }
 
-/// One VM boot: its `lsm=` list and the runs of the integration binary it makes, as
-/// `(area, tracing, libtest arguments)`: the area (a module of `agent/tests/integration/`)
-/// names the run on the console; the arguments select its tests by path (`host_trace::` is
-/// every test of that module that is not ignored; `--ignored` runs only the ignored ones).
+/// One run of the integration binary: the area (a module of `agent/tests/integration/`)
+/// names it on the console; the libtest arguments select its tests by path
+/// (`host_trace::` is every test of that module that is not ignored; `--ignored` runs only
+/// the ignored ones).
+pub(super) type Run = (&'static str, Tracing, &'static [&'static str]);
+
+/// One VM boot: its kernel, its `lsm=` list and its runs of the integration binary.
 pub(super) struct Boot {
     pub(super) name: BootName,
-    /// Which share of the variant's runs this boot makes, where a variant's runs are split
-    /// over boots that run side by side (each boot is one emulated CPU, one host core).
+    pub(super) kernel: VmKernel,
+    /// Which share of the kernel's runs this boot makes, where they are split over boots
+    /// that run side by side (each boot is one emulated CPU, one host core).
     pub(super) part: Option<&'static str>,
     pub(super) lsm: &'static str,
-    pub(super) runs: &'static [(&'static str, Tracing, &'static [&'static str])],
+    pub(super) runs: &'static [Run],
     /// `volguard` subcommands run after the tests (the demo).
     pub(super) agent_runs: &'static [&'static str],
     /// Virtual CPUs (qemu's multi-threaded TCG gives each a host thread).
     pub(super) cpus: u32,
-    pub(super) kernel: VmKernel,
-    /// Booted by a plain `vm-test` (else only when named with `--boot`).
-    pub(super) default: bool,
 }
 
 impl Boot {
-    /// The variant's name, and the part of its runs this boot makes where they are split.
+    /// The boot's name, kernel, and the part of its runs where they are split.
     pub(super) fn label(&self) -> String {
+        let name = format!("{:?}@{}", self.name, self.kernel.version());
         match self.part {
-            Some(part) => format!("{:?}/{part}", self.name),
-            None => format!("{:?}", self.name),
+            Some(part) => format!("{name}/{part}"),
+            None => name,
         }
     }
 }
+
+const LSM_BPF: &str = "lockdown,capability,bpf";
+const LSM_NO_BPF: &str = "lockdown,capability";
 
 /// The ignored upgrade test (it forces each agent's backend itself).
 pub(super) const UPGRADE_TEST: &[&str] =
     &["--ignored", "--exact", "vm_enforce::upgrade_across_a_change_of_tracing_backend_keeps_owners_and_settles_claims"];
 
-/// Tests of kernel features newer than the VM's kernels: left out of their runs there
-/// (under the VM's `CI=true` they would fail, not skip).
+/// Tests of kernel features newer than 6.1 and 6.12: left out of their runs there (under
+/// the VM's `CI=true` they would fail, not skip).
 pub(super) const UNIQUE_MOUNT_ID_TEST: &str =
     "host_node_model::a_publish_made_while_no_agent_ran_is_not_taken_for_the_owner_for_its_reused_lower_mount_id";
 pub(super) const OPEN_TREE_ATTR_TEST: &str = "host_mount_api::open_tree_attr_is_traced_where_the_kernel_has_it";
 
+/// With `bpf` in `lsm=`: the probe refuses only its own bind, and auto picks the mode and
+/// backend [`COMPATIBILITY`] says.
+const LSM_ACTIVE: Run =
+    ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]);
+const AUTO_WITH_BPF: Run = (
+    "vm_enforce",
+    Tracing::Auto,
+    &["--ignored", "--exact", "vm_enforce::with_bpf_in_lsm_auto_picks_the_mode_and_backend_the_matrix_says"],
+);
+/// The ignored tests whose names start with `enforce`: refusals on every route, claims
+/// settled by the exit programs, restarts and adoption.
+const ENFORCE: &[&str] = &["--ignored", "vm_enforce::enforce"];
+const UPGRADE: Run = ("vm_enforce", Tracing::Auto, UPGRADE_TEST);
+/// Without `bpf` in `lsm=`: the program attaches but never runs, auto picks quarantine
+/// (and the backend [`COMPATIBILITY`] says), and quarantine acts on traced events.
+const LSM_INACTIVE: Run =
+    ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_inactive_program_attaches_but_never_runs"]);
+const AUTO_WITHOUT_BPF: Run = (
+    "vm_enforce",
+    Tracing::Auto,
+    &["--ignored", "--exact", "vm_enforce::without_bpf_in_lsm_auto_picks_the_mode_and_backend_the_matrix_says"],
+);
+const QUARANTINE_WITHOUT_BPF: Run = (
+    "vm_enforce",
+    Tracing::Auto,
+    &["--ignored", "--exact", "vm_enforce::without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"],
+);
+const QUARANTINE: Run = ("host_quarantine", Tracing::Both, &["host_quarantine::"]);
+const TRACE: Run = ("host_trace", Tracing::Both, &["host_trace::"]);
+const TRACE_BACKEND: Run = ("host_trace_backend", Tracing::Auto, &["host_trace_backend::"]);
+
+/// What `cargo xtask vm-test` boots. Lanes (one per core) take the boots in this order,
+/// the longest first. 6.1 runs every area, split over two boots; 6.12 and 7.3 what differs
+/// between kernels (verifier, BTF, trampolines, fanotify): enforcement, the upgrade across
+/// backends, the tracing programs per backend and the quarantine fallback.
 pub(super) const BOOTS: &[Boot] = &[
-    // Lanes (one per core) take the boots in this order. The LsmBpf variant's runs are
-    // split over two boots; on a 2-core machine one lane runs its enforcement half (~5.5–6
-    // min) then LsmNoBpf (~2), the other LsmBpf612 (~3.3) then the tracing half (~3.5–4):
-    // 7–8.5 minutes in all.
     Boot {
         name: BootName::LsmBpf,
+        kernel: VmKernel::Linux61,
         part: Some("enforce"),
-        lsm: "lockdown,capability,bpf",
+        lsm: LSM_BPF,
         runs: &[
-            ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
-            // The ignored tests whose names start with `enforce`: all but the no-bpf one;
-            // claims are settled by the exit tracepoint or by fexit.
-            ("vm_enforce", Tracing::Both, &["--ignored", "vm_enforce::enforce"]),
-            // An upgrade that switches backend (it forces each agent's backend itself).
-            ("vm_enforce", Tracing::Auto, UPGRADE_TEST),
+            LSM_ACTIVE,
+            AUTO_WITH_BPF,
+            // Claims are settled by the exit tracepoint or by fexit.
+            ("vm_enforce", Tracing::Both, ENFORCE),
+            UPGRADE,
             // The node model with the kernel owner map (seed, release, adoption); not the
-            // test of unique mount ids, which 6.1 does not give (Linux 6.8; the host runs it).
+            // test of unique mount ids (Linux 6.8; 7.3 runs it).
             ("host_node_model", Tracing::Auto, &["host_node_model::", "--skip", UNIQUE_MOUNT_ID_TEST]),
             // The demo's story with the refusal in the kernel.
             ("host_demo", Tracing::Auto, &["host_demo::"]),
@@ -155,35 +197,42 @@ pub(super) const BOOTS: &[Boot] = &[
         ],
         agent_runs: &[],
         cpus: 1,
-        kernel: VmKernel::Stable,
-        default: true,
-    },
-    // Each trampoline attach is slow under TCG, so the second kernel runs what differs
-    // between kernels (verifier, BTF, trampolines): enforcement settled by fexit, the
-    // upgrade across backends (tracepoints included), the tracing programs per backend.
-    Boot {
-        name: BootName::LsmBpf612,
-        part: None,
-        lsm: "lockdown,capability,bpf",
-        runs: &[
-            ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_active_refuses_only_the_probe_bind"]),
-            ("vm_enforce", Tracing::Auto, &["--ignored", "vm_enforce::enforce"]),
-            ("vm_enforce", Tracing::Auto, UPGRADE_TEST),
-            ("host_trace", Tracing::Both, &["host_trace::"]),
-            ("host_trace_backend", Tracing::Auto, &["host_trace_backend::"]),
-        ],
-        agent_runs: &[],
-        cpus: 1,
-        kernel: VmKernel::Backports,
-        default: true,
     },
     Boot {
         name: BootName::LsmBpf,
+        kernel: VmKernel::Linux73,
+        part: None,
+        lsm: LSM_BPF,
+        // Not the upgrade nor the tracing tests: on 7.3 no syscall record reaches the agent
+        // (the programs' task storage cannot be created, every call counts in
+        // `pending_insert_failed`; docs/compatibility.md). The LSM hooks still refuse.
+        runs: &[
+            LSM_ACTIVE,
+            AUTO_WITH_BPF,
+            ("vm_enforce", Tracing::Auto, ENFORCE),
+            ("host_node_model", Tracing::Auto, &["--exact", UNIQUE_MOUNT_ID_TEST]),
+            TRACE_BACKEND,
+        ],
+        agent_runs: &[],
+        cpus: 1,
+    },
+    Boot {
+        name: BootName::LsmBpf,
+        kernel: VmKernel::Linux612,
+        part: None,
+        lsm: LSM_BPF,
+        runs: &[LSM_ACTIVE, AUTO_WITH_BPF, ("vm_enforce", Tracing::Auto, ENFORCE), UPGRADE, TRACE, TRACE_BACKEND],
+        agent_runs: &[],
+        cpus: 1,
+    },
+    Boot {
+        name: BootName::LsmBpf,
+        kernel: VmKernel::Linux61,
         part: Some("tracing"),
-        lsm: "lockdown,capability,bpf",
+        lsm: LSM_BPF,
         runs: &[
             // The tracing programs on this kernel too (verifier and BTF differ from the host's).
-            ("host_trace", Tracing::Both, &["host_trace::"]),
+            TRACE,
             // Not open_tree_attr, which 6.1 does not have (Linux 6.15; the host runs it).
             ("host_mount_api", Tracing::Both, &["host_mount_api::", "--skip", OPEN_TREE_ATTR_TEST]),
             // Hostile paths with the LSM hooks resolving every target.
@@ -191,33 +240,53 @@ pub(super) const BOOTS: &[Boot] = &[
         ],
         agent_runs: &[],
         cpus: 1,
-        kernel: VmKernel::Stable,
-        default: true,
     },
     Boot {
         name: BootName::LsmNoBpf,
+        kernel: VmKernel::Linux61,
         part: None,
-        lsm: "lockdown,capability",
+        lsm: LSM_NO_BPF,
+        runs: &[LSM_INACTIVE, AUTO_WITHOUT_BPF, QUARANTINE_WITHOUT_BPF, QUARANTINE, TRACE_BACKEND],
+        agent_runs: &[],
+        cpus: 1,
+    },
+    Boot {
+        name: BootName::LsmNoBpf,
+        kernel: VmKernel::Linux73,
+        part: None,
+        lsm: LSM_NO_BPF,
+        // Not the quarantine tests, which act on syscall records (none on 7.3, as above).
         runs: &[
-            (
-                "vm_lsm",
-                Tracing::Auto,
-                &["--ignored", "--exact", "vm_lsm::lsm_inactive_program_attaches_but_never_runs"],
-            ),
-            (
-                "vm_enforce",
-                Tracing::Auto,
-                &["--ignored", "--exact", "vm_enforce::without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"],
-            ),
-            // Quarantine acts on the traced events: both backends.
-            ("host_quarantine", Tracing::Both, &["host_quarantine::"]),
-            // Trampolines work without bpf in lsm= too: auto must pick them.
-            ("host_trace_backend", Tracing::Auto, &["host_trace_backend::"]),
+            LSM_INACTIVE,
+            AUTO_WITHOUT_BPF,
+            // The third backend, mount notifications (Linux 6.15+), and a quarantining
+            // agent on them: where a host refuses trampolines, auto takes it.
+            ("host_fanotify", Tracing::Auto, &["host_fanotify::"]),
         ],
         agent_runs: &[],
         cpus: 1,
-        kernel: VmKernel::Stable,
-        default: true,
+    },
+    Boot {
+        name: BootName::LsmNoBpf,
+        kernel: VmKernel::Linux612,
+        part: None,
+        lsm: LSM_NO_BPF,
+        runs: &[LSM_INACTIVE, AUTO_WITHOUT_BPF, QUARANTINE_WITHOUT_BPF, QUARANTINE],
+        agent_runs: &[],
+        cpus: 1,
+    },
+    Boot {
+        name: BootName::BelowFloor,
+        kernel: VmKernel::Linux510,
+        part: None,
+        lsm: LSM_BPF,
+        runs: &[(
+            "vm_floor",
+            Tracing::Auto,
+            &["--ignored", "--exact", "vm_floor::below_the_floor_the_agent_refuses_to_start_and_says_why"],
+        )],
+        agent_runs: &[],
+        cpus: 1,
     },
 ];
 
@@ -236,7 +305,7 @@ pub(super) fn tracing_label(tracing: Tracing) -> &'static str {
 #[cfg(test)]
 pub(super) fn boots_markdown() -> String {
     let mut s = String::from(
-        "| boot (`--boot`) | kernel | `lsm=` | runs: area (tracing backend): libtest filter |\n|---|---|---|---|\n",
+        "| boot (`--boot`) | kernel (`--linux`) | `lsm=` | runs: area (tracing backend): libtest filter |\n|---|---|---|---|\n",
     );
     for boot in BOOTS {
         let name = clap::ValueEnum::to_possible_value(&boot.name).map(|v| v.get_name().to_owned()).unwrap_or_default();
@@ -257,13 +326,12 @@ pub(super) fn boots_markdown() -> String {
 /// `cargo xtask demo --vm`: the demo story on a kernel where BPF LSM enforces.
 pub(super) const DEMO_BOOT: Boot = Boot {
     name: BootName::LsmBpf,
+    kernel: VmKernel::Linux61,
     part: None,
-    lsm: "lockdown,capability,bpf",
+    lsm: LSM_BPF,
     runs: &[],
     agent_runs: &["demo"],
     cpus: 1,
-    kernel: VmKernel::Stable,
-    default: true,
 };
 
 /// `cargo xtask bench`: mount and unrelated syscalls with the LSM hooks, once per tracing
@@ -272,8 +340,9 @@ pub(super) const DEMO_BOOT: Boot = Boot {
 pub(super) fn bench_boot(kernel: VmKernel) -> Boot {
     Boot {
         name: BootName::LsmBpf,
+        kernel,
         part: None,
-        lsm: "lockdown,capability,bpf",
+        lsm: LSM_BPF,
         runs: &[
             ("syscall_bench", Tracing::Both, &["--ignored", "syscall_bench::", "--nocapture"]),
             (
@@ -284,15 +353,7 @@ pub(super) fn bench_boot(kernel: VmKernel) -> Boot {
         ],
         agent_runs: &[],
         cpus: 2,
-        kernel,
-        default: true,
     }
-}
-
-/// The kernel `cargo xtask setup` fetched, or an error saying to run it.
-pub(super) fn vm_kernel() -> anyhow::Result<PathBuf> {
-    setup::find_vm_kernel()
-        .with_context(|| format!("no VM kernel in {}: run `cargo xtask setup` as root", setup::VM_KERNEL_DIR))
 }
 
 /// Each run of the test binary a boot makes, in order: (label, environment, libtest arguments).
@@ -306,28 +367,31 @@ pub(super) fn test_runs(boot: &Boot) -> Vec<(String, &'static str, &'static [&'s
     runs
 }
 
+/// Checks that the generated table between `<!-- {marker}:start` and `<!-- {marker}:end`
+/// in the doc at `path` equals `table`; with `VOLGUARD_BLESS` set, rewrites it instead
+/// (`VOLGUARD_BLESS=1 cargo test -p xtask <test>`).
+#[cfg(test)]
+pub(super) fn check_generated(path: &str, marker: &str, table: &str, test: &str) {
+    let path = crate::proc::workspace_root().join(path);
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let start = format!("<!-- {marker}:start");
+    let end = format!("<!-- {marker}:end");
+    let (before, rest) = doc.split_once(&start).unwrap_or_else(|| panic!("{} has no {start} marker", path.display()));
+    let (marker_rest, rest) = rest.split_once("-->").expect("the marker's end");
+    let (found, after) = rest.split_once(&end).unwrap_or_else(|| panic!("{} has no {end} marker", path.display()));
+    if std::env::var_os("VOLGUARD_BLESS").is_some() {
+        std::fs::write(&path, format!("{before}{start}{marker_rest}-->\n{table}{end}{after}")).unwrap();
+        return;
+    }
+    assert_eq!(found.trim(), table.trim(), "regenerate: VOLGUARD_BLESS=1 cargo test -p xtask {test}");
+}
+
 #[cfg(test)]
 mod tests {
-    use super::boots_markdown;
+    use super::{boots_markdown, check_generated};
 
-    /// `VOLGUARD_BLESS=1 cargo test -p xtask the_testing_doc` rewrites the table instead.
     #[test]
     fn the_testing_doc_carries_the_boots_as_the_code_runs_them() {
-        let path = crate::proc::workspace_root().join("docs/testing.md");
-        let doc = std::fs::read_to_string(&path).unwrap();
-        let (before, rest) = doc.split_once("<!-- vm-boots:start").expect("docs/testing.md's vm-boots:start marker");
-        let (marker_rest, rest) = rest.split_once("-->").expect("the marker's end");
-        let (table, after) = rest.split_once("<!-- vm-boots:end").expect("docs/testing.md's vm-boots:end marker");
-        if std::env::var_os("VOLGUARD_BLESS").is_some() {
-            let fresh =
-                format!("{before}<!-- vm-boots:start{marker_rest}-->\n{}<!-- vm-boots:end{after}", boots_markdown());
-            std::fs::write(&path, fresh).unwrap();
-            return;
-        }
-        assert_eq!(
-            table.trim(),
-            boots_markdown().trim(),
-            "regenerate: VOLGUARD_BLESS=1 cargo test -p xtask the_testing_doc"
-        );
+        check_generated("docs/testing.md", "vm-boots", &boots_markdown(), "the_testing_doc");
     }
 }

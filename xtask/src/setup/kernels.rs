@@ -1,0 +1,346 @@
+//! The VM kernels: Debian cloud kernels pinned by package, version and SHA-256 in one table,
+//! fetched by an apt run of their own (its own sources list, lists and cache under
+//! [`CACHE_ROOT`]), so the machine's apt sources are never touched. Of each only vmlinuz and
+//! the e2e VM node's modules are kept; nothing is installed.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context, bail};
+
+use super::CACHE_ROOT;
+use crate::proc::{output, run_cmd};
+
+/// Where VM kernels are kept (outside target/, so `cargo clean` keeps them).
+pub const VM_KERNEL_DIR: &str = "/var/cache/volguard-dev/vm-kernels";
+
+/// One .deb of a kernel, pinned.
+pub struct Deb {
+    pub package: &'static str,
+    pub version: &'static str,
+    pub sha256: &'static str,
+}
+
+/// A VM kernel: its Debian suite, where it is kept, and the .debs that carry its vmlinuz
+/// and modules (one before 6.19; a binary and a modules package since).
+pub struct PinnedKernel {
+    /// The kernel's version, as the VM plan and the docs name it.
+    pub version: &'static str,
+    pub suite: &'static str,
+    /// The directory of [`VM_KERNEL_DIR`] it is kept in. 6.1 stays at the top and 6.12 in
+    /// `backports/`, where older checkouts (sharing this cache) look for them; every other
+    /// kernel in a directory of its own, so their "newest vmlinuz at the top" never sees it.
+    pub dir: &'static str,
+    pub debs: &'static [Deb],
+}
+
+/// Every VM kernel (`apt-cache madison linux-image-cloud-amd64` with this module's apt
+/// options names each suite's current one; checked 2026-11-27).
+pub const KERNELS: &[PinnedKernel] = &[
+    PinnedKernel {
+        version: "5.10",
+        suite: "bullseye",
+        dir: "bullseye",
+        debs: &[Deb {
+            package: "linux-image-5.10.0-32-cloud-amd64",
+            version: "5.10.223-1",
+            sha256: "fb4a1229952d892138532c1d9f40a7fd0bd408e4dcf969c12e4524b6a89fdcb8",
+        }],
+    },
+    PinnedKernel {
+        version: "6.1",
+        suite: "bookworm-security",
+        dir: "",
+        debs: &[Deb {
+            package: "linux-image-6.1.0-56-cloud-amd64",
+            version: "6.1.192-2",
+            sha256: "e7d02b943971edcb8790e256c02cfab3bca6c3d37c1bf25392a57c71300615ee",
+        }],
+    },
+    PinnedKernel {
+        version: "6.12",
+        suite: "bookworm-backports",
+        dir: "backports",
+        debs: &[Deb {
+            package: "linux-image-6.12.95+deb12-cloud-amd64",
+            version: "6.12.95-1~bpo12+1",
+            sha256: "69c92f43b23821de79576fa4d7c86e2924ae2c1b247a47cc5ed9339e220fbcb7",
+        }],
+    },
+    PinnedKernel {
+        version: "7.3",
+        suite: "trixie-backports",
+        dir: "trixie-backports",
+        debs: &[
+            Deb {
+                package: "linux-binary-7.3.4+deb13-cloud-amd64",
+                version: "7.3.4-1~bpo13+1",
+                sha256: "c4fbc8e404958693b28825474c20742d70594d65ca58aea7be6a279c81eb6fa0",
+            },
+            Deb {
+                package: "linux-modules-7.3.4+deb13-cloud-amd64",
+                version: "7.3.4-1~bpo13+1",
+                sha256: "359f04c363b7d3c5f9ce999ccb7351e00cc8eec0a30d6bc1cda37734987fc43d",
+            },
+        ],
+    },
+];
+
+/// The apt sources file that earlier setups added to the machine's sources for 6.12.
+const OLD_BACKPORTS_SOURCES: &str = "/etc/apt/sources.list.d/volguard-dev-backports.sources";
+/// The machine's own Debian sources: the mirror, components and keyring to use.
+const DEBIAN_SOURCES: &str = "/etc/apt/sources.list.d/debian.sources";
+/// Written last beside a kernel's modules: the kernel is complete (and which modules it
+/// ships as modules; the rest of the e2e's list are built in).
+const MODULES_STAMP: &str = "kept";
+
+impl PinnedKernel {
+    /// The kernel release (`uname -r`), from the first package's name.
+    fn release(&self) -> &'static str {
+        let package = self.debs[0].package;
+        package.trim_start_matches("linux-image-").trim_start_matches("linux-binary-")
+    }
+
+    /// Where its vmlinuz is kept.
+    pub fn image_path(&self) -> PathBuf {
+        Path::new(VM_KERNEL_DIR).join(self.dir).join(format!("vmlinuz-{}", self.release()))
+    }
+
+    fn fetched(&self) -> bool {
+        let image = self.image_path();
+        image.exists() && vm_kernel_modules(&image).join(MODULES_STAMP).exists()
+    }
+}
+
+/// The kernel named `version` in [`KERNELS`], once `cargo xtask setup` fetched it.
+pub fn kernel_image(version: &str) -> Option<PathBuf> {
+    KERNELS.iter().find(|k| k.version == version).filter(|k| k.fetched()).map(PinnedKernel::image_path)
+}
+
+/// Where the kernel modules that the e2e's VM node loads are kept beside `kernel`
+/// (`modules-<release>/<name>.ko`).
+pub fn vm_kernel_modules(kernel: &Path) -> PathBuf {
+    let name = kernel.file_name().map(|n| n.to_string_lossy().replacen("vmlinuz-", "modules-", 1));
+    kernel.with_file_name(name.unwrap_or_default())
+}
+
+/// Fetches every kernel of [`KERNELS`] not yet kept, with one apt update for them all.
+pub fn install() -> anyhow::Result<()> {
+    if Path::new(OLD_BACKPORTS_SOURCES).exists() {
+        println!("setup: removing {OLD_BACKPORTS_SOURCES} (kernels now come from an apt run of their own)");
+        fs::remove_file(OLD_BACKPORTS_SOURCES).with_context(|| format!("removing {OLD_BACKPORTS_SOURCES}"))?;
+    }
+    let missing: Vec<&PinnedKernel> = KERNELS.iter().filter(|k| !k.fetched()).collect();
+    for kernel in KERNELS.iter().filter(|k| k.fetched()) {
+        println!("setup: VM kernel {} present ({})", kernel.version, kernel.image_path().display());
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let apt = OwnApt::new(&missing)?;
+    apt.run(&["update"], None)?;
+    for kernel in missing {
+        println!("setup: fetching the {} VM kernel from {}", kernel.version, kernel.suite);
+        fetch(&apt, kernel)?;
+    }
+    Ok(())
+}
+
+/// An apt with its own sources, lists and cache in `<CACHE_ROOT>/kernel-apt`.
+struct OwnApt {
+    dir: PathBuf,
+}
+
+impl OwnApt {
+    /// Writes a sources list naming the suites of `kernels` on the machine's mirror.
+    fn new(kernels: &[&PinnedKernel]) -> anyhow::Result<Self> {
+        let dir = Path::new(CACHE_ROOT).join("kernel-apt");
+        for sub in ["sources.list.d", "lists/partial", "cache/archives/partial"] {
+            fs::create_dir_all(dir.join(sub)).with_context(|| format!("creating {}", dir.join(sub).display()))?;
+        }
+        let machine = fs::read_to_string(DEBIAN_SOURCES).unwrap_or_default();
+        let mut suites: Vec<&str> = kernels.iter().map(|k| k.suite).collect();
+        suites.sort_unstable();
+        suites.dedup();
+        let list: String = suites.iter().map(|suite| sources_line(&machine, suite)).collect();
+        fs::write(dir.join("sources.list"), list)?;
+        Ok(Self { dir })
+    }
+
+    /// `apt-get` (or `apt-cache` with `cache`) with this apt's directories, in `cwd`.
+    fn run(&self, args: &[&str], cwd: Option<&Path>) -> anyhow::Result<()> {
+        let d = |sub: &str| self.dir.join(sub).display().to_string();
+        let mut cmd = Command::new("apt-get");
+        for option in [
+            format!("Dir::Etc::SourceList={}", d("sources.list")),
+            format!("Dir::Etc::SourceParts={}", d("sources.list.d")),
+            format!("Dir::State::Lists={}", d("lists")),
+            format!("Dir::Cache={}", d("cache")),
+            // Package lists only: no translations or AppStream metadata.
+            "Acquire::Languages=none".to_owned(),
+            "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false".to_owned(),
+            "Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false".to_owned(),
+            "Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false".to_owned(),
+            // apt's _apt user cannot write into root's download directory.
+            "APT::Sandbox::User=root".to_owned(),
+        ] {
+            cmd.args(["-o", &option]);
+        }
+        if let Some(cwd) = cwd {
+            cmd.current_dir(cwd);
+        }
+        run_cmd(cmd.args(["-q"]).args(args))
+    }
+}
+
+/// A one-line sources entry for `suite`, on the mirror, components and keyring of the
+/// machine's deb822 Debian sources (the security archive's for `*-security`);
+/// deb.debian.org's main where they cannot be read.
+fn sources_line(machine: &str, suite: &str) -> String {
+    let field = |block: &str, name: &str| {
+        block.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned())).filter(|v| !v.is_empty())
+    };
+    let security = suite.ends_with("-security");
+    let block = machine.split("\n\n").find(|block| {
+        field(block, "Suites:")
+            .is_some_and(|suites| suites.split_whitespace().any(|s| s.ends_with("-security") == security))
+    });
+    let default_uri = if security { "http://deb.debian.org/debian-security" } else { "http://deb.debian.org/debian" };
+    let uri = block.and_then(|b| field(b, "URIs:")).unwrap_or_else(|| default_uri.into());
+    let components = block.and_then(|b| field(b, "Components:")).unwrap_or_else(|| "main".into());
+    let signed_by = block
+        .and_then(|b| field(b, "Signed-By:"))
+        .unwrap_or_else(|| "/usr/share/keyrings/debian-archive-keyring.gpg".into());
+    format!("deb [signed-by={signed_by}] {uri} {suite} {components}\n")
+}
+
+/// Downloads `kernel`'s .debs, checks each SHA-256, and keeps its vmlinuz and those of the
+/// e2e VM node's modules it ships as modules (decompressed).
+fn fetch(apt: &OwnApt, kernel: &PinnedKernel) -> anyhow::Result<()> {
+    let work = Path::new(VM_KERNEL_DIR).join("download");
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let specs: Vec<String> = kernel.debs.iter().map(|d| format!("{}={}", d.package, d.version)).collect();
+    let mut args = vec!["download"];
+    args.extend(specs.iter().map(String::as_str));
+    apt.run(&args, Some(&work))?;
+    let extracted = work.join("root");
+    for deb in kernel.debs {
+        let file = fs::read_dir(&work)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{}_", deb.package))))
+            .with_context(|| format!("apt-get download left no .deb of {}", deb.package))?;
+        let sum = output(Command::new("sha256sum").arg(&file))?;
+        let got = sum.split_whitespace().next().unwrap_or_default();
+        if got != deb.sha256 {
+            bail!("{} has SHA-256 {got}, not the pinned {}", file.display(), deb.sha256);
+        }
+        run_cmd(Command::new("dpkg-deb").arg("-x").arg(&file).arg(&extracted))?;
+    }
+    let release = kernel.release();
+    // Before 7.x in boot/, since in the modules directory.
+    let vmlinuz = [
+        extracted.join("boot").join(format!("vmlinuz-{release}")),
+        extracted.join("usr/lib/modules").join(release).join("vmlinuz"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .with_context(|| format!("the {} kernel's packages have no vmlinuz", kernel.version))?;
+    let image = kernel.image_path();
+    let modules = vm_kernel_modules(&image);
+    let _ = fs::remove_dir_all(&modules);
+    fs::create_dir_all(&modules).with_context(|| format!("creating {}", modules.display()))?;
+    fs::copy(&vmlinuz, &image).with_context(|| format!("copying {} to {}", vmlinuz.display(), image.display()))?;
+    let kept = keep_modules(&extracted, &modules)?;
+    println!(
+        "setup: kept {} and modules {} (the rest of the e2e's list are no modules of {release})",
+        image.display(),
+        kept.join(", ")
+    );
+    fs::write(modules.join(MODULES_STAMP), kept.join("\n") + "\n")?;
+    fs::remove_dir_all(&work)?;
+    Ok(())
+}
+
+/// Copies each of the e2e VM node's modules found under `extracted` into `modules` as a
+/// plain `.ko` (6.12 on ships them xz-compressed); returns the names kept.
+fn keep_modules(extracted: &Path, modules: &Path) -> anyhow::Result<Vec<&'static str>> {
+    let mut files = Vec::new();
+    for root in ["lib/modules", "usr/lib/modules"] {
+        let dir = extracted.join(root);
+        if dir.exists() {
+            find_files(&dir, &mut files)?;
+        }
+    }
+    let mut kept = Vec::new();
+    for module in crate::e2e::GUEST_MODULES {
+        let dest = modules.join(format!("{module}.ko"));
+        let named = |suffix: &str| {
+            files.iter().find(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == format!("{module}{suffix}")))
+        };
+        if let Some(plain) = named(".ko") {
+            fs::copy(plain, &dest)?;
+        } else if let Some(packed) = named(".ko.xz") {
+            let ko = std::process::Command::new("xz").arg("-dc").arg(packed).output().context("running xz")?;
+            if !ko.status.success() {
+                bail!("xz could not decompress {}", packed.display());
+            }
+            fs::write(&dest, ko.stdout)?;
+        } else {
+            continue;
+        }
+        kept.push(*module);
+    }
+    if kept.is_empty() {
+        bail!("none of the e2e VM node's modules in {}", extracted.display());
+    }
+    Ok(kept)
+}
+
+fn find_files(dir: &Path, found: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            find_files(&path, found)?;
+        } else {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KERNELS, sources_line};
+
+    #[test]
+    fn a_suite_takes_the_machines_mirror_and_the_security_archive_its_own() {
+        let machine = "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n\
+                       Components: main contrib\nSigned-By: /k.gpg\n\n\
+                       Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n\
+                       Components: main\nSigned-By: /k.gpg\n";
+        assert_eq!(
+            sources_line(machine, "trixie-backports"),
+            "deb [signed-by=/k.gpg] http://mirror.example/debian trixie-backports main contrib\n"
+        );
+        assert_eq!(
+            sources_line(machine, "bookworm-security"),
+            "deb [signed-by=/k.gpg] http://mirror.example/debian-security bookworm-security main\n"
+        );
+        assert_eq!(
+            sources_line("", "bullseye"),
+            "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main\n"
+        );
+    }
+
+    #[test]
+    fn each_kernel_is_kept_in_a_place_of_its_own() {
+        let mut paths: Vec<_> = KERNELS.iter().map(|k| k.image_path()).collect();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), KERNELS.len());
+    }
+}

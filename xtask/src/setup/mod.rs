@@ -1,0 +1,180 @@
+//! `cargo xtask setup`: installs every system dependency, idempotently, as root.
+
+use std::{
+    path::PathBuf,
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context, bail};
+
+use crate::proc::{output, require_root, run_cmd};
+
+mod kernels;
+pub use kernels::{VM_KERNEL_DIR, kernel_image, vm_kernel_modules};
+
+/// Debian packages, each with why we need it.
+const APT_PACKAGES: &[(&str, &str)] = &[
+    ("rustc-web", "Debian's rustc, which has a prebuilt core for the BPF targets"),
+    ("libstd-rust-web-dev-bpf", "that prebuilt core for bpfel-unknown-none"),
+    ("llvm-22-dev", "LLVM 22, the same major as rustc-web, to build bpf-linker"),
+    ("libpolly-22-dev", "needed to link bpf-linker against LLVM 22"),
+    ("libzstd-dev", "needed to link bpf-linker"),
+    ("zlib1g-dev", "needed to link bpf-linker"),
+    ("qemu-system-x86", "boots the VM kernel for BPF LSM tests"),
+    ("busybox-static", "the VM's userland"),
+    ("cpio", "packs the VM initramfs"),
+    ("gzip", "compresses the VM initramfs"),
+    ("binutils", "strips test binaries for the VM"),
+    ("buildah", "builds the container images of the real-node test (no registry: FROM scratch)"),
+    ("runc", "the OCI runtime under containerd in the real-node test"),
+    ("curl", "health checks of the real-node test's components and Prometheus queries"),
+    ("iproute2", "the real-node test's loopback addresses in its network namespace"),
+    ("prometheus", "promtool parses the dashboards' PromQL; the server scrapes the agent in the metrics tests"),
+    ("nodejs", "runs tsc for the dashboards' and the deploy checks (Debian 12: node 18; typescript 5 needs >= 14.17)"),
+    ("npm", "installs typescript, @grafana/schema and prometheus-operator's CRD models for those checks"),
+    (
+        "python3-venv",
+        "a venv for the deploy check's PyPI tools (helm from the CDK kubectl layer, kubernetes-validate, yamllint)",
+    ),
+];
+
+/// Installed without their Recommends: we need the binaries, not services.
+const WITHOUT_RECOMMENDS: &[&str] = &["prometheus"];
+
+/// Packages that count as present when their command is on PATH from elsewhere: a
+/// NodeSource nodejs bundles npm and conflicts with Debian's npm package.
+const PRESENT_AS_COMMAND: &[(&str, &str)] = &[("nodejs", "node"), ("npm", "npm")];
+
+const BPF_LINKER_VERSION: &str = "0.13.0";
+const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
+
+/// Where setup keeps what it downloads and builds (kept between runs).
+pub const CACHE_ROOT: &str = "/var/cache/volguard-dev";
+
+/// Everything every command and test needs, the real node's components included.
+pub fn run() -> anyhow::Result<()> {
+    run_without_real_node()?;
+    crate::e2e::build_components()?;
+    println!("setup: done, the real node's components included");
+    Ok(())
+}
+
+/// Everything but the real node's Kubernetes components (the demo needs no cluster, and
+/// their cold build takes about 11 minutes).
+pub fn run_without_real_node() -> anyhow::Result<()> {
+    require_root("setup")?;
+    install_apt_packages()?;
+    install_bpf_linker()?;
+    install_cargo_fuzz()?;
+    crate::dashboards::install_tools()?;
+    crate::deploy::install_tools()?;
+    kernels::install()?;
+    println!("setup: done");
+    Ok(())
+}
+
+fn is_installed(package: &str) -> bool {
+    if let Some((_, command)) = PRESENT_AS_COMMAND.iter().find(|(p, _)| *p == package)
+        && Command::new("sh")
+            .args(["-c", &format!("command -v {command}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    {
+        return true;
+    }
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${db:Status-Status}", package])
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success() && o.stdout == b"installed")
+}
+
+fn install_apt_packages() -> anyhow::Result<()> {
+    let missing: Vec<_> = APT_PACKAGES.iter().filter(|(p, _)| !is_installed(p)).collect();
+    if missing.is_empty() {
+        println!("setup: apt packages present ({})", APT_PACKAGES.len());
+        return Ok(());
+    }
+    for (package, why) in &missing {
+        println!("setup: will install {package}: {why}");
+    }
+    run_cmd(Command::new("apt-get").arg("update"))?;
+    // Recommends of these would add daemons (prometheus: node-exporter and friends).
+    let (lean, full): (Vec<&str>, Vec<&str>) =
+        missing.iter().map(|(p, _)| *p).partition(|p| WITHOUT_RECOMMENDS.contains(p));
+    for (packages, extra) in [(full, None), (lean, Some("--no-install-recommends"))] {
+        if packages.is_empty() {
+            continue;
+        }
+        run_cmd(
+            Command::new("apt-get")
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .args(["install", "-y", "-q"])
+                .args(extra)
+                .args(&packages),
+        )
+        .context("installing apt packages")?;
+    }
+    Ok(())
+}
+
+/// `cargo install`s a tool at an exact version unless `<command> --version` already
+/// names that version; `configure` adds what its build needs.
+fn install_crate(
+    krate: &str,
+    command: &[&str],
+    version: &str,
+    why: &str,
+    configure: impl FnOnce(&mut Command),
+) -> anyhow::Result<()> {
+    let present = || output(Command::new(command[0]).args(&command[1..]).arg("--version")).ok();
+    if let Some(found) = present().filter(|v| v.contains(version)) {
+        println!("setup: {} present", found.trim());
+        return Ok(());
+    }
+    println!("setup: building {krate} {version}: {why}");
+    let mut cmd = crate::proc::cargo();
+    cmd.args(["install", krate, "--version", version, "--locked", "--force"]);
+    configure(&mut cmd);
+    run_cmd(&mut cmd)?;
+    match present() {
+        Some(v) if v.contains(version) => Ok(()),
+        other => {
+            bail!("{krate} installed but `{} --version` says {other:?}; is $CARGO_HOME/bin on PATH?", command.join(" "))
+        }
+    }
+}
+
+fn install_bpf_linker() -> anyhow::Result<()> {
+    install_crate(
+        "bpf-linker",
+        &["bpf-linker"],
+        BPF_LINKER_VERSION,
+        "links the eBPF programs, against LLVM 22 (takes a few minutes)",
+        |cmd| {
+            let path = format!("{LLVM_PREFIX}/bin:{}", std::env::var("PATH").unwrap_or_default());
+            cmd.env("LLVM_PREFIX", LLVM_PREFIX).env("PATH", path).args([
+                "--no-default-features",
+                "--features",
+                "llvm-22",
+            ]);
+        },
+    )
+}
+
+fn install_cargo_fuzz() -> anyhow::Result<()> {
+    install_crate(
+        "cargo-fuzz",
+        &["cargo", "fuzz"],
+        crate::fuzz::CARGO_FUZZ_VERSION,
+        "runs the fuzz targets (`cargo xtask fuzz`; nightly where rustup has it, else stable)",
+        |_| {},
+    )
+}
+
+/// The VM kernel of the demo, the e2e's VM node and the tests' default boots (6.1), once
+/// `cargo xtask setup` fetched it.
+pub fn find_vm_kernel() -> Option<PathBuf> {
+    kernels::kernel_image("6.1")
+}
