@@ -85,7 +85,7 @@ pub fn support_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
     // pause: kubernetes' own pause.c, from the k8s.io/kubernetes module go.mod pins.
     let kubernetes = pinned_version("k8s.io/kubernetes")?;
-    let modcache = output(Command::new("/usr/local/go/bin/go").args(["env", "GOMODCACHE"]))?;
+    let modcache = output(Command::new(crate::go::GO).args(["env", "GOMODCACHE"]))?;
     let source = Path::new(modcache.trim()).join(format!("k8s.io/kubernetes@{kubernetes}/build/pause/linux/pause.c"));
     let pause = work.join("pause");
     fs::create_dir_all(&pause)?;

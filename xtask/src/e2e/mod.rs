@@ -17,6 +17,7 @@ mod out_of_band;
 mod pki;
 mod prometheus;
 mod scenarios;
+mod upstream;
 mod vm_node;
 mod workload;
 
@@ -28,7 +29,6 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-pub use components::ensure as build_components;
 pub use vm_node::GUEST_MODULES;
 
 use crate::proc::{require_root, target_dir};
@@ -68,6 +68,14 @@ pub struct Options {
     pub vm: bool,
 }
 
+/// Builds what the node runs (`cargo xtask setup`, and the e2e before it starts): the
+/// Kubernetes components from their Go modules, the CSI driver and sidecars from
+/// upstream's released sources.
+pub fn build_components() -> anyhow::Result<()> {
+    components::ensure()?;
+    upstream::ensure()
+}
+
 /// The image tags: the install, and the `helm upgrade` that restarts the agent.
 pub const TAG: &str = "e2e";
 pub const UPGRADE_TAG: &str = "e2e-upgrade";
@@ -75,7 +83,7 @@ pub const UPGRADE_TAG: &str = "e2e-upgrade";
 pub fn run(options: &Options) -> anyhow::Result<()> {
     require_root("e2e")?;
     let started = Instant::now();
-    components::ensure()?;
+    build_components()?;
     let out = target_dir().join("e2e");
     let logs = out.join("logs");
     let _ = fs::remove_dir_all(&logs);
