@@ -1,7 +1,7 @@
 //! `cargo xtask e2e`: volguard on a real single-node cluster made only of upstream
 //! components (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
-//! containerd with runc), with a CSI driver publishing through kubelet, and volguard
-//! installed from its own chart and image as the README says.
+//! containerd with runc), with csi-driver-host-path and its sidecars deployed as upstream
+//! deploys them, and volguard installed from its own chart and image as the README says.
 //!
 //! The node runs in mount, PID and network namespaces of its own (`unshare`): the host's
 //! mount table is never touched, and when the node's first process ends the kernel ends
@@ -10,6 +10,7 @@
 //! put back here afterwards.
 
 mod components;
+mod hostpath_driver;
 mod images;
 mod kube;
 mod node;
@@ -94,6 +95,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         images::volguard(images::VOLGUARD_REPOSITORY, UPGRADE_TAG, &out)?,
     ];
     archives.extend(images::support_images(&out)?);
+    archives.extend(images::upstream_images(&out)?);
 
     let sysctls = snapshot_sysctls();
     // Ctrl-C reaches unshare, which then kills the node (--kill-child); we stay to clean up.
@@ -268,6 +270,7 @@ fn nothing_left_behind() -> anyhow::Result<()> {
         let exe = entry?.path().join("exe");
         if let Ok(target) = fs::read_link(&exe)
             && (target.starts_with(components::COMPONENTS_DIR)
+                || target.starts_with(upstream::UPSTREAM_DIR)
                 || target.ends_with("volguard")
                 || target.ends_with("qemu-system-x86_64"))
         {

@@ -14,7 +14,7 @@ use anyhow::{Context, ensure};
 use super::{
     UPGRADE_TAG,
     kube::{Kube, wait_for},
-    workload::{A_DATA, AGENT_NS, Chart, NS, exec, helm_with_values, pod, pod_uid},
+    workload::{A_DATA, AGENT_NS, Chart, NS, exec, helm_with_values, pod, pod_uid, volume_of},
 };
 use crate::proc::run_cmd;
 
@@ -27,7 +27,8 @@ pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
     )?;
     run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", "--timeout=180s"]))?;
     let owner = pod_uid(admin, "single-c")?;
-    let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/pv-single/mount");
+    let pv = volume_of(admin, "single")?;
+    let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/{pv}/mount");
     ensure!(Path::new(&target).join("owner").exists(), "single-c's publish target {target} holds no data");
 
     // A hostPath on the owner's volume directory.
@@ -40,7 +41,7 @@ pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
     let pods = "[{name: pods, hostPath: {path: /var/lib/kubelet/pods, type: Directory}}]";
     let mounts = "[{name: pods, mountPath: /backup, mountPropagation: HostToContainer}]";
     admin.apply(&pod("backup-agent", "exec sleep 100000", mounts, pods))?;
-    let copy = format!("/backup/{owner}/volumes/kubernetes.io~csi/pv-single/mount/owner");
+    let copy = format!("/backup/{owner}/volumes/kubernetes.io~csi/{pv}/mount/owner");
     let backup = read_or_refused(admin, "backup-agent", &copy)?;
     let backup_event = access_event(admin, "backup-agent")?;
     for name in ["hostpath-reader", "backup-agent"] {

@@ -69,6 +69,13 @@ impl Source {
     fn top(&self) -> &str {
         self.file.trim_end_matches(".tar.gz")
     }
+
+    /// One file of the release, read from the checked archive.
+    pub fn read(&self, path: &str) -> anyhow::Result<String> {
+        let archive = self.verified_archive()?;
+        output(Command::new("tar").arg("-xzOf").arg(&archive).arg(format!("{}/{path}", self.top())))
+            .with_context(|| format!("reading {path} from {}", archive.display()))
+    }
 }
 
 pub fn sources_dir() -> PathBuf {
@@ -105,6 +112,11 @@ fn parse_sources(text: &str) -> anyhow::Result<Vec<Source>> {
             })
         })
         .collect()
+}
+
+/// The row of repository `name`.
+pub fn source(name: &str) -> anyhow::Result<Source> {
+    sources()?.into_iter().find(|s| s.name() == name).with_context(|| format!("SOURCES.tsv has no {name}"))
 }
 
 pub fn bin(binary: &str) -> PathBuf {
