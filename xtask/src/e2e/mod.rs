@@ -266,13 +266,17 @@ fn restore_host(sysctls: &[(PathBuf, String)]) -> anyhow::Result<()> {
 /// mount of the node reached the host's table.
 fn nothing_left_behind() -> anyhow::Result<()> {
     let mut running = Vec::new();
+    // Only the node's qemu (its initrd is under target/e2e): other builders on the machine
+    // boot VMs of their own (`xtask vm-test`).
+    let our_vm = target_dir().join("e2e").display().to_string();
     for entry in fs::read_dir("/proc")? {
-        let exe = entry?.path().join("exe");
-        if let Ok(target) = fs::read_link(&exe)
+        let process = entry?.path();
+        if let Ok(target) = fs::read_link(process.join("exe"))
             && (target.starts_with(components::COMPONENTS_DIR)
                 || target.starts_with(upstream::UPSTREAM_DIR)
                 || target.ends_with("volguard")
-                || target.ends_with("qemu-system-x86_64"))
+                || (target.ends_with("qemu-system-x86_64")
+                    && fs::read(process.join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&our_vm))))
         {
             running.push(target);
         }
