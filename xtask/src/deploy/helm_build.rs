@@ -1,8 +1,6 @@
 //! helm, built from its Go module: `xtask/tools/helm/go.mod` pins `helm.sh/helm/v4`
-//! (checksums in its go.sum), as e2e/components pins the node's tools. Cached in
-//! [`CHECK_DIR`]`/helm`; rebuilt only when go.mod, go.sum or Go changed.
-//!
-//! [`CHECK_DIR`]: super::tools::CHECK_DIR
+//! (checksums in its go.sum), as e2e/components pins the node's tools. Cached in the
+//! deploy check's folder, under `helm/`; rebuilt only when go.mod, go.sum or Go changed.
 
 use std::{
     path::{Path, PathBuf},
@@ -18,12 +16,12 @@ use crate::{
 const MODULE_DIR: &str = "xtask/tools/helm";
 const HELM_MODULE: &str = "helm.sh/helm/v4";
 
-pub(super) fn helm_path() -> PathBuf {
-    Path::new(super::tools::CHECK_DIR).join("helm/helm")
+pub(super) fn helm_path(check_dir: &Path) -> PathBuf {
+    check_dir.join("helm/helm")
 }
 
-/// Builds helm unless a build of the same go.mod, go.sum and Go is there.
-pub(super) fn ensure() -> anyhow::Result<()> {
+/// Builds helm into `check_dir` unless a build of the same go.mod, go.sum and Go is there.
+pub(super) fn ensure(check_dir: &Path) -> anyhow::Result<()> {
     let module = workspace_root().join(MODULE_DIR);
     let version = go::required_version(&module, HELM_MODULE)?;
     // helm's Makefile for a release tag; the module proxy's source carries no git commit,
@@ -32,7 +30,7 @@ pub(super) fn ensure() -> anyhow::Result<()> {
         "-w -s -X helm.sh/helm/v4/internal/version.version={version} -X helm.sh/helm/v4/internal/version.metadata= \
          -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
     );
-    let helm = helm_path();
+    let helm = helm_path(check_dir);
     let dir = helm.parent().expect("a folder");
     let stamp = Stamp {
         file: dir.join("helm.stamp"),

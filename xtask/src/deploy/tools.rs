@@ -33,7 +33,7 @@ pub(super) fn tools() -> Tools {
     let dir = Path::new(CHECK_DIR);
     Tools {
         tsc: npm_dir().join("node_modules/.bin/tsc"),
-        helm: super::helm_build::helm_path(),
+        helm: super::helm_build::helm_path(dir),
         python: dir.join("venv/bin/python"),
         kubernetes_validate: dir.join("venv/bin/kubernetes-validate"),
         yamllint: dir.join("venv/bin/yamllint"),
@@ -66,7 +66,7 @@ pub fn install_tools() -> anyhow::Result<()> {
     let t = tools();
     crate::dashboards::check_node()?;
     fs::create_dir_all(dir).with_context(|| format!("creating {CHECK_DIR} (run `cargo xtask setup` as root)"))?;
-    super::helm_build::ensure()?;
+    super::helm_build::ensure(dir)?;
     if fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp())
         && [&t.helm, &t.python, &t.kubernetes_validate, &t.yamllint, &t.tsc].iter().all(|p| p.is_file())
     {
