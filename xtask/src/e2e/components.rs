@@ -9,14 +9,15 @@ use std::{
     process::Command,
 };
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
-use crate::proc::{output, run_cmd, workspace_root};
+use crate::{
+    go::{self, Stamp},
+    proc::{output, run_cmd, workspace_root},
+};
 
 /// Where the built binaries live (outside target/, so `cargo clean` keeps them).
 pub const COMPONENTS_DIR: &str = "/var/cache/volguard-dev/node";
-/// The Go toolchain of the polyglot machines.
-const GO: &str = "/usr/local/go/bin/go";
 /// The module that declares every Go component, relative to the workspace.
 const MODULE_DIR: &str = "e2e/components";
 
@@ -42,18 +43,7 @@ pub fn bin(name: &str) -> PathBuf {
 
 /// The version go.mod pins for `module` (e.g. `k8s.io/kubernetes` → `v1.34.4`).
 pub fn pinned_version(module: &str) -> anyhow::Result<String> {
-    let go_mod = fs::read_to_string(workspace_root().join(MODULE_DIR).join("go.mod"))?;
-    go_mod
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let first = words.next()?;
-            let (name, version) =
-                if first == "require" { (words.next()?, words.next()?) } else { (first, words.next()?) };
-            (name == module && version.starts_with('v')).then(|| version.to_owned())
-        })
-        .next()
-        .with_context(|| format!("{MODULE_DIR}/go.mod requires no {module}"))
+    go::required_version(&workspace_root().join(MODULE_DIR), module)
 }
 
 /// What the build depends on: the checksums of go.mod, go.sum and our sources, the
@@ -62,18 +52,15 @@ fn build_inputs(ldflags: &str) -> anyhow::Result<String> {
     let module = workspace_root().join(MODULE_DIR);
     let sums =
         output(Command::new("sha256sum").current_dir(&module).args(["go.mod", "go.sum", "csi-hostpath/main.go"]))?;
-    let go = output(Command::new(GO).arg("version"))?;
     Ok(format!(
         "{sums}ldflags: {ldflags}
-{go}"
+{}",
+        go::version()?
     ))
 }
 
 /// Builds every component unless a build from the same inputs is there.
 pub fn ensure() -> anyhow::Result<()> {
-    if !Path::new(GO).is_file() {
-        bail!("{GO} is missing: the real-node test needs Go (the polyglot machine kind has Go 1.26 there)");
-    }
     let kubernetes = pinned_version("k8s.io/kubernetes")?;
     let containerd = pinned_version("github.com/containerd/containerd/v2")?;
     let minor = kubernetes.trim_start_matches('v').split('.').nth(1).unwrap_or("0").to_owned();
@@ -85,28 +72,28 @@ pub fn ensure() -> anyhow::Result<()> {
          -X k8s.io/component-base/version.gitTreeState=clean \
          -X github.com/containerd/containerd/v2/version.Version={containerd}"
     );
-    let inputs = build_inputs(&ldflags)?;
-    let stamp = Path::new(COMPONENTS_DIR).join("build.stamp");
-    if fs::read_to_string(&stamp).is_ok_and(|s| s == inputs) && BINARIES.iter().all(|b| bin(b).is_file()) {
+    let stamp = Stamp { file: Path::new(COMPONENTS_DIR).join("build.stamp"), inputs: build_inputs(&ldflags)? };
+    let outputs: Vec<PathBuf> = BINARIES.iter().map(|b| bin(b)).collect();
+    if stamp.is_current(&outputs) {
         println!("e2e: components present in {COMPONENTS_DIR} (Kubernetes {kubernetes}, containerd {containerd})");
         return Ok(());
     }
     println!("e2e: building Kubernetes {kubernetes}, etcd, containerd {containerd} and the CSI driver from Go modules");
     println!("e2e: (cold, about 11 minutes on 2 cores with the downloads; the result is cached in {COMPONENTS_DIR})");
-    let _ = fs::remove_file(&stamp);
+    stamp.clear();
     let out = Path::new(COMPONENTS_DIR).join("bin");
     fs::create_dir_all(&out)?;
     let module = workspace_root().join(MODULE_DIR);
-    let go = |args: &[&str]| {
-        let mut cmd = Command::new(GO);
-        cmd.current_dir(&module).env("CGO_ENABLED", "0").env("GOFLAGS", "-mod=mod").args(args);
-        cmd
+    let go = |args: &[&str]| -> anyhow::Result<Command> {
+        let mut cmd = go::go(&module)?;
+        cmd.env("GOFLAGS", "-mod=mod").args(args);
+        Ok(cmd)
     };
     // Every tool in go.mod, then our CSI driver: one `go build` each so the build cache
     // shares Kubernetes' packages between its binaries.
     let out_arg = format!("{}/", out.display());
-    run_cmd(&mut go(&["build", "-trimpath", "-tags", "no_btrfs", "-ldflags", &ldflags, "-o", &out_arg, "tool"]))?;
-    run_cmd(&mut go(&["build", "-trimpath", "-ldflags", "-s -w", "-o", &out_arg, "./csi-hostpath"]))?;
+    run_cmd(&mut go(&["build", "-trimpath", "-tags", "no_btrfs", "-ldflags", &ldflags, "-o", &out_arg, "tool"])?)?;
+    run_cmd(&mut go(&["build", "-trimpath", "-ldflags", "-s -w", "-o", &out_arg, "./csi-hostpath"])?)?;
     // etcd's main package is the module root: it comes out named after it.
     if out.join("server").is_file() {
         fs::rename(out.join("server"), bin("etcd"))?;
@@ -116,6 +103,5 @@ pub fn ensure() -> anyhow::Result<()> {
             bail!("the build left no {}", bin(name).display());
         }
     }
-    fs::write(&stamp, inputs)?;
-    Ok(())
+    stamp.write()
 }

@@ -1,6 +1,7 @@
 //! The node's container images, built here with buildah (no registry anywhere) and saved
 //! as archives that containerd imports: volguard's own from deploy/Containerfile, and the
-//! pause container, the CSI driver and a busybox workload, each `FROM scratch`.
+//! pause container, a busybox workload, csi-driver-host-path and its sidecars, each `FROM
+//! scratch`.
 
 use std::{
     fs,
@@ -11,17 +12,25 @@ use std::{
 
 use anyhow::Context;
 
-use super::components::{bin, pinned_version};
+use super::{
+    components::pinned_version,
+    upstream::{self, Source},
+};
 use crate::proc::{cargo, output, run_cmd, target_dir, workspace_root};
 
 pub const VOLGUARD_REPOSITORY: &str = "localhost/volguard";
 pub const BUSYBOX_IMAGE: &str = "localhost/volguard-e2e/busybox:1";
-pub const CSI_IMAGE: &str = "localhost/volguard-e2e/csi-hostpath:1";
 const PAUSE_VERSION: &str = "3.10";
 /// buildah's storage for these builds (vfs: works in any mount namespace, needs no fuse).
 const BUILDAH_ROOT: &str = "/var/cache/volguard-dev/buildah";
-/// The busybox applets the workload and the CSI driver (mount-utils runs mount/umount) use.
+/// The busybox applets the workload uses.
 const APPLETS: &[&str] = &["sh", "sleep", "cat", "echo", "ls", "mount", "umount", "touch", "test", "date", "stat"];
+/// What the hostpath plugin runs (k8s.io/mount-utils: mount, umount; its health check:
+/// findmnt; block volumes: losetup, blockdev, fallocate, dd; snapshots and clones: tar
+/// with gzip, cp), from the packages upstream's alpine image has (util-linux, coreutils,
+/// tar, busybox's gzip): Debian's, with the libraries they load.
+const HOSTPATH_TOOLS: &[&str] =
+    &["mount", "umount", "findmnt", "losetup", "blockdev", "fallocate", "dd", "cp", "tar", "gzip"];
 
 fn buildah() -> Command {
     let mut cmd = Command::new("buildah");
@@ -85,7 +94,7 @@ pub fn support_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
     // pause: kubernetes' own pause.c, from the k8s.io/kubernetes module go.mod pins.
     let kubernetes = pinned_version("k8s.io/kubernetes")?;
-    let modcache = output(Command::new("/usr/local/go/bin/go").args(["env", "GOMODCACHE"]))?;
+    let modcache = output(Command::new(crate::go::GO).args(["env", "GOMODCACHE"]))?;
     let source = Path::new(modcache.trim()).join(format!("k8s.io/kubernetes@{kubernetes}/build/pause/linux/pause.c"));
     let pause = work.join("pause");
     fs::create_dir_all(&pause)?;
@@ -108,13 +117,57 @@ pub fn support_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     fs::write(busybox.join("Containerfile"), "FROM scratch\nCOPY rootfs/ /\nCMD [\"/bin/sh\"]\n")?;
     archives.push(build(&busybox.join("Containerfile"), &busybox, BUSYBOX_IMAGE, out, "busybox")?);
 
-    // The CSI driver, with busybox for the mount and umount that k8s.io/mount-utils runs.
-    let csi = work.join("csi");
-    busybox_rootfs(&csi.join("rootfs"))?;
-    fs::copy(bin("csi-hostpath"), csi.join("rootfs/bin/csi-hostpath"))?;
-    fs::write(csi.join("Containerfile"), "FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [\"/bin/csi-hostpath\"]\n")?;
-    archives.push(build(&csi.join("Containerfile"), &csi, CSI_IMAGE, out, "csi-hostpath")?);
     Ok(archives)
+}
+
+/// The name the e2e gives the image of an upstream component.
+pub fn upstream_image(source: &Source) -> String {
+    format!("localhost/volguard-e2e/{}:{}", source.binary(), source.tag)
+}
+
+/// csi-driver-host-path and its sidecars, from the binaries `cargo xtask setup` built.
+/// The sidecars as upstream's (distroless static): the binary alone. The plugin with a
+/// shell and the userland it calls, as upstream's alpine image has them.
+pub fn upstream_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let work = out.join("upstream-context");
+    let _ = fs::remove_dir_all(&work);
+    let mut archives = Vec::new();
+    for name in upstream::DEPLOYED {
+        let source = upstream::source(name)?;
+        let binary = source.binary();
+        let context = work.join(binary);
+        let rootfs = context.join("rootfs");
+        if *name == "csi-driver-host-path" {
+            busybox_rootfs(&rootfs)?;
+            for tool in HOSTPATH_TOOLS {
+                let path = host_binary(tool)?;
+                copy_into(&rootfs, &path, &Path::new("/usr/bin").join(tool))?;
+                for library in crate::vm::shared_libraries(&path)? {
+                    copy_into(&rootfs, &library, &library)?;
+                }
+            }
+        } else {
+            fs::create_dir_all(rootfs.join("tmp"))?;
+        }
+        copy_into(&rootfs, &upstream::bin(binary), &Path::new("/").join(binary))?;
+        fs::write(
+            context.join("Containerfile"),
+            format!(
+                "FROM scratch\nCOPY rootfs/ /\nENV PATH=/usr/sbin:/usr/bin:/sbin:/bin\nENTRYPOINT [\"/{binary}\"]\n"
+            ),
+        )?;
+        archives.push(build(&context.join("Containerfile"), &context, &upstream_image(&source), out, binary)?);
+    }
+    Ok(archives)
+}
+
+/// Where Debian keeps `tool` (merged /usr: /usr/bin or /usr/sbin).
+fn host_binary(tool: &str) -> anyhow::Result<PathBuf> {
+    ["/usr/bin", "/usr/sbin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(tool))
+        .find(|p| p.is_file())
+        .with_context(|| format!("{tool} is not installed (util-linux, coreutils, tar)"))
 }
 
 fn busybox_rootfs(rootfs: &Path) -> anyhow::Result<()> {

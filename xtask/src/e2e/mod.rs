@@ -1,7 +1,7 @@
 //! `cargo xtask e2e`: volguard on a real single-node cluster made only of upstream
 //! components (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
-//! containerd with runc), with a CSI driver publishing through kubelet, and volguard
-//! installed from its own chart and image as the README says.
+//! containerd with runc), with csi-driver-host-path and its sidecars deployed as upstream
+//! deploys them, and volguard installed from its own chart and image as the README says.
 //!
 //! The node runs in mount, PID and network namespaces of its own (`unshare`): the host's
 //! mount table is never touched, and when the node's first process ends the kernel ends
@@ -10,6 +10,7 @@
 //! put back here afterwards.
 
 mod components;
+mod hostpath_driver;
 mod images;
 mod kube;
 mod node;
@@ -17,6 +18,7 @@ mod out_of_band;
 mod pki;
 mod prometheus;
 mod scenarios;
+mod upstream;
 mod vm_node;
 mod workload;
 
@@ -28,7 +30,6 @@ use std::{
 };
 
 use anyhow::{Context, bail};
-pub use components::ensure as build_components;
 pub use vm_node::GUEST_MODULES;
 
 use crate::proc::{require_root, target_dir};
@@ -68,6 +69,14 @@ pub struct Options {
     pub vm: bool,
 }
 
+/// Builds what the node runs (`cargo xtask setup`, and the e2e before it starts): the
+/// Kubernetes components from their Go modules, the CSI driver and sidecars from
+/// upstream's released sources.
+pub fn build_components() -> anyhow::Result<()> {
+    components::ensure()?;
+    upstream::ensure()
+}
+
 /// The image tags: the install, and the `helm upgrade` that restarts the agent.
 pub const TAG: &str = "e2e";
 pub const UPGRADE_TAG: &str = "e2e-upgrade";
@@ -75,7 +84,7 @@ pub const UPGRADE_TAG: &str = "e2e-upgrade";
 pub fn run(options: &Options) -> anyhow::Result<()> {
     require_root("e2e")?;
     let started = Instant::now();
-    components::ensure()?;
+    build_components()?;
     let out = target_dir().join("e2e");
     let logs = out.join("logs");
     let _ = fs::remove_dir_all(&logs);
@@ -86,6 +95,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
         images::volguard(images::VOLGUARD_REPOSITORY, UPGRADE_TAG, &out)?,
     ];
     archives.extend(images::support_images(&out)?);
+    archives.extend(images::upstream_images(&out)?);
 
     let sysctls = snapshot_sysctls();
     // Ctrl-C reaches unshare, which then kills the node (--kill-child); we stay to clean up.
@@ -256,12 +266,17 @@ fn restore_host(sysctls: &[(PathBuf, String)]) -> anyhow::Result<()> {
 /// mount of the node reached the host's table.
 fn nothing_left_behind() -> anyhow::Result<()> {
     let mut running = Vec::new();
+    // Only the node's qemu (its initrd is under target/e2e): other builders on the machine
+    // boot VMs of their own (`xtask vm-test`).
+    let our_vm = target_dir().join("e2e").display().to_string();
     for entry in fs::read_dir("/proc")? {
-        let exe = entry?.path().join("exe");
-        if let Ok(target) = fs::read_link(&exe)
+        let process = entry?.path();
+        if let Ok(target) = fs::read_link(process.join("exe"))
             && (target.starts_with(components::COMPONENTS_DIR)
+                || target.starts_with(upstream::UPSTREAM_DIR)
                 || target.ends_with("volguard")
-                || target.ends_with("qemu-system-x86_64"))
+                || (target.ends_with("qemu-system-x86_64")
+                    && fs::read(process.join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&our_vm))))
         {
             running.push(target);
         }

@@ -31,8 +31,10 @@ pub const CGROUP_ROOT: &str = "volguard-e2e";
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 
 /// Directories that get a fresh tmpfs in the node's mount namespace: kubelet, containerd
-/// and the pods' logs write there whatever their flags say (real-node.md).
-const FRESH_DIRS: &[&str] = &["/var/lib/kubelet", "/var/lib/containerd", "/run", "/var/log", STATE];
+/// and the pods' logs write there whatever their flags say (real-node.md), and
+/// csi-driver-host-path keeps its volumes in its manifest's hostPath.
+const FRESH_DIRS: &[&str] =
+    &["/var/lib/kubelet", "/var/lib/containerd", "/run", "/var/log", "/var/lib/csi-hostpath-data", STATE];
 
 pub struct Node {
     pub logs: PathBuf,

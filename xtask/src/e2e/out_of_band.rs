@@ -18,7 +18,7 @@ use anyhow::{Context, ensure};
 use super::{
     UPGRADE_TAG,
     kube::{Kube, helm, wait_for},
-    workload::{A_DATA, AGENT_NS, Chart, NS, claim_pod, exec, helm_with_values, pod, pod_uid, volume},
+    workload::{A_DATA, AGENT_NS, Chart, NS, claim_pod, exec, helm_with_values, pod, pod_uid, volume, volume_of},
 };
 use crate::proc::run_cmd;
 
@@ -31,7 +31,8 @@ pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
     )?;
     run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", "--timeout=180s"]))?;
     let owner = pod_uid(admin, "single-c")?;
-    let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/pv-single/mount");
+    let pv = volume_of(admin, "single")?;
+    let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/{pv}/mount");
     ensure!(Path::new(&target).join("owner").exists(), "single-c's publish target {target} holds no data");
 
     // A hostPath on the owner's volume directory.
@@ -44,7 +45,7 @@ pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
     let pods = "[{name: pods, hostPath: {path: /var/lib/kubelet/pods, type: Directory}}]";
     let mounts = "[{name: pods, mountPath: /backup, mountPropagation: HostToContainer}]";
     admin.apply(&pod("backup-agent", "exec sleep 100000", mounts, pods))?;
-    let copy = format!("/backup/{owner}/volumes/kubernetes.io~csi/pv-single/mount/owner");
+    let copy = format!("/backup/{owner}/volumes/kubernetes.io~csi/{pv}/mount/owner");
     let backup = read_or_refused(admin, "backup-agent", &copy)?;
     let backup_event = access_event(admin, "backup-agent", "single-c")?;
     let propagated = late_publish(admin)?;
@@ -62,11 +63,11 @@ pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
 /// propagates into the agent's namespace (HostToContainer) with no mount call there; the
 /// namespace scan that follows the publish takes the copy away.
 fn late_publish(admin: &Kube) -> anyhow::Result<String> {
-    volume(admin, "late", "ReadWriteOncePod", false)?;
+    let pv = volume(admin, "late", "ReadWriteOncePod", false)?;
     admin.apply(&claim_pod("late-owner", "late", "echo late > /data/late && exec sleep 100000"))?;
     admin.wait_pod_running(NS, "late-owner", Duration::from_secs(120))?;
     let owner = pod_uid(admin, "late-owner")?;
-    let copy = format!("/backup/{owner}/volumes/kubernetes.io~csi/pv-late/mount/late");
+    let copy = format!("/backup/{owner}/volumes/kubernetes.io~csi/{pv}/mount/late");
     let event = access_event(admin, "backup-agent", "late-owner")?;
     ensure!(exec(admin, "backup-agent", &["cat", &copy]).is_err(), "the backup agent reads the late volume at {copy}");
     Ok(format!("Published after it started: the backup agent finds nothing at {copy}; Event {event}"))
@@ -104,8 +105,8 @@ fn exempt_backup_agent(admin: &Kube, volumes: &str, mounts: &str, copy: &str) ->
 /// syscall's exit; the pod gets the Event.
 pub(super) fn hostpath_reader_in_vm(admin: &Kube, owner_pod: &str, timeout: Duration) -> anyhow::Result<String> {
     let owner = pod_uid(admin, owner_pod)?;
-    let pv = admin.run(&["get", "pvc", "-n", NS, "single", "-o", "jsonpath={.spec.volumeName}"])?;
-    let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/{}/mount", pv.trim());
+    let pv = volume_of(admin, "single")?;
+    let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/{pv}/mount");
     let hostpath = "[{name: peek, hostPath: {path: TARGET, type: Directory}}]".replace("TARGET", &target);
     admin.apply(&pod("hostpath-reader", "exec sleep 100000", "[{name: peek, mountPath: /peek}]", &hostpath))?;
     let reader = read_or_refused_within(admin, "hostpath-reader", "/peek/owner", timeout)?;

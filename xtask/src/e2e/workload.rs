@@ -1,5 +1,5 @@
-//! What the real-node scenarios share: installing the CSI driver and volguard (the
-//! README's commands), the e2e's volumes and pods, and reading back what happened (the
+//! What the real-node scenarios share: installing volguard (the README's commands), the
+//! e2e's volumes (provisioned by csi-driver-host-path) and pods, and reading back what happened (the
 //! agent's pod and mode, the node's masks, volguard's Events, the conflict counter).
 
 use std::{fs, time::Duration};
@@ -8,6 +8,7 @@ use anyhow::{Context, ensure};
 
 use super::{
     NODE_NAME, TAG,
+    hostpath_driver::STORAGE_CLASS,
     images::{BUSYBOX_IMAGE, VOLGUARD_REPOSITORY},
     kube::{Kube, helm, wait_for},
     prometheus,
@@ -15,22 +16,10 @@ use super::{
 use crate::proc::run_cmd;
 
 pub(super) const NS: &str = "e2e";
-pub(super) const DRIVER: &str = "hostpath.e2e.volguard.dev";
 pub(super) const AGENT_NS: &str = "kube-system";
 pub(super) const AGENT_SELECTOR: &str = "app.kubernetes.io/name=volguard";
 /// What pod A writes into the single-pod volume; nobody else may read it while A owns it.
 pub(super) const A_DATA: &str = "written-by-pod-a";
-
-pub(super) fn install_csi_driver(admin: &Kube, timeout: Duration) -> anyhow::Result<()> {
-    let manifest = fs::read_to_string(crate::proc::workspace_root().join("e2e/manifests/csi-hostpath.yaml"))?;
-    admin.apply(&manifest)?;
-    let took = wait_for("the CSI driver registered in CSINode", timeout, || {
-        let drivers = admin.run(&["get", "csinode", NODE_NAME, "-o", "jsonpath={.spec.drivers[*].name}"]);
-        Ok(drivers.is_ok_and(|d| d.split_whitespace().any(|n| n == DRIVER)))
-    })?;
-    println!("e2e: CSI driver {DRIVER} registered with kubelet after {:.1} s", took.as_secs_f64());
-    Ok(())
-}
 
 /// What the e2e sets on the chart besides the image values: a tracing backend, when named.
 pub(super) struct Chart<'a> {
@@ -86,25 +75,27 @@ pub(super) fn agent_logs(admin: &Kube) -> String {
         .unwrap_or_else(|e| format!("{e:#}"))
 }
 
-/// A statically provisioned volume of the CSI driver and a claim bound to it, with
-/// volguard's single-pod annotation when `single_pod`.
-/// A PV and its bound PVC. A single-pod one has mount options, so its driver publishes in
-/// mount-utils' two steps (bind, then bind,remount): the race quarantine must survive.
-pub(super) fn volume(admin: &Kube, name: &str, access_mode: &str, single_pod: bool) -> anyhow::Result<()> {
+/// A claim of csi-driver-host-path's StorageClass, with volguard's single-pod annotation
+/// when `single_pod`, provisioned and bound; returns its PV's name. (The driver publishes
+/// every volume in mount-utils' two steps, bind then bind,remount: the race quarantine
+/// must survive.)
+pub(super) fn volume(admin: &Kube, name: &str, access_mode: &str, single_pod: bool) -> anyhow::Result<String> {
     let annotations = if single_pod { ", annotations: {volguard.io/single-pod: \"true\"}" } else { "" };
-    let mount_options = if single_pod { "\n  mountOptions: [noexec]" } else { "" };
     admin.apply(&format!(
-        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: pv-{name}}}\nspec:{mount_options}\n  capacity: {{storage: 1Gi}}\n  \
-         accessModes: [{access_mode}]\n  persistentVolumeReclaimPolicy: Retain\n  storageClassName: \"\"\n  \
-         csi: {{driver: {DRIVER}, volumeHandle: vol-{name}}}\n---\n\
-         apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {NS}{annotations}}}\nspec:\n  \
-         accessModes: [{access_mode}]\n  storageClassName: \"\"\n  volumeName: pv-{name}\n  \
-         resources: {{requests: {{storage: 1Gi}}}}\n"
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {NS}{annotations}}}\nspec:\n  \
+         accessModes: [{access_mode}]\n  storageClassName: {STORAGE_CLASS}\n  resources: {{requests: {{storage: 1Gi}}}}\n"
     ))?;
-    wait_for(&format!("claim {name} Bound"), Duration::from_secs(60), || {
+    wait_for(&format!("claim {name} provisioned and Bound"), Duration::from_secs(60), || {
         Ok(admin.run(&["get", "pvc", "-n", NS, name, "-o", "jsonpath={.status.phase}"])?.trim() == "Bound")
     })?;
-    Ok(())
+    volume_of(admin, name)
+}
+
+/// The PV bound to claim `name` (`pvc-<uid>`, as the provisioner names it).
+pub(super) fn volume_of(admin: &Kube, claim: &str) -> anyhow::Result<String> {
+    let pv = admin.run(&["get", "pvc", "-n", NS, claim, "-o", "jsonpath={.spec.volumeName}"])?;
+    ensure!(!pv.trim().is_empty(), "claim {claim} has no volume");
+    Ok(pv.trim().to_owned())
 }
 
 /// A busybox pod pinned to the node with `spec.nodeName` (no scheduler, as static and

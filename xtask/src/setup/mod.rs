@@ -32,10 +32,7 @@ const APT_PACKAGES: &[(&str, &str)] = &[
     ("prometheus", "promtool parses the dashboards' PromQL; the server scrapes the agent in the metrics tests"),
     ("nodejs", "runs tsc for the dashboards' and the deploy checks (Debian 12: node 18; typescript 5 needs >= 14.17)"),
     ("npm", "installs typescript, @grafana/schema and prometheus-operator's CRD models for those checks"),
-    (
-        "python3-venv",
-        "a venv for the deploy check's PyPI tools (helm from the CDK kubectl layer, kubernetes-validate, yamllint)",
-    ),
+    ("python3-venv", "a venv for the deploy check's PyPI tools (kubernetes-validate, yamllint)"),
 ];
 
 /// Installed without their Recommends: we need the binaries, not services.
