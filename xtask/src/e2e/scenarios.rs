@@ -112,6 +112,13 @@ pub fn run_in_vm(node: &Node, logs: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether a FailedMount note carries EBUSY as the driver's mount(8) words it: "Device or
+/// resource busy", or util-linux's "already mounted or mount point busy"
+/// (csi-driver-host-path's image).
+fn says_ebusy(note: &str) -> bool {
+    note.to_lowercase().contains("busy")
+}
+
 /// Scenario 1: a second pod, placed on the node by `spec.nodeName` (no scheduler), asks
 /// for a single-pod volume that pod A uses.
 ///
@@ -213,10 +220,8 @@ fn refused_in_the_kernel(admin: &Kube) -> anyhow::Result<String> {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let busy: Vec<&serde_json::Value> = failed
-            .iter()
-            .filter(|e| e["note"].as_str().is_some_and(|n| n.to_lowercase().contains("resource busy")))
-            .collect();
+        let busy: Vec<&serde_json::Value> =
+            failed.iter().filter(|e| e["note"].as_str().is_some_and(says_ebusy)).collect();
         attempts =
             busy.iter().map(|e| e["series"]["count"].as_u64().or(e["deprecatedCount"].as_u64()).unwrap_or(1)).sum();
         // The driver's mount output, the last line of kubelet's note.
@@ -256,10 +261,7 @@ fn refused_in_the_kernel(admin: &Kube) -> anyhow::Result<String> {
     })?;
     admin.apply(&claim_pod("pod-without-agent", "single-2", "exec sleep 100000"))?;
     let refused_alone = wait_for("kubelet's EBUSY on pod-without-agent while no agent runs", EMULATED, || {
-        Ok(admin
-            .events_for(NS, "pod-without-agent")?
-            .iter()
-            .any(|e| e.reason == "FailedMount" && e.note.contains("resource busy")))
+        Ok(admin.events_for(NS, "pod-without-agent")?.iter().any(|e| e.reason == "FailedMount" && says_ebusy(&e.note)))
     })?;
     ensure!(
         admin.run(&["get", "pods", "-n", AGENT_NS, "-l", AGENT_SELECTOR, "-o", "name"])?.trim().is_empty(),
