@@ -20,9 +20,11 @@ use crate::{
 
 /// Where the built binaries live (outside target/, so `cargo clean` keeps them).
 pub const UPSTREAM_DIR: &str = "/var/cache/volguard-dev/upstream";
-/// The sources' folder when `VOLGUARD_UPSTREAM_SOURCES` does not name another, relative to
-/// the workspace (CI's fresh clone has a copy of shared/ beside it too).
+/// The sources' folder beside the workspace, where the project's shared/ lives.
 const DEFAULT_SOURCES: &str = "../shared/upstream";
+/// The copy setup keeps of the sources once it has read them beside the workspace: a
+/// checkout elsewhere on this machine (a CI clone in /tmp) finds them there.
+const KEPT_SOURCES: &str = "/var/cache/volguard-dev/upstream/sources";
 
 /// What the e2e deploys, by repository name: the plugin, its node sidecars and the
 /// controller sidecars of upstream's deploy/kubernetes-1.34/hostpath. Not the snapshotter
@@ -78,18 +80,43 @@ impl Source {
     }
 }
 
+/// `VOLGUARD_UPSTREAM_SOURCES` if set, else `../shared/upstream` beside the workspace if it
+/// is there, else the copy setup kept ([`KEPT_SOURCES`]).
 pub fn sources_dir() -> PathBuf {
-    std::env::var_os("VOLGUARD_UPSTREAM_SOURCES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(DEFAULT_SOURCES))
+    if let Some(dir) = std::env::var_os("VOLGUARD_UPSTREAM_SOURCES") {
+        return PathBuf::from(dir);
+    }
+    let beside = workspace_root().join(DEFAULT_SOURCES);
+    if beside.join("SOURCES.tsv").exists() { beside } else { PathBuf::from(KEPT_SOURCES) }
 }
 
 /// Every row of SOURCES.tsv (its header names the columns this reads).
 pub fn sources() -> anyhow::Result<Vec<Source>> {
     let tsv = sources_dir().join("SOURCES.tsv");
-    let text = fs::read_to_string(&tsv)
-        .with_context(|| format!("reading {} (the upstream sources: ../shared/upstream)", tsv.display()))?;
+    let text = fs::read_to_string(&tsv).with_context(|| {
+        format!(
+            "reading {} (the upstream sources: {DEFAULT_SOURCES} beside the workspace, the copy setup keeps in \
+             {KEPT_SOURCES}, or VOLGUARD_UPSTREAM_SOURCES)",
+            tsv.display()
+        )
+    })?;
     parse_sources(&text).with_context(|| format!("parsing {}", tsv.display()))
+}
+
+/// Copies SOURCES.tsv and its archives to [`KEPT_SOURCES`] when they were read elsewhere
+/// and the copy differs; each archive's checksum is checked again where it is used.
+fn keep_sources(all: &[Source]) -> anyhow::Result<()> {
+    let (from, kept) = (sources_dir(), Path::new(KEPT_SOURCES));
+    let same = |name: &str| fs::read(from.join(name)).ok().is_some_and(|a| fs::read(kept.join(name)).ok() == Some(a));
+    if from == kept || same("SOURCES.tsv") {
+        return Ok(());
+    }
+    fs::create_dir_all(kept)?;
+    for name in all.iter().map(|s| s.file.as_str()).chain(["SOURCES.tsv"]) {
+        fs::copy(from.join(name), kept.join(name)).with_context(|| format!("keeping a copy of {name}"))?;
+    }
+    println!("e2e: upstream sources kept in {KEPT_SOURCES}");
+    Ok(())
 }
 
 fn parse_sources(text: &str) -> anyhow::Result<Vec<Source>> {
@@ -126,6 +153,7 @@ pub fn bin(binary: &str) -> PathBuf {
 /// Builds every [`DEPLOYED`] component unless a build of the same archive is there.
 pub fn ensure() -> anyhow::Result<()> {
     let all = sources()?;
+    keep_sources(&all)?;
     for name in DEPLOYED {
         let source = all.iter().find(|s| s.name() == *name).with_context(|| format!("SOURCES.tsv has no {name}"))?;
         build(source)?;
