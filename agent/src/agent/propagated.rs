@@ -40,12 +40,14 @@ impl Running<'_> {
             // Pods' namespaces only: a node service's private namespace (systemd's
             // PrivateTmp, say) receives a copy of every node mount, as the node's own does.
             let Some(pod) = self.callers.pod_uid(pid, 0) else { continue };
+            if self.is_exempt(&pod) {
+                continue;
+            }
             let caller = Caller { pid, tgid: pid, mnt_ns, comm: comm_of(pid), cgroup_id: 0 };
             let Some(table) = detach::caller_table(&caller) else { continue };
             scanned += 1;
-            let exempt = self.is_exempt(&pod);
             for access in access::copies_in_namespace(&table, &trees) {
-                if access.owner == pod || exempt {
+                if access.owner == pod {
                     continue;
                 }
                 let key = (mnt_ns, access.mount_id, access.mount_point.clone());

@@ -361,11 +361,7 @@ fn a_conflict_names_the_process_and_the_pod_that_made_the_mount() {
     if !quarantine_runs_here("a_conflict_names_the_process_and_the_pod_that_made_the_mount") {
         return;
     }
-    let Some(root) = volguard::node_files::caller_pod::unified_root() else {
-        skip(
-            "a_conflict_names_the_process_and_the_pod_that_made_the_mount",
-            "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup ID",
-        );
+    let Some(root) = PodCgroup::hierarchy("a_conflict_names_the_process_and_the_pod_that_made_the_mount") else {
         return;
     };
     // A CSI driver's pod, as kubelet's cgroupfs driver names its cgroup.

@@ -23,13 +23,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use volguard::node_files::caller_pod::unified_root;
-
 use crate::support::{
     have_root,
     kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend},
     pod_cgroup::PodCgroup,
-    skip,
 };
 
 const TEST: &str = "a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_their_route";
@@ -250,10 +247,7 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     if !have_root(TEST) {
         return;
     }
-    let Some(cgroups) = unified_root() else {
-        skip(TEST, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
-        return;
-    };
+    let Some(cgroups) = PodCgroup::hierarchy(TEST) else { return };
     let (pod_a, pod_c) = (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C));
     let published = Published::new("out-of-band", &[]);
     let Published { tree, ns, volume, staging, a_target, agent } = &published;
@@ -341,10 +335,7 @@ fn an_exempt_reader_reads_and_the_opt_in_detaches_a_node_processs_access() {
     if !have_root(EXEMPT_TEST) {
         return;
     }
-    let Some(cgroups) = unified_root() else {
-        skip(EXEMPT_TEST, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
-        return;
-    };
+    let Some(cgroups) = PodCgroup::hierarchy(EXEMPT_TEST) else { return };
     let (exempt, pod_d) = (PodCgroup::new(&cgroups, POD_EXEMPT), PodCgroup::new(&cgroups, POD_D));
     let facts = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
@@ -398,10 +389,7 @@ pub fn propagated_copies_are_detached(test: &str, backend: &[&str]) {
     if !have_root(test) {
         return;
     }
-    let Some(cgroups) = unified_root() else {
-        skip(test, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
-        return;
-    };
+    let Some(cgroups) = PodCgroup::hierarchy(test) else { return };
     let pod_c = PodCgroup::new(&cgroups, POD_P);
     // The kubelet root shared, as on a node (systemd makes / shared), and pod C's container
     // made before A's publish, receiving what is mounted there (a hostPath on kubelet's
@@ -445,10 +433,7 @@ fn a_raw_block_volumes_device_node_bound_by_another_pod_is_detached() {
     if !have_root(BLOCK_TEST) {
         return;
     }
-    let Some(cgroups) = unified_root() else {
-        skip(BLOCK_TEST, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
-        return;
-    };
+    let Some(cgroups) = PodCgroup::hierarchy(BLOCK_TEST) else { return };
     let pod_c = PodCgroup::new(&cgroups, POD_C);
     let (tree, ns) = (KubeletTree::new(), MountNs::new());
     let dev = tree.tmp.path().join("dev");
