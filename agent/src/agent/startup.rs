@@ -20,6 +20,7 @@ use crate::{
         trace_backend::TraceDecision,
         wakeup,
     },
+    model::exempt,
     model::explain::{self},
     model::node::NodeModel,
     outputs::http,
@@ -110,7 +111,7 @@ pub(super) fn start_in_kernel(
     btf: &Btf,
     model: &mut NodeModel,
 ) -> Result<(LoadedObject, OwnerStore), AgentError> {
-    let (layout, mount_tree) = (btf.kernel_layout()?, btf.mount_tree_layout()?);
+    let (layout, mount_tree, callers) = (btf.kernel_layout()?, btf.mount_tree_layout()?, btf.caller_layout()?);
     pins.prepare()?;
     let adopting = pins.has_state();
     let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes)?;
@@ -119,8 +120,10 @@ pub(super) fn start_in_kernel(
     let mut maps = EnforcementMaps::take(&mut object)?;
     maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
     maps.configure_mount_tree(mount_tree)?;
+    maps.configure_callers(callers)?;
     let mut store = OwnerStore::Kernel(Box::new(maps));
     store.sync_single_pod_set(model)?;
+    store.sync_exempt_pods(&exempt::exempt_pods(&opts.exempt_readers, &model.snapshot().facts.pods))?;
     // Before the LSM programs attach, so no other pod can claim a volume already mounted.
     for fix in model.plan_owners(&store.owners()?) {
         store.apply(&fix)?;
