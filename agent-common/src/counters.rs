@@ -36,7 +36,7 @@ pub enum Counter {
     PublishedRootsMissed = 12,
     /// Syscall entries parked by thread id because the thread's storage could not be
     /// created (no memory for it, the storage busy on this CPU, or a kernel whose local
-    /// storage cannot allocate here: Linux 6.18+ on a CPU without CMPXCHG16B).
+    /// storage cannot allocate here: 7.3 on a CPU without CMPXCHG16B).
     PendingByThread = 13,
 }
 

@@ -29,7 +29,7 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 pub static PENDING: TaskStorage<PendingCall> = TaskStorage::new();
 
 /// The same, by `pid_tgid`, for threads whose task storage cannot be created: kernels whose
-/// local storage allocates with `kmalloc_nolock` (Linux 6.18+) get none on a CPU without
+/// local storage allocates with `kmalloc_nolock` (7.3 does) get none on a CPU without
 /// CMPXCHG16B. Preallocated, so an insert needs no allocation; LRU, so an entry a dying
 /// thread leaves is evicted. Not pinned.
 #[map]

@@ -69,7 +69,7 @@ impl VmKernel {
     }
 
     /// Whether the tracing programs park each call by thread id here rather than in the
-    /// thread's storage: from 6.18 BPF local storage allocates with `kmalloc_nolock`, which
+    /// thread's storage: 7.3's BPF local storage allocates with `kmalloc_nolock`, which
     /// has nothing to give on a CPU without CMPXCHG16B ([`Self::qemu_cpu`]).
     pub(super) fn parks_calls_by_thread(self) -> bool {
         matches!(self, Self::Linux73)
