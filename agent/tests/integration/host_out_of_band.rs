@@ -463,6 +463,11 @@ pub fn propagated_copies_are_detached(test: &str, backend: &[&str]) {
     assert_eq!(published.marker(&a_target).ok().as_deref(), Some("pv-rwop"), "A's own publish is left");
     let route = published.agent.metric_family_sum_where("volguard_conflicts_total", "route=\"propagated\"");
     assert_eq!(route, 2.0, "two propagated copies, each reported once");
+    if published.agent.mode() == "enforce" {
+        // The copy sat on A's publish target's directory, in C's namespace: no release.
+        let releases = published.agent.metric_family_sum_where("volguard_kernel_events_total", "counter=\"releases\"");
+        assert_eq!(releases, 0.0, "detaching the propagated copy released A's volume in the kernel");
+    }
     drop(container);
     published.finish(&[&root]);
 }
