@@ -110,6 +110,10 @@ fn classify(url: &str, error: ureq::Error) -> GetError {
         ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => {
             connect(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
         }
+        // rustls's refusals (an untrusted certificate) come as InvalidData.
+        ureq::Error::Io(source) if source.kind() == io::ErrorKind::InvalidData => {
+            GetError::Protocol { url, message: source.to_string() }
+        }
         ureq::Error::ConnectionFailed => connect(io::Error::new(io::ErrorKind::ConnectionRefused, "connection failed")),
         ureq::Error::Io(source) => GetError::Io { url, source },
         ureq::Error::Timeout(which) => {
