@@ -390,4 +390,19 @@ mod tests {
         }
         assert!(missing.is_empty(), "docs/configuration.md does not list: {}", missing.join(", "));
     }
+
+    /// `--metrics-secure` needs the API for its reviews; a certificate file needs its key.
+    #[test]
+    fn secure_metrics_flags_come_with_what_they_need() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| Cli::try_parse_from([&["volguard", "run"], args].concat());
+        let api = ["--kubernetes", "--node-name=n"];
+        assert!(parse(&api).is_ok());
+        assert!(parse(&[&api[..], &["--metrics-secure"]].concat()).is_ok());
+        assert!(parse(&["--metrics-secure"]).is_err(), "without --kubernetes");
+        let files = ["--metrics-cert-file=/c", "--metrics-key-file=/k"];
+        assert!(parse(&[&api[..], &["--metrics-secure"], &files[..]].concat()).is_ok());
+        assert!(parse(&[&api[..], &files[..]].concat()).is_err(), "files without --metrics-secure");
+        assert!(parse(&[&api[..], &["--metrics-secure", files[0]]].concat()).is_err(), "a certificate without its key");
+    }
 }
