@@ -1,7 +1,6 @@
-//! Every metric the agent exports, registered in one place. Label values come from closed
-//! sets (enums) or from bounded API names (drivers, PVCs that exist); per-PVC series are
-//! removed when the PVC goes away, and their number is capped.
-//!
+//! Every metric the agent exports, in groups that register themselves in one registry.
+//! Label values come from closed sets (enums) or from bounded API names (drivers, PVCs that
+//! exist); per-PVC series are removed when the PVC goes away, and their number is capped.
 //! `storage_operation_duration_seconds` copies kubelet's name, labels and buckets (K8S
 //! `pkg/volume/util/metrics.go`) so kubelet's SLO queries work on our series unchanged.
 
@@ -17,10 +16,7 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-use super::{
-    kernel_metrics::KernelMetrics, metrics_auth::access_metrics::AccessMetrics,
-    notification_metrics::NotificationMetrics,
-};
+use super::{kernel_metrics::KernelMetrics, metrics_auth::AccessMetrics, notification_metrics::NotificationMetrics};
 use crate::{
     enforce::ModeDecision,
     facts::{ClaimRef, Origin},
@@ -533,7 +529,6 @@ pub fn reference() -> Vec<MetricDoc> {
     m.notifications.notice(super::notification_metrics::NoticeKind::Attach);
     m.notifications.skipped(super::notification_metrics::SkipReason::GoneBeforeRead);
     m.notifications.resynced();
-    m.access.count("no_token");
     let finding = Finding {
         check: Check::VolDataUnreadable,
         severity: Severity::Info,

@@ -1,12 +1,16 @@
 //! What the secure `/metrics` decided, counted: `volguard_metrics_requests_total` by
 //! `decision` (allowed, no_token, invalid_token, forbidden, review_failed). Registered
-//! with every other metric, so it reads 0 on an agent serving plain HTTP.
+//! with every other metric, each series from the start: all read 0 on an agent serving
+//! plain HTTP.
 
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family},
     registry::Registry,
 };
+
+/// Every `Decision::label`.
+const DECISIONS: [&str; 5] = ["allowed", "no_token", "invalid_token", "forbidden", "review_failed"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
@@ -27,6 +31,9 @@ impl AccessMetrics {
              (401), forbidden (403), review_failed (503: the API server could not be asked)",
             requests.clone(),
         );
+        for decision in DECISIONS {
+            let _series = requests.get_or_create(&DecisionLabels { decision: decision.into() });
+        }
         Self { requests }
     }
 

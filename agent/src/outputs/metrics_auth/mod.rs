@@ -16,3 +16,5 @@ pub mod decision;
 pub mod guard;
 pub mod reviews;
 pub mod tls;
+
+pub use access_metrics::AccessMetrics;
