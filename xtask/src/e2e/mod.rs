@@ -18,6 +18,7 @@ mod out_of_band;
 mod pki;
 mod prometheus;
 mod scenarios;
+mod secure_metrics;
 mod upstream;
 mod vm_node;
 mod workload;
