@@ -180,6 +180,15 @@ pub fn suite_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         }
         let entrypoint = match kind {
             TestImage::Busybox => "CMD [\"/bin/sh\"]".to_owned(),
+            TestImage::GnuDd => {
+                fs::remove_file(rootfs.join("bin/dd"))?;
+                let dd = host_binary("dd")?;
+                copy_into(&rootfs, &dd, Path::new("/bin/dd"))?;
+                for library in crate::vm::shared_libraries(&dd)? {
+                    copy_into(&rootfs, &library, &library)?;
+                }
+                "CMD [\"/bin/sh\"]".to_owned()
+            }
             TestImage::Agnhost => {
                 copy_into(&rootfs, &bin("agnhost"), Path::new("/agnhost"))?;
                 "ENTRYPOINT [\"/agnhost\"]\nCMD [\"pause\"]".to_owned()

@@ -248,20 +248,25 @@ fn test_driver() -> anyhow::Result<Value> {
 /// hold here. There is no registry: each is built here FROM scratch and imported under
 /// that name, and the pods' IfNotPresent pull policy finds it. agnhost is the real one,
 /// from the same module, on Debian's static busybox; the others are Debian's static
-/// busybox with every applet (the specs run only shell commands in them).
+/// busybox with every applet (the specs run only shell commands in them), and
+/// jessie-dnsutils also Debian's coreutils dd: the specs that pick that image over
+/// busybox do so for GNU dd's `oflag=nocache` and `iflag=direct`, which busybox's dd
+/// refuses (test/e2e/storage/utils/utils.go says so).
 pub const TEST_IMAGES: &[(&str, TestImage)] = &[
     ("registry.k8s.io/e2e-test-images/busybox:1.37.0-1", TestImage::Busybox),
     ("registry.k8s.io/e2e-test-images/agnhost:2.56", TestImage::Agnhost),
     // volumes' "should allow exec of files on the volume": a shell script run from the volume.
     ("registry.k8s.io/e2e-test-images/nginx:1.14-4", TestImage::Busybox),
-    // multiVolume's "concurrently access the single volume": sh, dd, cmp, ls.
-    ("registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7", TestImage::Busybox),
+    // multiVolume's "concurrently access the single volume": sh, GNU dd (oflag=nocache), sha256sum.
+    ("registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7", TestImage::GnuDd),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TestImage {
     Busybox,
     Agnhost,
+    /// busybox, with Debian's coreutils dd in place of busybox's.
+    GnuDd,
 }
 
 /// Every spec's outcome in one run, by its full text.
@@ -552,21 +557,19 @@ fn poll(admin: &Kube, seen: &mut Seen) -> anyhow::Result<()> {
         seen.conflicts.insert(conflict.to_string());
     }
     for volume in debug_api("/debug/volumes")?["volumes"].as_array().into_iter().flatten() {
-        if volume["single_pod"] != true {
-            continue;
-        }
+        // Why the volume is single-pod (ReadWriteOncePod, Annotated, CommandLine), or null.
+        let Some(reason) = volume["single_pod"].as_str() else { continue };
         let name = |uid: &Value| -> String {
             let uid = uid.as_str().unwrap_or_default();
             volume["pod_names"][uid].as_str().unwrap_or(uid).to_owned()
         };
         let names = |list: &Value| list.as_array().into_iter().flatten().map(name).collect::<Vec<_>>().join(",");
         let view = format!(
-            "state {}, owner {}, published to [{}], quarantined [{}], expected CSI access mode {}",
+            "single-pod ({reason}), {}, owner {}, published to [{}], quarantined [{}]",
             volume["state"].as_str().unwrap_or("?"),
             if volume["owner"].is_null() { "none".to_owned() } else { name(&volume["owner"]) },
             names(&volume["published_to"]),
             names(&volume["quarantined"]),
-            volume["expected_csi_access_mode"].as_str().unwrap_or("?"),
         );
         let claim = format!(
             "{}/{}",
