@@ -181,11 +181,14 @@ pub fn suite_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
         let entrypoint = match kind {
             TestImage::Busybox => "CMD [\"/bin/sh\"]".to_owned(),
             TestImage::GnuDd => {
-                fs::remove_file(rootfs.join("bin/dd"))?;
-                let dd = host_binary("dd")?;
-                copy_into(&rootfs, &dd, Path::new("/bin/dd"))?;
-                for library in crate::vm::shared_libraries(&dd)? {
-                    copy_into(&rootfs, &library, &library)?;
+                // Debian's dash as sh too: busybox's sh runs its own applet for `dd`
+                // whatever /bin/dd is (it prefers applets), dash looks dd up in PATH.
+                for (tool, from) in [("dd", host_binary("dd")?), ("sh", PathBuf::from("/bin/dash"))] {
+                    fs::remove_file(rootfs.join("bin").join(tool))?;
+                    copy_into(&rootfs, &from, &Path::new("/bin").join(tool))?;
+                    for library in crate::vm::shared_libraries(&from)? {
+                        copy_into(&rootfs, &library, &library)?;
+                    }
                 }
                 "CMD [\"/bin/sh\"]".to_owned()
             }

@@ -249,7 +249,7 @@ fn test_driver() -> anyhow::Result<Value> {
 /// that name, and the pods' IfNotPresent pull policy finds it. agnhost is the real one,
 /// from the same module, on Debian's static busybox; the others are Debian's static
 /// busybox with every applet (the specs run only shell commands in them), and
-/// jessie-dnsutils also Debian's coreutils dd: the specs that pick that image over
+/// jessie-dnsutils also Debian's coreutils dd with dash as its sh: the specs that pick that image over
 /// busybox do so for GNU dd's `oflag=nocache` and `iflag=direct`, which busybox's dd
 /// refuses (test/e2e/storage/utils/utils.go says so).
 pub const TEST_IMAGES: &[(&str, TestImage)] = &[
@@ -265,7 +265,7 @@ pub const TEST_IMAGES: &[(&str, TestImage)] = &[
 pub enum TestImage {
     Busybox,
     Agnhost,
-    /// busybox, with Debian's coreutils dd in place of busybox's.
+    /// busybox, with Debian's coreutils dd, and dash as sh (busybox's sh would run its own dd).
     GnuDd,
 }
 
@@ -571,11 +571,8 @@ fn poll(admin: &Kube, seen: &mut Seen) -> anyhow::Result<()> {
             names(&volume["published_to"]),
             names(&volume["quarantined"]),
         );
-        let claim = format!(
-            "{}/{}",
-            volume["claim"]["namespace"].as_str().unwrap_or("?"),
-            volume["claim"]["name"].as_str().unwrap_or("?")
-        );
+        // The claim serialises as `namespace/name`.
+        let claim = volume["claim"].as_str().unwrap_or("?").to_owned();
         let entry =
             seen.single_pod.entry(volume["name"].as_str().unwrap_or("?").to_owned()).or_insert((claim, Vec::new()));
         if entry.1.last() != Some(&view) {
