@@ -10,8 +10,8 @@ pub enum Counter {
     /// A syscall exit had no matching entry (the agent attached mid-syscall, or the
     /// entry could not be parked).
     ExitWithoutEntry = 1,
-    /// A syscall entry could not be parked until its exit (no memory for the thread's
-    /// storage, or the storage busy on this CPU: a program nested in another's).
+    /// A syscall entry could not be parked until its exit, neither in the thread's storage
+    /// nor by thread id (the LRU map full of calls in progress).
     PendingInsertFailed = 2,
     /// Times the `sb_mount` LSM program ran: proves BPF LSM is active.
     LsmSbMountRuns = 3,
@@ -34,11 +34,15 @@ pub enum Counter {
     /// Owners' publishes whose new mount the exit program did not find (no root recorded:
     /// a tree taken from inside that publish is not recognised).
     PublishedRootsMissed = 12,
+    /// Syscall entries parked by thread id because the thread's storage could not be
+    /// created (no memory for it, the storage busy on this CPU, or a kernel whose local
+    /// storage cannot allocate here: 7.3 on a CPU without CMPXCHG16B).
+    PendingByThread = 13,
 }
 
 impl Counter {
     /// Every counter, in index order.
-    pub const ALL: [Counter; 13] = [
+    pub const ALL: [Counter; 14] = [
         Counter::EventsLost,
         Counter::ExitWithoutEntry,
         Counter::PendingInsertFailed,
@@ -52,6 +56,7 @@ impl Counter {
         Counter::EnforceErrors,
         Counter::PublishedRootsRecorded,
         Counter::PublishedRootsMissed,
+        Counter::PendingByThread,
     ];
 
     /// Number of slots the map needs.
@@ -73,6 +78,7 @@ impl Counter {
             Counter::EnforceErrors => "enforce_errors",
             Counter::PublishedRootsRecorded => "published_roots_recorded",
             Counter::PublishedRootsMissed => "published_roots_missed",
+            Counter::PendingByThread => "pending_by_thread",
         }
     }
 }

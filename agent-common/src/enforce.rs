@@ -160,6 +160,33 @@ pub struct MountTreeLayout {
     pub _pad: u32,
 }
 
+/// Offsets for finding the calling process's pod from its cgroup (v2), in their own
+/// unpinned map like [`MountTreeLayout`]. 0 in `task_cgroups`: unknown, no caller has a pod.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallerLayout {
+    /// `task_struct.cgroups` (a `struct css_set *`), `css_set.dfl_cgrp` (the cgroup v2
+    /// one), `cgroup.kn` (its `struct kernfs_node *`).
+    pub task_cgroups: u32,
+    pub css_set_dfl_cgrp: u32,
+    pub cgroup_kn: u32,
+    /// `struct kernfs_node`: `name`, and its parent (`__parent` in newer kernels, `parent`
+    /// in older ones).
+    pub kernfs_node_name: u32,
+    pub kernfs_node_parent: u32,
+    pub _pad: u32,
+}
+
+/// Cgroups examined, from the caller's own up, for the one kubelet made for its pod
+/// (`kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice/<container>`
+/// is three levels up from a container's).
+pub const MAX_CGROUP_DEPTH: usize = 6;
+/// Bytes of a cgroup's name the kernel reads; a pod's is at most
+/// `kubepods-besteffort-pod<uid>.slice` (64).
+pub const CGROUP_NAME_LEN: usize = 96;
+/// Length of a pod's UID (`8-4-4-4-12` hexadecimal digits and dashes).
+pub const POD_UID_TEXT_LEN: usize = 36;
+
 /// Values of [`EnforceConfig::mode`].
 pub mod kernel_mode {
     /// Programs attached but deciding nothing (the map is not filled yet).
@@ -261,6 +288,7 @@ pub struct ConflictEvent {
 const _: () = assert!(core::mem::size_of::<RootKey>() == 16);
 const _: () = assert!(core::mem::size_of::<PublishedRoot>() == VOLUME_NAME_LEN + POD_UID_LEN);
 const _: () = assert!(core::mem::size_of::<KernelLayout>() == 64);
+const _: () = assert!(core::mem::size_of::<CallerLayout>() == 24);
 const _: () = assert!(core::mem::size_of::<EnforceConfig>() == 80);
 const _: () = assert!(core::mem::size_of::<PendingClaim>() == VOLUME_NAME_LEN + POD_UID_LEN + 16);
 const _: () = assert!(core::mem::size_of::<Owner>() == POD_UID_LEN + 16);

@@ -7,8 +7,10 @@ pub const EVENTS_BYTES: u32 = 4 << 20;
 
 /// Each thread's traced syscall between entry and exit (task-local storage).
 pub const PENDING: &str = "PENDING";
-/// Threads that can be between a claim or publish and its exit at once before the oldest
-/// entry of `CLAIMS` or `PUBLISHES` is evicted.
+/// The same by `pid_tgid`, where a thread's storage cannot be created. Not pinned.
+pub const PENDING_BY_THREAD: &str = "PENDING_BY_THREAD";
+/// Threads that can be between a claim, a publish or (in `PENDING_BY_THREAD`) a traced
+/// call and its exit at once before the oldest entry is evicted.
 pub const PENDING_ENTRIES: u32 = 16_384;
 
 /// The single `volguard_common::wakeup::WakeupFilter` entry: which records wake the
@@ -43,7 +45,23 @@ pub const PUBLISHES: &str = "PUBLISHES";
 /// The single `MountTreeLayout` entry. Not pinned.
 pub const MOUNT_TREE_LAYOUT: &str = "MOUNT_TREE_LAYOUT";
 
-/// Maps that hold enforcement state: pinned, so a restarted agent adopts them.
-pub const PINNED_MAPS: [&str; 5] = [SINGLE_POD_VOLUMES, OWNERS, CLAIMS, CONFIG, PUBLISHED_ROOTS];
+/// The single `CallerLayout` entry. Not pinned.
+pub const CALLER_LAYOUT: &str = "CALLER_LAYOUT";
+/// Pods the operator exempts as readers (key `PodUid`, value unused), set by the agent.
+/// Not pinned: each agent's programs read its own.
+pub const EXEMPT_PODS: &str = "EXEMPT_PODS";
+/// Exempt pods the kernel knows at once.
+pub const EXEMPT_POD_ENTRIES: u32 = 1_024;
+
+/// The mount of each owned volume's publish (key `VolumeKey`, value the kernel's `struct
+/// mount *`), recorded at the owner's publish exit. Copies of that mount (a recursive bind
+/// of kubelet's `pods/`, propagation into another namespace) sit on the same directory;
+/// only the publish itself releases the volume when unmounted. A volume without an entry
+/// (published before any agent ran) is released by an unmount on its publish target.
+pub const PUBLISH_MOUNTS: &str = "PUBLISH_MOUNTS";
+
+/// Maps that hold enforcement state: pinned, so a restarted agent adopts them (one an
+/// earlier agent did not have is created empty).
+pub const PINNED_MAPS: [&str; 6] = [SINGLE_POD_VOLUMES, OWNERS, CLAIMS, CONFIG, PUBLISHED_ROOTS, PUBLISH_MOUNTS];
 /// Version of the pinned maps' layout: a pin directory of another version is never reused.
 pub const PIN_LAYOUT_VERSION: u32 = 1;

@@ -2,7 +2,8 @@
 
 use crate::{
     enforce::{
-        ConflictEvent, EnforceConfig, MountTreeLayout, Owner, PendingClaim, PodUid, PublishedRoot, RootKey, VolumeKey,
+        CallerLayout, ConflictEvent, EnforceConfig, MountTreeLayout, Owner, PendingClaim, PodUid, PublishedRoot,
+        RootKey, VolumeKey,
     },
     event::SyscallEvent,
     lsm_probe::ProbeSource,
@@ -32,5 +33,7 @@ unsafe impl aya::Pod for RootKey {}
 unsafe impl aya::Pod for PublishedRoot {}
 // SAFETY: as above.
 unsafe impl aya::Pod for MountTreeLayout {}
+// SAFETY: as above.
+unsafe impl aya::Pod for CallerLayout {}
 // SAFETY: as above.
 unsafe impl aya::Pod for WakeupFilter {}

@@ -8,11 +8,12 @@ use aya_ebpf::{
 use volguard_common::{
     counters::Counter,
     enforce::{
-        EnforceConfig, MountTreeLayout, Owner, PendingClaim, PendingPublish, PodUid, PublishedRoot, RootKey, VolumeKey,
+        CGROUP_NAME_LEN, CallerLayout, EnforceConfig, MountTreeLayout, Owner, PendingClaim, PendingPublish, PodUid,
+        PublishedRoot, RootKey, VolumeKey,
     },
     event::PendingCall,
     lsm_probe::ProbeSource,
-    maps::{EVENTS_BYTES, PENDING_ENTRIES, VOLUME_ENTRIES},
+    maps::{EVENTS_BYTES, EXEMPT_POD_ENTRIES, PENDING_ENTRIES, VOLUME_ENTRIES},
     wakeup::WakeupFilter,
 };
 
@@ -26,6 +27,13 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(EVENTS_BYTES, 0);
 /// the thread's own storage: no hash, no lock, no entry left behind by a thread that dies.
 #[btf_map]
 pub static PENDING: TaskStorage<PendingCall> = TaskStorage::new();
+
+/// The same, by `pid_tgid`, for threads whose task storage cannot be created: kernels whose
+/// local storage allocates with `kmalloc_nolock` (7.3 does) get none on a CPU without
+/// CMPXCHG16B. Preallocated, so an insert needs no allocation; LRU, so an entry a dying
+/// thread leaves is evicted. Not pinned.
+#[map]
+pub static PENDING_BY_THREAD: LruHashMap<u64, PendingCall> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
 
 /// Which records wake the reader, set by the agent. Not pinned.
 #[map]
@@ -65,6 +73,11 @@ pub static CONFIG: Array<EnforceConfig> = Array::with_max_entries(1, 0);
 #[map]
 pub static PUBLISHED_ROOTS: HashMap<RootKey, PublishedRoot> = HashMap::with_max_entries(VOLUME_ENTRIES, 0);
 
+/// The mount of each owned volume's publish (`struct mount *`), recorded with its root:
+/// an unmount releases the volume only if it is that mount. Pinned.
+#[map]
+pub static PUBLISH_MOUNTS: HashMap<VolumeKey, u64> = HashMap::with_max_entries(VOLUME_ENTRIES, 0);
+
 /// Owners' publishes waiting for their syscall's exit, by `pid_tgid`. Not pinned.
 #[map]
 pub static PUBLISHES: LruHashMap<u64, PendingPublish> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
@@ -73,15 +86,29 @@ pub static PUBLISHES: LruHashMap<u64, PendingPublish> = LruHashMap::with_max_ent
 #[map]
 pub static MOUNT_TREE_LAYOUT: Array<MountTreeLayout> = Array::with_max_entries(1, 0);
 
+/// Offsets for finding the caller's pod from its cgroup, set by userspace. Not pinned.
+#[map]
+pub static CALLER_LAYOUT: Array<CallerLayout> = Array::with_max_entries(1, 0);
+
+/// Pods the operator exempts as readers, set by userspace. Not pinned.
+#[map]
+pub static EXEMPT_PODS: HashMap<PodUid, u8> = HashMap::with_max_entries(EXEMPT_POD_ENTRIES, 0);
+
 /// Keys under construction (too large for the BPF stack).
 #[map]
 pub static ENFORCE_SCRATCH: PerCpuArray<EnforceScratch> = PerCpuArray::with_max_entries(1, 0);
+
+/// `pod<uid>.slice`: the end of a pod cgroup's name under the systemd driver.
+pub const CGROUP_NAME_END: usize = 3 + volguard_common::enforce::POD_UID_TEXT_LEN + 6;
 
 /// Per-CPU working space of the enforcement programs.
 #[repr(C)]
 pub struct EnforceScratch {
     pub volume: VolumeKey,
     pub pod: PodUid,
+    /// A cgroup's name, and the end of one (see `probes::caller_pod`).
+    pub cgroup_name: [u8; CGROUP_NAME_LEN],
+    pub cgroup_name_end: [u8; CGROUP_NAME_END],
     pub claim: PendingClaim,
     pub publish: PendingPublish,
 }

@@ -20,6 +20,7 @@ use volguard::{
     model::exempt::ExemptReader,
     node_files::mount_table::HOST_MOUNTINFO,
     outputs::http,
+    outputs::metrics_auth::tls::Certificate,
     outputs::render,
     sys::signals::StopSignals,
 };
@@ -161,6 +162,18 @@ struct RunArgs {
     /// Where Prometheus scrapes `/metrics`.
     #[arg(long, default_value = http::DEFAULT_METRICS_ADDRESS)]
     metrics_address: SocketAddr,
+    /// Serve `/metrics` over HTTPS, only to callers whose bearer token the API server
+    /// authenticates (TokenReview) and allows `get` on the non-resource URL `/metrics`
+    /// (SubjectAccessReview). `/healthz` and `/readyz` stay open (over HTTPS).
+    #[arg(long, requires = "kubernetes")]
+    metrics_secure: bool,
+    /// The serving certificate chain (PEM) of `--metrics-secure`; without it a self-signed
+    /// certificate is made at start.
+    #[arg(long, value_name = "FILE", requires_all = ["metrics_secure", "metrics_key_file"])]
+    metrics_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of `--metrics-cert-file`.
+    #[arg(long, value_name = "FILE", requires_all = ["metrics_secure", "metrics_cert_file"])]
+    metrics_key_file: Option<PathBuf>,
     /// Where the read-only debug API listens (keep it on localhost: it names pods and volumes).
     #[arg(long, default_value = http::DEFAULT_DEBUG_ADDRESS)]
     debug_address: SocketAddr,
@@ -218,30 +231,40 @@ async fn run_command() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     match Cli::parse().command {
-        Command::Run(args) => Ok(agent::run(RunOptions {
-            kubelet_root: args.kubelet_root,
-            single_pod_volumes: args.single_pod_volumes,
-            mode: args.mode,
-            trace_backend: args.trace_backend,
-            pin_root: args.pin_root,
-            keep_enforcement_on_exit: args.keep_enforcement_on_exit,
-            print_events: args.print_events,
-            mountinfo: args.mountinfo,
-            facts_source: match (args.inventory, args.kubernetes, args.node_name) {
-                (Some(path), _, _) => FactsSource::Inventory(path),
-                (None, true, Some(node_name)) => FactsSource::KubernetesApi { node_name },
-                _ => FactsSource::None,
-            },
-            reconcile_interval: args.reconcile_interval,
-            metrics_address: args.metrics_address,
-            debug_address: args.debug_address,
-            csi_sockets: args.csi_sockets,
-            ring_buffer_bytes: args.ring_buffer_size,
-            bpf_stats: args.bpf_stats,
-            detach_node_access: args.detach_node_access,
-            exempt_readers: args.exempt_readers,
-        })
-        .await?),
+        Command::Run(args) => {
+            let metrics_secure = args.metrics_secure.then(|| match (&args.metrics_cert_file, &args.metrics_key_file) {
+                (Some(cert), Some(key)) => Certificate::Files { cert: cert.clone(), key: key.clone() },
+                // The names a scraper may know the node by (with hostNetwork, the node's).
+                _ => Certificate::SelfSigned {
+                    names: args.node_name.iter().cloned().chain(["localhost".to_owned()]).collect(),
+                },
+            });
+            Ok(agent::run(RunOptions {
+                kubelet_root: args.kubelet_root,
+                single_pod_volumes: args.single_pod_volumes,
+                mode: args.mode,
+                trace_backend: args.trace_backend,
+                pin_root: args.pin_root,
+                keep_enforcement_on_exit: args.keep_enforcement_on_exit,
+                print_events: args.print_events,
+                mountinfo: args.mountinfo,
+                facts_source: match (args.inventory, args.kubernetes, args.node_name) {
+                    (Some(path), _, _) => FactsSource::Inventory(path),
+                    (None, true, Some(node_name)) => FactsSource::KubernetesApi { node_name },
+                    _ => FactsSource::None,
+                },
+                reconcile_interval: args.reconcile_interval,
+                metrics_address: args.metrics_address,
+                metrics_secure,
+                debug_address: args.debug_address,
+                csi_sockets: args.csi_sockets,
+                ring_buffer_bytes: args.ring_buffer_size,
+                bpf_stats: args.bpf_stats,
+                detach_node_access: args.detach_node_access,
+                exempt_readers: args.exempt_readers,
+            })
+            .await?)
+        }
         Command::Uninstall { pin_root } => {
             let removed = Pins::new(&pin_root).uninstall()?;
             println!("{}", if removed { "removed volguard's pins: enforcement stopped" } else { "nothing pinned" });
@@ -366,5 +389,20 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "docs/configuration.md does not list: {}", missing.join(", "));
+    }
+
+    /// `--metrics-secure` needs the API for its reviews; a certificate file needs its key.
+    #[test]
+    fn secure_metrics_flags_come_with_what_they_need() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| Cli::try_parse_from([&["volguard", "run"], args].concat());
+        let api = ["--kubernetes", "--node-name=n"];
+        assert!(parse(&api).is_ok());
+        assert!(parse(&[&api[..], &["--metrics-secure"]].concat()).is_ok());
+        assert!(parse(&["--metrics-secure"]).is_err(), "without --kubernetes");
+        let files = ["--metrics-cert-file=/c", "--metrics-key-file=/k"];
+        assert!(parse(&[&api[..], &["--metrics-secure"], &files[..]].concat()).is_ok());
+        assert!(parse(&[&api[..], &files[..]].concat()).is_err(), "files without --metrics-secure");
+        assert!(parse(&[&api[..], &["--metrics-secure", files[0]]].concat()).is_err(), "a certificate without its key");
     }
 }

@@ -31,12 +31,15 @@ use volguard_common::{
     lsm_probe::DENY_ERRNO,
 };
 
-use super::kernel_path::{identity, on_kubelet_root_fs, owning_pod, parent, publish_identity, read_field};
+use super::{
+    caller_pod::caller_pod,
+    kernel_path::{identity, on_kubelet_root_fs, owning_pod, parent, publish_identity, read_field},
+};
 use crate::{
     helpers::{count, ctx_arg_address},
     maps::{
-        CLAIMS, CONFIG, ENFORCE_SCRATCH, EVENTS, EnforceScratch, MOUNT_TREE_LAYOUT, OWNERS, PUBLISHED_ROOTS, PUBLISHES,
-        SINGLE_POD_VOLUMES,
+        CLAIMS, CONFIG, ENFORCE_SCRATCH, EVENTS, EXEMPT_PODS, EnforceScratch, MOUNT_TREE_LAYOUT, OWNERS,
+        PUBLISH_MOUNTS, PUBLISHED_ROOTS, PUBLISHES, SINGLE_POD_VOLUMES,
     },
 };
 
@@ -66,9 +69,13 @@ pub fn move_mount_enforce(ctx: LsmContext) -> i32 {
     }
 }
 
-/// A tree inside one pod's published single-pod volume may not be attached under another
-/// pod's directory. Only move_mount(2) is covered: it is the one mount hook that gets the
-/// source resolved (mount(2) hands the LSM the caller's source string).
+/// A tree inside one pod's published single-pod volume may reach no other pod: not under
+/// another pod's directory, and not anywhere by a process of another pod (a hostPath into
+/// the volume, bound by the reader's runtime with the new mount API; a clone). Readers the
+/// operator exempts may; a node process's clone is left to its syscall's exit, where the
+/// agent reports it (or detaches it, with `--detach-node-access`). Only move_mount(2) is
+/// covered: it is the one mount hook that gets the source resolved (mount(2) hands the LSM
+/// the caller's source string; such binds are detached at their syscall's exit).
 #[inline(always)]
 fn refuse_cross_pod_source(from_path: *const u8, to_path: *const u8) -> i32 {
     let Some(cfg) = config() else { return 0 };
@@ -79,15 +86,15 @@ fn refuse_cross_pod_source(from_path: *const u8, to_path: *const u8) -> i32 {
         count(Counter::EnforceErrors);
         return 0;
     };
-    if !on_kubelet_root_fs(cfg, to) {
-        return 0;
-    }
-    let Some(s) = scratch() else { return 0 };
-    if !owning_pod(cfg, to, &mut s.pod) {
-        return 0;
-    }
     let Some(root) = published_root_above(l, from) else { return 0 };
-    if same_pod(&root.owner, &s.pod) {
+    let Some(s) = scratch() else { return 0 };
+    // The pod whose directory the tree lands in, else the caller's.
+    let reader = (on_kubelet_root_fs(cfg, to) && owning_pod(cfg, to, &mut s.pod)) || caller_pod(s);
+    if !reader || same_pod(&root.owner, &s.pod) {
+        return 0;
+    }
+    // SAFETY: read-only lookup.
+    if unsafe { EXEMPT_PODS.get(&s.pod) }.is_some() {
         return 0;
     }
     // Trust a recorded root only while its pod still owns the volume.
@@ -288,6 +295,12 @@ fn note_release(vfsmount: *const u8) -> Option<()> {
     if !same_pod(&owner.pod, &s.pod) {
         return None;
     }
+    // A copy of the publish (in a recursive bind, or propagated into another namespace)
+    // sits on the same directory; only the publish itself releases, where it is known.
+    // SAFETY: read-only lookup.
+    if unsafe { PUBLISH_MOUNTS.get(&s.volume) }.is_some_and(|publish| *publish != mount as u64) {
+        return None;
+    }
     s.claim.volume = s.volume;
     s.claim.pod = s.pod;
     s.claim.kind = claim_kind::RELEASE;
@@ -314,6 +327,7 @@ pub fn settle_claim(pid_tgid: u64, ret: i64) {
             count(Counter::ClaimsRolledBack);
         } else if claim.kind == claim_kind::RELEASE && ret == 0 && same_pod(&owner.pod, &claim.pod) {
             let _ = OWNERS.remove(&claim.volume);
+            let _ = PUBLISH_MOUNTS.remove(&claim.volume);
             count(Counter::Releases);
         }
     }
@@ -330,8 +344,10 @@ pub fn record_published_root(pid_tgid: u64, ret: i64) {
     let publish = unsafe { &*publish };
     if ret == 0 {
         match attached_root(publish) {
-            Some(key) => {
-                if PUBLISHED_ROOTS.insert(&key, &publish.root, 0).is_ok() {
+            Some((key, mount)) => {
+                let recorded = PUBLISHED_ROOTS.insert(&key, &publish.root, 0).is_ok()
+                    && PUBLISH_MOUNTS.insert(&publish.root.volume, &mount, 0).is_ok();
+                if recorded {
                     count(Counter::PublishedRootsRecorded);
                 } else {
                     count(Counter::EnforceErrors);
@@ -343,11 +359,12 @@ pub fn record_published_root(pid_tgid: u64, ret: i64) {
     let _ = PUBLISHES.remove(&pid_tgid);
 }
 
-/// The root (inode, device) of the mount `publish` attached: the newest child of the
+/// The root (inode, device) of the mount `publish` attached, and that mount (its
+/// `struct mount *`): the newest child of the
 /// attach point's mount that sits on its mountpoint (the kernel appends each new child to
 /// its parent's `mnt_mounts`).
 #[inline(always)]
-fn attached_root(publish: &PendingPublish) -> Option<RootKey> {
+fn attached_root(publish: &PendingPublish) -> Option<(RootKey, u64)> {
     let (cfg, tree) = (config()?, mount_tree_layout()?);
     let l = &cfg.layout;
     // container_of(vfsmount, struct mount, mnt)
@@ -362,7 +379,7 @@ fn attached_root(publish: &PendingPublish) -> Option<RootKey> {
         if read_field::<*const u8>(child, l.mount_mnt_mountpoint)? as u64 == publish.mountpoint {
             let root = read_field::<*const u8>(child.wrapping_add(l.mount_mnt as usize), tree.vfsmount_mnt_root)?;
             let (ino, dev) = identity(l, root)?;
-            return Some(RootKey { ino, dev, _pad: 0 });
+            return Some((RootKey { ino, dev, _pad: 0 }, child as u64));
         }
         node = read_field::<*const u8>(node, tree.list_head_prev)?;
     }

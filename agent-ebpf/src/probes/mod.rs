@@ -1,5 +1,6 @@
 //! One module per hook family.
 
+mod caller_pod;
 pub mod enforce;
 pub mod kernel_path;
 mod lsm_probe;

@@ -1,5 +1,6 @@
 //! Mount-family syscalls, traced with syscall tracepoints: each `sys_enter_<name>`
-//! program parks its syscall's arguments in the thread's storage (a `PendingCall`); the one
+//! program parks its syscall's arguments in the thread's storage (a `PendingCall`; by
+//! thread id where that storage cannot be created); the one
 //! `sys_exit` program, attached to every matching `sys_exit_<name>`, writes the record in
 //! place in the ring buffer: the strings its `SyscallSpec` names (read at exit, from the
 //! memory of a caller still blocked in the call), the result, the duration. The records
@@ -26,7 +27,7 @@ use super::{
 };
 use crate::{
     helpers::{count, read_user_str},
-    maps::{CONFIG, EVENTS, PENDING},
+    maps::{CONFIG, EVENTS, PENDING, PENDING_BY_THREAD},
 };
 
 const ARG0: usize = 16;
@@ -62,11 +63,12 @@ enter_programs! {
 /// `arg(i)` reads argument `i` (asked only for `i < spec.nargs`).
 #[inline(always)]
 pub fn enter(spec: &SyscallSpec, arg: impl Fn(usize) -> u64) {
-    let Some(call) = PENDING.get_or_create_current() else {
+    let Some(call) = PENDING.get_or_create_current().or_else(park_by_thread) else {
         count(Counter::PendingInsertFailed);
         return;
     };
-    // SAFETY: this thread's own storage; nothing else writes it.
+    // SAFETY: this thread's own entry (its storage, or its thread id's); nothing else
+    // writes it.
     let call = unsafe { &mut *call };
     call.kind = spec.kind;
     call.strings = spec.string_args();
@@ -108,12 +110,35 @@ pub fn exit(ret: i64) {
     settle_claim(pid_tgid, ret);
     record_published_root(pid_tgid, ret);
     // SAFETY: this thread's own storage; nothing else writes it.
-    let Some(call) = PENDING.get_current().map(|call| unsafe { &mut *call }).filter(|call| call.kind != 0) else {
+    if let Some(call) = PENDING.get_current().map(|call| unsafe { &mut *call }).filter(|call| call.kind != 0) {
+        emit(call, pid_tgid, ret, now);
+        call.kind = 0;
+        return;
+    }
+    // Only where the entry could not use the thread's storage: one lookup more.
+    // SAFETY: this thread's own entry; nothing else writes it.
+    let Some(call) = PENDING_BY_THREAD.get_ptr(&pid_tgid).map(|call| unsafe { &*call }) else {
         count(Counter::ExitWithoutEntry);
         return;
     };
-    emit(call, pid_tgid, ret, now);
-    call.kind = 0;
+    if call.kind != 0 {
+        emit(call, pid_tgid, ret, now);
+    } else {
+        count(Counter::ExitWithoutEntry);
+    }
+    let _ = PENDING_BY_THREAD.remove(&pid_tgid);
+}
+
+/// An empty entry for this thread in `PENDING_BY_THREAD`, where its task storage could not
+/// be created (see that map); counted, so a node that runs this way shows it.
+#[inline(always)]
+fn park_by_thread() -> Option<*mut PendingCall> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    // SAFETY: PendingCall is plain data, valid all zero (kind 0: no call).
+    let empty: PendingCall = unsafe { core::mem::zeroed() };
+    PENDING_BY_THREAD.insert(&pid_tgid, &empty, 0).ok()?;
+    count(Counter::PendingByThread);
+    PENDING_BY_THREAD.get_ptr_mut(&pid_tgid)
 }
 
 /// Builds the record of `call` in place in the ring buffer (the caller's strings are

@@ -14,6 +14,7 @@ use crate::{
         quarantine::{self, MadeIn},
     },
     kernel::decode::{self, Caller, RawString},
+    model::access::Route,
     model::explain::{self, ConflictAction, MountedBy, Verdict},
     model::mounts::PublishChange,
     node_files::kubelet::PublishTarget,
@@ -134,7 +135,13 @@ impl Running<'_> {
         let action = if c.blocked { ConflictAction::Refused } else { ConflictAction::Audited };
         let text = |s: &RawString| String::from_utf8_lossy(s.as_bytes()).into_owned();
         let by = self.mounted_by(&c.caller);
-        self.explain_by(action, &text(&c.volume), &text(&c.attempted_by), &text(&c.owner), Some(by));
+        let (volume, pod, owner) = (text(&c.volume), text(&c.attempted_by), text(&c.owner));
+        if c.hook == decode::CLONE_HOOK {
+            let conflict = self.model.conflict(action, &volume, &pod, &owner).made_by(Some(by));
+            self.tell(conflict.routed(Route::Clone, None));
+            return;
+        }
+        self.explain_by(action, &volume, &pod, &owner, Some(by));
     }
 
     /// The calling process and its pod, as far as its cgroup says.

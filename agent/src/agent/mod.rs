@@ -91,6 +91,9 @@ pub struct RunOptions {
     pub reconcile_interval: Duration,
     /// Where `/metrics` is served.
     pub metrics_address: SocketAddr,
+    /// `/metrics` over HTTPS for Kubernetes callers allowed `get` on it, with this
+    /// certificate (`--metrics-secure`); plain HTTP to anyone when `None`.
+    pub metrics_secure: Option<crate::outputs::metrics_auth::tls::Certificate>,
     /// Where the read-only debug API is served (localhost by default).
     pub debug_address: SocketAddr,
     /// CSI driver sockets to check besides the ones found under the kubelet root.
@@ -127,6 +130,7 @@ impl RunOptions {
             "factsSource": source,
             "reconcileIntervalSeconds": self.reconcile_interval.as_secs_f64(),
             "metricsAddress": self.metrics_address.to_string(),
+            "metricsSecure": self.metrics_secure.as_ref().map(|c| c.describe()),
             "debugAddress": self.debug_address.to_string(),
             "csiSockets": self.csi_sockets,
             "ringBufferBytes": self.ring_buffer_bytes,
@@ -161,6 +165,10 @@ pub enum AgentError {
     KubeConfig(String),
     #[error(transparent)]
     KubeSource(#[from] crate::facts::k8s::source::SourceError),
+    #[error(transparent)]
+    MetricsTls(#[from] crate::outputs::metrics_auth::tls::TlsError),
+    #[error("--metrics-secure needs the Kubernetes API (--kubernetes) for its token and access reviews")]
+    MetricsSecureWithoutApi,
     #[error("serving {what} on {address}: {source}")]
     Listen {
         what: &'static str,
@@ -211,7 +219,12 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     shared.metrics.mode.set_mode(&decision);
     shared.metrics.mode.set_trace_backend(&tracing);
     shared.set_tracing(&tracing);
-    serve_http(&opts, &shared).await?;
+    let kube = match (&opts.facts_source, &opts.metrics_secure) {
+        (FactsSource::KubernetesApi { .. }, _) => Some(startup::kube_client().await?),
+        (_, Some(_)) => return Err(AgentError::MetricsSecureWithoutApi),
+        _ => None,
+    };
+    serve_http(&opts, &shared, kube.as_ref()).await?;
     let loop_runtime =
         LoopRuntime::new().map_err(|source| AgentError::Io { context: "starting the event loop's runtime", source })?;
     // Indexed before the mount table is read, so no detach falls between the two.
@@ -224,7 +237,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         _ => None,
     };
 
-    let source = start_facts_source(&opts.facts_source).await?;
+    let source = start_facts_source(&opts.facts_source, kube).await?;
     let (initial, facts, _facts_tx) = (source.initial, source.facts, source.keep_alive);
     let mut model = NodeModel::new(&opts.kubelet_root, &opts.mountinfo, opts.single_pod_volumes.clone(), initial)
         .map_err(|source| AgentError::Io { context: "reading the mount table", source })?;

@@ -3,7 +3,7 @@
 //! bind of kubelet's `pods/`, a clone with the new mount API. Found at the syscall's exit
 //! by what the new mount is (`model::access`), judged by `enforce::decision::decide_access`.
 
-use std::sync::Arc;
+use std::{collections::BTreeSet, sync::Arc};
 
 use tracing::{debug, warn};
 use volguard_common::{
@@ -21,6 +21,7 @@ use crate::{
     model::{
         access::{self, Access, Attach, Scope, VolumeTree},
         event_target::EventTarget,
+        exempt,
         explain::ConflictAction,
     },
     node_files::mount_table::MountTable,
@@ -167,6 +168,12 @@ impl Running<'_> {
         let readers = &self.opts.exempt_readers;
         !readers.is_empty()
             && self.model.snapshot().facts.pod(pod_uid).is_some_and(|pod| readers.iter().any(|r| r.matches(pod)))
+    }
+
+    /// The pods (UIDs) the operator exempts, by the facts in force: the LSM programs'
+    /// copy, so that a clone an exempt reader takes is not refused in the kernel.
+    pub(super) fn exempt_pods(&self) -> BTreeSet<String> {
+        exempt::exempt_pods(&self.opts.exempt_readers, &self.model.snapshot().facts.pods)
     }
 
     /// Whether the caller's mount namespace is not the one of the agent's mount table (the

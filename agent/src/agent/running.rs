@@ -435,6 +435,7 @@ impl Running<'_> {
                 }
             }
         }
+        self.owners.sync_exempt_pods(&self.exempt_pods())?;
         if change.noteworthy {
             self.model.log_summary();
         }

@@ -20,33 +20,68 @@ use crate::{
         trace_backend::TraceDecision,
         wakeup,
     },
+    model::exempt,
     model::explain::{self},
     model::node::NodeModel,
     outputs::http,
+    outputs::metrics_auth::{decision::Authorizer, guard, reviews::KubeReviews, tls},
     outputs::served_state::ServedState,
 };
 
-/// Where the facts about pods, PVs, PVCs and CSI objects come from.
+/// The agent's one Kubernetes API client (in-cluster service account, else KUBECONFIG),
+/// shared by the facts source, the Events and the secure metrics' reviews.
+pub(super) async fn kube_client() -> Result<kube::Client, AgentError> {
+    let config = kube::Config::infer().await.map_err(|e| AgentError::KubeConfig(e.to_string()))?;
+    info!("Kubernetes API {}", config.cluster_url);
+    crate::facts::k8s::client::http2_client(config).map_err(|e| AgentError::KubeConfig(e.to_string()))
+}
+
 /// Binds both listeners (a taken port stops the start with the address named) and
-/// serves them for the life of the process.
-pub(super) async fn serve_http(opts: &RunOptions, shared: &Arc<ServedState>) -> Result<(), AgentError> {
-    for (what, address, router) in [
-        ("metrics", opts.metrics_address, http::metrics_router(shared.clone())),
-        ("debug API", opts.debug_address, http::debug_router(shared.clone())),
-    ] {
-        let listener = tokio::net::TcpListener::bind(address).await.map_err(|source| AgentError::Listen {
+/// serves them for the life of the process: `/metrics` over HTTPS behind the token and
+/// access reviews with `--metrics-secure` (`kube` is then the API client), else plain.
+pub(super) async fn serve_http(
+    opts: &RunOptions,
+    shared: &Arc<ServedState>,
+    kube: Option<&kube::Client>,
+) -> Result<(), AgentError> {
+    let bind = |what: &'static str, address: std::net::SocketAddr| async move {
+        tokio::net::TcpListener::bind(address).await.map_err(|source| AgentError::Listen {
             what,
             address: address.to_string(),
             source,
-        })?;
-        info!("{what} on http://{}", listener.local_addr().map_or(address, |a| a));
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
-                warn!("the {what} server stopped: {e}");
-            }
-        });
+        })
+    };
+    let metrics = http::metrics_router(shared.clone());
+    match (&opts.metrics_secure, kube) {
+        (Some(certificate), Some(client)) => {
+            let config = tls::server_config(certificate)?;
+            let reviews = KubeReviews::new(client.clone());
+            let authorizer = Arc::new(Authorizer::new(reviews, shared.metrics.access.clone()));
+            let listener = bind("metrics", opts.metrics_address).await?;
+            let address = listener.local_addr().map_or(opts.metrics_address, |a| a);
+            info!(
+                "metrics on https://{address} ({}), for callers allowed get on /metrics (TokenReview, \
+                 SubjectAccessReview); /healthz and /readyz open",
+                certificate.describe()
+            );
+            tokio::spawn(tls::serve(listener, guard::protect(metrics, authorizer), config));
+        }
+        (Some(_), None) => return Err(AgentError::MetricsSecureWithoutApi),
+        (None, _) => serve_plain("metrics", bind("metrics", opts.metrics_address).await?, metrics),
     }
+    serve_plain("debug API", bind("debug API", opts.debug_address).await?, http::debug_router(shared.clone()));
     Ok(())
+}
+
+fn serve_plain(what: &'static str, listener: tokio::net::TcpListener, router: axum::Router) {
+    if let Ok(address) = listener.local_addr() {
+        info!("{what} on http://{address}");
+    }
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            warn!("the {what} server stopped: {e}");
+        }
+    });
 }
 
 /// A started facts source.
@@ -62,7 +97,10 @@ pub(super) struct StartedSource {
 /// Starts the facts source. The inventory is read now: a bad file stops the start (there
 /// is no last good version yet). The API source publishes once every kind has listed;
 /// until then the facts are empty and marked stale, and nothing pinned is removed.
-pub(super) async fn start_facts_source(source: &FactsSource) -> Result<StartedSource, AgentError> {
+pub(super) async fn start_facts_source(
+    source: &FactsSource,
+    kube: Option<kube::Client>,
+) -> Result<StartedSource, AgentError> {
     let started = |initial: Snapshot| {
         let (tx, rx) = watch::channel(initial.clone());
         StartedSource { initial, facts: rx, keep_alive: tx, events: None }
@@ -78,10 +116,11 @@ pub(super) async fn start_facts_source(source: &FactsSource) -> Result<StartedSo
             Ok(source)
         }
         FactsSource::KubernetesApi { node_name } => {
-            let config = kube::Config::infer().await.map_err(|e| AgentError::KubeConfig(e.to_string()))?;
-            info!("Kubernetes API {}: watching pods on node {node_name}", config.cluster_url);
-            let client =
-                crate::facts::k8s::client::http2_client(config).map_err(|e| AgentError::KubeConfig(e.to_string()))?;
+            let client = match kube {
+                Some(client) => client,
+                None => kube_client().await?,
+            };
+            info!("watching pods on node {node_name}");
             let mut waiting = Snapshot::empty(Origin::KubernetesApi);
             waiting.stale = Some(crate::facts::AWAITING_FIRST_LIST.into());
             let mut source = started(waiting);
@@ -110,7 +149,7 @@ pub(super) fn start_in_kernel(
     btf: &Btf,
     model: &mut NodeModel,
 ) -> Result<(LoadedObject, OwnerStore), AgentError> {
-    let (layout, mount_tree) = (btf.kernel_layout()?, btf.mount_tree_layout()?);
+    let (layout, mount_tree, callers) = (btf.kernel_layout()?, btf.mount_tree_layout()?, btf.caller_layout()?);
     pins.prepare()?;
     let adopting = pins.has_state();
     let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes)?;
@@ -119,8 +158,10 @@ pub(super) fn start_in_kernel(
     let mut maps = EnforcementMaps::take(&mut object)?;
     maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
     maps.configure_mount_tree(mount_tree)?;
+    maps.configure_callers(callers)?;
     let mut store = OwnerStore::Kernel(Box::new(maps));
     store.sync_single_pod_set(model)?;
+    store.sync_exempt_pods(&exempt::exempt_pods(&opts.exempt_readers, &model.snapshot().facts.pods))?;
     // Before the LSM programs attach, so no other pod can claim a volume already mounted.
     for fix in model.plan_owners(&store.owners()?) {
         store.apply(&fix)?;

@@ -1,13 +1,15 @@
-//! The one client of the agent's own HTTP listeners (debug API, metrics): a blocking
-//! HTTP/1.0 GET on a fresh local TCP connection, read to the end. The CLI views, the demo
-//! and the integration tests call it; `cargo xtask bench` compiles this same file into
-//! xtask (`#[path]`), so it depends on std and thiserror only.
+//! The one client of the agent's own HTTP listeners (debug API, metrics), on ureq: a
+//! blocking GET read to the end, whatever the status. The CLI views, the demo and the
+//! integration tests call it, the tests also over HTTPS with a bearer token;
+//! `cargo xtask bench` compiles this same file into xtask (`#[path]`), so it depends on
+//! ureq and thiserror only.
 
-use std::{
-    io::{Read, Write},
-    net::{SocketAddr, TcpStream},
-    time::Duration,
-};
+use std::{io, net::SocketAddr, sync::Arc, time::Duration};
+
+use ureq::tls::{Certificate, RootCerts, TlsConfig};
+
+/// Answers larger than this are an error (the debug API's largest, 10,000 volumes, is ~2 MB).
+const BODY_LIMIT: u64 = 1 << 30;
 
 /// A whole answer: the status code and the body (lossily UTF-8).
 #[derive(Debug)]
@@ -19,42 +21,114 @@ pub struct Response {
 #[derive(Debug, thiserror::Error)]
 pub enum GetError {
     /// Nothing accepted the connection (`source.kind()` tells refused from timed out).
-    #[error("connecting to {address}: {source}")]
+    #[error("connecting to {url}: {source}")]
     Connect {
-        address: SocketAddr,
+        url: String,
         #[source]
-        source: std::io::Error,
+        source: io::Error,
     },
-    #[error("talking to {address}: {source}")]
+    #[error("talking to {url}: {source}")]
     Io {
-        address: SocketAddr,
+        url: String,
         #[source]
-        source: std::io::Error,
+        source: io::Error,
     },
-    #[error("{address} answered without an HTTP status line")]
-    NotHttp { address: SocketAddr },
+    /// The answer was not HTTP, or TLS failed.
+    #[error("{url}: {message}")]
+    Protocol { url: String, message: String },
 }
 
-/// `GET path` from `address`; `timeout` bounds the connect and each read and write.
+/// Which server certificates an HTTPS client accepts.
+pub enum Trust {
+    /// Only one signed by this certificate (DER), or this very certificate.
+    Certificate(Vec<u8>),
+    /// Any: for the agent's self-signed certificate, as a scraper with
+    /// `insecure_skip_verify` does.
+    Any,
+}
+
+/// A client with its timeouts (connect, and the whole request) and TLS trust.
+pub struct Client {
+    agent: ureq::Agent,
+}
+
+impl Client {
+    /// Plain HTTP only.
+    pub fn plain(timeout: Duration) -> Self {
+        Self::with(timeout, TlsConfig::default())
+    }
+
+    /// HTTP and HTTPS, trusting `trust`.
+    pub fn https(timeout: Duration, trust: Trust) -> Self {
+        let tls = match trust {
+            Trust::Certificate(der) => TlsConfig::builder()
+                .root_certs(RootCerts::Specific(Arc::new(vec![Certificate::from_der(&der).to_owned()])))
+                .build(),
+            Trust::Any => TlsConfig::builder().disable_verification(true).build(),
+        };
+        Self::with(timeout, tls)
+    }
+
+    fn with(timeout: Duration, tls: TlsConfig) -> Self {
+        let config = ureq::Agent::config_builder()
+            .timeout_connect(Some(timeout))
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .tls_config(tls)
+            .build();
+        Self { agent: config.into() }
+    }
+
+    /// `GET url`, with `Authorization: Bearer <token>` when given.
+    pub fn get(&self, url: &str, bearer: Option<&str>) -> Result<Response, GetError> {
+        let mut request = self.agent.get(url);
+        if let Some(token) = bearer {
+            request = request.header("Authorization", &format!("Bearer {token}"));
+        }
+        let error = |e| classify(url, e);
+        let response = request.call().map_err(error)?;
+        let status = response.status().as_u16();
+        let bytes = response.into_body().with_config().limit(BODY_LIMIT).read_to_vec().map_err(error)?;
+        Ok(Response { status, body: String::from_utf8_lossy(&bytes).into_owned() })
+    }
+}
+
+/// `GET path` from `address` in plain HTTP; `timeout` bounds the connect and the request.
 pub fn get(address: SocketAddr, path: &str, timeout: Duration) -> Result<Response, GetError> {
-    let io = |source| GetError::Io { address, source };
-    let mut stream =
-        TcpStream::connect_timeout(&address, timeout).map_err(|source| GetError::Connect { address, source })?;
-    stream.set_read_timeout(Some(timeout)).map_err(io)?;
-    stream.set_write_timeout(Some(timeout)).map_err(io)?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\nConnection: close\r\n\r\n").map_err(io)?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).map_err(io)?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or(GetError::NotHttp { address })?;
-    // "HTTP/1.1 200 OK"
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or(GetError::NotHttp { address })?;
-    Ok(Response { status, body: body.to_owned() })
+    Client::plain(timeout).get(&format!("http://{address}{path}"), None)
+}
+
+fn classify(url: &str, error: ureq::Error) -> GetError {
+    let url = url.to_owned();
+    let connect = |source| GetError::Connect { url: url.clone(), source };
+    match error {
+        ureq::Error::Io(source)
+            if matches!(source.kind(), io::ErrorKind::ConnectionRefused | io::ErrorKind::TimedOut) =>
+        {
+            connect(source)
+        }
+        ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => {
+            connect(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
+        }
+        // rustls's refusals (an untrusted certificate) come as InvalidData.
+        ureq::Error::Io(source) if source.kind() == io::ErrorKind::InvalidData => {
+            GetError::Protocol { url, message: source.to_string() }
+        }
+        ureq::Error::ConnectionFailed => connect(io::Error::new(io::ErrorKind::ConnectionRefused, "connection failed")),
+        ureq::Error::Io(source) => GetError::Io { url, source },
+        ureq::Error::Timeout(which) => {
+            GetError::Io { url, source: io::Error::new(io::ErrorKind::TimedOut, format!("timed out ({which})")) }
+        }
+        other => GetError::Protocol { url, message: other.to_string() },
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::{io::BufRead, net::TcpListener};
+    use std::{
+        io::{BufRead, Write},
+        net::TcpListener,
+    };
 
     use super::*;
 
@@ -81,17 +155,29 @@ mod tests {
 
     #[test]
     fn status_and_body_of_any_answer() {
-        let (address, server) =
-            serve_once("HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\n\r\nno such\r\n\r\nthing");
+        let (address, server) = serve_once(
+            "HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nno such\r\n\r\nthing",
+        );
         let response = get(address, "/debug/volumes/x?limit=1", Duration::from_secs(5)).unwrap();
         assert_eq!((response.status, response.body.as_str()), (404, "no such\r\n\r\nthing"));
-        assert_eq!(server.join().unwrap(), "GET /debug/volumes/x?limit=1 HTTP/1.0\r\n");
+        assert_eq!(server.join().unwrap(), "GET /debug/volumes/x?limit=1 HTTP/1.1\r\n");
     }
 
     #[test]
     fn an_answer_that_is_not_http_is_an_error() {
         let (address, server) = serve_once("hello");
-        assert!(matches!(get(address, "/", Duration::from_secs(5)), Err(GetError::NotHttp { .. })));
+        let answer = get(address, "/", Duration::from_secs(5));
+        assert!(matches!(answer, Err(GetError::Protocol { .. })), "{answer:?}");
         server.join().unwrap();
+    }
+
+    #[test]
+    fn nothing_listening_is_a_connect_error() {
+        let address = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let answer = get(address, "/", Duration::from_secs(5));
+        assert!(
+            matches!(&answer, Err(GetError::Connect { source, .. }) if source.kind() == io::ErrorKind::ConnectionRefused),
+            "{answer:?}"
+        );
     }
 }

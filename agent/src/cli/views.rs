@@ -71,13 +71,13 @@ impl View {
 /// GETs `path` from the debug API and parses the JSON.
 pub fn fetch(address: SocketAddr, path: &str) -> Result<Value, CliError> {
     let client::Response { status, body } = client::get(address, path, TIMEOUT).map_err(|e| match e {
-        GetError::Connect { address, source }
+        GetError::Connect { source, .. }
             if matches!(source.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) =>
         {
             CliError::NotRunning { address, source }
         }
-        GetError::Connect { address, source } | GetError::Io { address, source } => CliError::Io { address, source },
-        GetError::NotHttp { .. } => CliError::NotJson("no HTTP header".into()),
+        GetError::Connect { source, .. } | GetError::Io { source, .. } => CliError::Io { address, source },
+        GetError::Protocol { message, .. } => CliError::NotJson(message),
     })?;
     let json: Value = serde_json::from_str(&body).map_err(|e| CliError::NotJson(e.to_string()))?;
     if !(200..300).contains(&status) && status != 503 {

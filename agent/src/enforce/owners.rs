@@ -2,7 +2,7 @@
 //! LSM programs decide, else in the agent's own table. The running loop and the start-up
 //! go through [`OwnerStore`] and never ask which.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tracing::info;
 use volguard_common::enforce::single_pod_reason;
@@ -67,6 +67,17 @@ impl OwnerStore {
         let sync = maps.sync_single_pod_set(&desired, keep_others)?;
         if sync.added + sync.removed > 0 {
             info!("kernel single-pod set: {} added, {} removed", sync.added, sync.removed);
+        }
+        Ok(())
+    }
+
+    /// Gives the LSM programs the pods exempt as readers (userspace modes check them at
+    /// syscall exit only).
+    pub fn sync_exempt_pods(&mut self, pods: &BTreeSet<String>) -> Result<(), KernelError> {
+        let Self::Kernel(maps) = self else { return Ok(()) };
+        let (added, removed) = maps.sync_exempt_pods(pods)?;
+        if added + removed > 0 {
+            info!("kernel exempt readers: {added} added, {removed} removed");
         }
         Ok(())
     }

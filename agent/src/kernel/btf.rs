@@ -5,7 +5,7 @@
 
 use std::{collections::HashMap, path::Path};
 
-use volguard_common::enforce::{KernelLayout, MountTreeLayout};
+use volguard_common::enforce::{CallerLayout, KernelLayout, MountTreeLayout};
 
 /// The running kernel's BTF.
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -228,6 +228,21 @@ impl Btf {
             _pad: 0,
         })
     }
+
+    /// The offsets the LSM programs need to find the caller's pod from its cgroup.
+    pub fn caller_layout(&self) -> Result<CallerLayout, BtfError> {
+        // `__parent` in newer kernels, `parent` in older ones.
+        let kernfs_node_parent =
+            self.member_offset("kernfs_node", "__parent").or_else(|_| self.member_offset("kernfs_node", "parent"))?;
+        Ok(CallerLayout {
+            task_cgroups: self.member_offset("task_struct", "cgroups")?,
+            css_set_dfl_cgrp: self.member_offset("css_set", "dfl_cgrp")?,
+            cgroup_kn: self.member_offset("cgroup", "kn")?,
+            kernfs_node_name: self.member_offset("kernfs_node", "name")?,
+            kernfs_node_parent,
+            _pad: 0,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -320,6 +335,9 @@ mod tests {
         assert_eq!((tree.path_mnt, tree.vfsmount_mnt_root, tree.list_head_prev), (0, 0, 8));
         // The programs take 0 in mnt_child for "not configured".
         assert!(tree.mount_mnt_child > tree.mount_mnt_mounts && tree.mount_mnt_mounts > layout.mount_mnt);
+        let caller = btf.caller_layout().unwrap();
+        // The programs take 0 in task_cgroups for "not configured".
+        assert!(caller.task_cgroups > 0 && caller.kernfs_node_name != caller.kernfs_node_parent);
     }
 
     #[test]

@@ -224,6 +224,9 @@ fn read_record<T: aya::Pod>(record: &[u8]) -> Result<T, DecodeError> {
     Ok(unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<T>()) })
 }
 
+/// [`Conflict::hook`] of a clone of an owned tree taken by another pod (the new mount API).
+pub const CLONE_HOOK: &str = "move_mount of a tree inside the volume";
+
 fn parse_conflict(record: &[u8]) -> Result<Conflict, DecodeError> {
     let raw: ConflictEvent = read_record(record)?;
     let text = |bytes: &[u8]| RawString::from_nul_padded(bytes, false);
@@ -231,7 +234,7 @@ fn parse_conflict(record: &[u8]) -> Result<Conflict, DecodeError> {
         blocked: raw.action == conflict_action::BLOCKED,
         hook: match raw.hook {
             conflict_hook::MOVE_MOUNT => "move_mount",
-            conflict_hook::MOVE_MOUNT_SOURCE => "move_mount of a tree inside the volume",
+            conflict_hook::MOVE_MOUNT_SOURCE => CLONE_HOOK,
             _ => "sb_mount",
         },
         caller: Caller { pid: raw.pid, tgid: raw.tgid, mnt_ns: 0, comm: text(&raw.comm), cgroup_id: raw.cgroup_id },

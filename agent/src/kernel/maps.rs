@@ -1,18 +1,26 @@
 //! The maps the LSM programs decide from, behind one typed handle taken once from the
-//! loaded object or from the pins: the config, the single-pod set, the owners, and the
-//! roots of owned trees (recorded by the kernel, forgotten here). Policy (which volumes,
-//! which owner, which mode) is the caller's; this module only speaks the kernel's formats.
+//! loaded object or from the pins: the config, the single-pod set, the owners, the roots
+//! and mounts of owned publishes (recorded by the kernel, forgotten here), and what finds a
+//! caller's pod and its exemption. Policy (which volumes, which owner, which mode) is the
+//! caller's; this module only speaks the kernel's formats.
 
-use std::{collections::BTreeMap, os::unix::fs::MetadataExt, path::Path};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashSet},
+    os::unix::fs::MetadataExt,
+    path::Path,
+};
 
 use aya::maps::{Array, HashMap, Map, MapData, MapError};
 use tracing::warn;
 use volguard_common::{
     enforce::{
-        EnforceConfig, KernelLayout, MountTreeLayout, Owner, POD_UID_LEN, PodUid, PublishedRoot, RootKey,
+        CallerLayout, EnforceConfig, KernelLayout, MountTreeLayout, Owner, POD_UID_LEN, PodUid, PublishedRoot, RootKey,
         VOLUME_NAME_LEN, VolumeKey,
     },
-    maps::{CONFIG, MOUNT_TREE_LAYOUT, OWNERS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES},
+    maps::{
+        CALLER_LAYOUT, CONFIG, EXEMPT_POD_ENTRIES, EXEMPT_PODS, MOUNT_TREE_LAYOUT, OWNERS, PUBLISH_MOUNTS,
+        PUBLISHED_ROOTS, SINGLE_POD_VOLUMES,
+    },
 };
 
 use super::{
@@ -107,8 +115,12 @@ pub struct EnforcementMaps {
     single_pod: HashMap<MapData, VolumeKey, u32>,
     owners: HashMap<MapData, VolumeKey, Owner>,
     roots: HashMap<MapData, RootKey, PublishedRoot>,
+    /// Absent from the pins of an agent that predates it.
+    publish_mounts: Option<HashMap<MapData, VolumeKey, u64>>,
     /// Only in a loaded object (the map is not pinned).
     mount_tree: Option<Array<MapData, MountTreeLayout>>,
+    /// Only in a loaded object (not pinned either).
+    callers: Option<CallerMaps>,
 }
 
 impl EnforcementMaps {
@@ -117,6 +129,7 @@ impl EnforcementMaps {
         let mut maps = Self::from_maps(|name| Ok(object.take_map(name)?))?;
         let mount_tree = object.take_map(MOUNT_TREE_LAYOUT)?;
         maps.mount_tree = Some(Array::try_from(mount_tree).map_err(map_error(MOUNT_TREE_LAYOUT))?);
+        maps.callers = Some(CallerMaps::take(object)?);
         Ok(maps)
     }
 
@@ -134,7 +147,9 @@ impl EnforcementMaps {
             single_pod: HashMap::try_from(take(SINGLE_POD_VOLUMES)?).map_err(map_error(SINGLE_POD_VOLUMES))?,
             owners: HashMap::try_from(take(OWNERS)?).map_err(map_error(OWNERS))?,
             roots: HashMap::try_from(take(PUBLISHED_ROOTS)?).map_err(map_error(PUBLISHED_ROOTS))?,
+            publish_mounts: take(PUBLISH_MOUNTS).ok().and_then(|map| HashMap::try_from(map).ok()),
             mount_tree: None,
+            callers: None,
         })
     }
 
@@ -151,6 +166,17 @@ impl EnforcementMaps {
     pub fn configure_mount_tree(&mut self, layout: MountTreeLayout) -> Result<(), KernelError> {
         let map = self.mount_tree.as_mut().ok_or(KernelError::MissingMap(MOUNT_TREE_LAYOUT))?;
         map.set(0, layout, 0).map_err(map_error(MOUNT_TREE_LAYOUT))
+    }
+
+    /// Lets the LSM programs find a caller's pod (enforcement modes; without it a clone of
+    /// an owned tree is judged only by where it lands).
+    pub fn configure_callers(&mut self, layout: CallerLayout) -> Result<(), KernelError> {
+        self.callers.as_mut().ok_or(KernelError::MissingMap(CALLER_LAYOUT))?.configure(layout)
+    }
+
+    /// Makes the kernel's exempt readers exactly `pods` (UIDs); (added, removed).
+    pub fn sync_exempt_pods(&mut self, pods: &BTreeSet<String>) -> Result<(usize, usize), KernelError> {
+        self.callers.as_mut().ok_or(KernelError::MissingMap(EXEMPT_PODS))?.sync_exempt(pods)
     }
 
     /// Makes `SINGLE_POD_VOLUMES` hold exactly `desired` (volume name → the kernel's reason
@@ -214,7 +240,19 @@ impl EnforcementMaps {
         }
         let owner = Owner { pod, claim_pid_tgid: 0, claimed_ns: 0 };
         // BPF_NOEXIST: a claim the kernel made meanwhile wins.
-        Ok(self.owners.insert(key, owner, BPF_NOEXIST).is_ok())
+        let seeded = self.owners.insert(key, owner, BPF_NOEXIST).is_ok();
+        if seeded {
+            self.forget_publish_mount(&key);
+        }
+        Ok(seeded)
+    }
+
+    /// Forgets which mount published `key` (an owner the kernel did not see publish, or
+    /// none), so that an unmount on its publish target releases it again.
+    fn forget_publish_mount(&mut self, key: &VolumeKey) {
+        if let Some(mounts) = self.publish_mounts.as_mut() {
+            let _ = mounts.remove(key);
+        }
     }
 
     /// Removes `volume`'s owner if it is still `pod_uid`. True if it was released.
@@ -223,6 +261,7 @@ impl EnforcementMaps {
         match self.owners.get(&key, 0) {
             Ok(existing) if text(&existing.pod.uid) == pod_uid => {
                 self.owners.remove(&key).map_err(map_error(OWNERS))?;
+                self.forget_publish_mount(&key);
                 Ok(true)
             }
             _ => Ok(false),
@@ -267,6 +306,54 @@ impl EnforcementMaps {
         for key in stale {
             let _ = self.roots.remove(&key);
         }
+    }
+}
+
+/// What the LSM programs need to judge who takes a clone of an owned volume's tree: the
+/// offsets for finding the caller's pod from its cgroup, and the pods the operator exempts
+/// as readers. Both unpinned: each agent's programs read their own.
+struct CallerMaps {
+    layout: Array<MapData, CallerLayout>,
+    exempt: HashMap<MapData, PodUid, u8>,
+}
+
+impl CallerMaps {
+    /// Takes the maps out of the loaded object.
+    fn take(object: &mut LoadedObject) -> Result<Self, KernelError> {
+        let layout = Array::try_from(object.take_map(CALLER_LAYOUT)?).map_err(map_error(CALLER_LAYOUT))?;
+        let exempt = HashMap::try_from(object.take_map(EXEMPT_PODS)?).map_err(map_error(EXEMPT_PODS))?;
+        Ok(Self { layout, exempt })
+    }
+
+    /// Lets the programs find the caller's pod (without it, no caller has one).
+    fn configure(&mut self, layout: CallerLayout) -> Result<(), KernelError> {
+        self.layout.set(0, layout, 0).map_err(map_error(CALLER_LAYOUT))
+    }
+
+    /// Makes `EXEMPT_PODS` hold exactly `pods` (UIDs); returns how many were added and
+    /// removed. Beyond the map's size, the rest are logged and left to userspace's check.
+    fn sync_exempt(&mut self, pods: &BTreeSet<String>) -> Result<(usize, usize), KernelError> {
+        let wanted: HashSet<[u8; POD_UID_LEN]> =
+            pods.iter().filter_map(|uid| pod_uid(uid)).map(|pod| pod.uid).collect();
+        let present: Vec<PodUid> = self.exempt.keys().filter_map(Result::ok).collect();
+        let mut removed = 0;
+        for pod in &present {
+            if !wanted.contains(&pod.uid) {
+                self.exempt.remove(pod).map_err(map_error(EXEMPT_PODS))?;
+                removed += 1;
+            }
+        }
+        let have: HashSet<_> = present.iter().map(|pod| pod.uid).collect();
+        let mut added = 0;
+        for uid in wanted.difference(&have) {
+            if have.len() - removed + added >= EXEMPT_POD_ENTRIES as usize {
+                warn!("more than {EXEMPT_POD_ENTRIES} exempt readers: the rest are exempt at syscall exit only");
+                break;
+            }
+            self.exempt.insert(PodUid { uid: *uid }, 1, 0).map_err(map_error(EXEMPT_PODS))?;
+            added += 1;
+        }
+        Ok((added, removed))
     }
 }
 

@@ -6,7 +6,11 @@
 //! Written `NAMESPACE/SERVICEACCOUNT`, `NAMESPACE:KEY=VALUE[,KEY=VALUE]` or both
 //! (`NAMESPACE/SERVICEACCOUNT:KEY=VALUE`); all given parts must match.
 
-use std::{collections::BTreeMap, fmt, str::FromStr};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+    str::FromStr,
+};
 
 use crate::facts::Pod;
 
@@ -39,6 +43,14 @@ impl ExemptReader {
             && self.service_account.as_ref().is_none_or(|account| *account == pod.service_account)
             && self.labels.iter().all(|(key, value)| pod.labels.get(key) == Some(value))
     }
+}
+
+/// The UIDs of the pods among `pods` that one of `readers` exempts.
+pub fn exempt_pods<'a>(readers: &[ExemptReader], pods: impl IntoIterator<Item = &'a Pod>) -> BTreeSet<String> {
+    if readers.is_empty() {
+        return BTreeSet::new();
+    }
+    pods.into_iter().filter(|pod| readers.iter().any(|r| r.matches(pod))).map(|pod| pod.uid.clone()).collect()
 }
 
 impl FromStr for ExemptReader {
@@ -105,6 +117,15 @@ mod tests {
         let reader: ExemptReader = "backup/restic:tier=ops".parse().unwrap();
         assert_eq!(reader.service_account.as_deref(), Some("restic"));
         assert_eq!(reader.labels.get("tier").map(String::as_str), Some("ops"));
+    }
+
+    #[test]
+    fn exempt_pods_are_those_a_reader_matches() {
+        let other = fixtures::pod("backup", "uid-n", "nightly-q2");
+        let pods = [backup_pod(), other, fixtures::pod("shop", "uid-a", "db-0")];
+        let readers: Vec<ExemptReader> = vec!["backup/restic".parse().unwrap()];
+        assert_eq!(exempt_pods(&readers, &pods), BTreeSet::from(["uid-b".to_owned()]));
+        assert!(exempt_pods(&[], &pods).is_empty(), "no reader exempts no pod");
     }
 
     #[test]

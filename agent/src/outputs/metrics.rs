@@ -1,7 +1,6 @@
-//! Every metric the agent exports, registered in one place. Label values come from closed
-//! sets (enums) or from bounded API names (drivers, PVCs that exist); per-PVC series are
-//! removed when the PVC goes away, and their number is capped.
-//!
+//! Every metric the agent exports, in groups that register themselves in one registry.
+//! Label values come from closed sets (enums) or from bounded API names (drivers, PVCs that
+//! exist); per-PVC series are removed when the PVC goes away, and their number is capped.
 //! `storage_operation_duration_seconds` copies kubelet's name, labels and buckets (K8S
 //! `pkg/volume/util/metrics.go`) so kubelet's SLO queries work on our series unchanged.
 
@@ -17,7 +16,7 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-use super::{kernel_metrics::KernelMetrics, notification_metrics::NotificationMetrics};
+use super::{kernel_metrics::KernelMetrics, metrics_auth::AccessMetrics, notification_metrics::NotificationMetrics};
 use crate::{
     enforce::ModeDecision,
     facts::{ClaimRef, Origin},
@@ -174,6 +173,8 @@ pub struct Metrics {
     pub kernel: Arc<KernelMetrics>,
     /// The fanotify backend's notifications, skips and resyncs.
     pub notifications: NotificationMetrics,
+    /// The decisions of the secure `/metrics` (`--metrics-secure`).
+    pub access: AccessMetrics,
 }
 
 impl Default for Metrics {
@@ -191,12 +192,13 @@ impl Metrics {
         let findings = FindingMetrics::register(&mut registry);
         let facts = FactsMetrics::register(&mut registry);
         let notifications = NotificationMetrics::register(&mut registry);
+        let access = AccessMetrics::register(&mut registry);
         let kernel = Arc::new(KernelMetrics::default());
         registry.register_collector(Box::new(kernel.clone()));
         let build_info = Family::<VersionLabels, Gauge>::default();
         registry.register("volguard_build_info", "1, labelled with the agent's version", build_info.clone());
         build_info.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
-        Self { registry, operations, conflicts, mode, findings, facts, kernel, notifications }
+        Self { registry, operations, conflicts, mode, findings, facts, kernel, notifications, access }
     }
 
     /// The OpenMetrics text exposition.
@@ -694,6 +696,7 @@ mod tests {
                 "volguard_mount_notifications_total",
                 "volguard_mount_notifications_skipped_total",
                 "volguard_mount_notification_resyncs_total",
+                "volguard_metrics_requests_total",
                 "volguard_build_info",
                 "volguard_kernel_events_total",
                 "volguard_decode_errors_total",

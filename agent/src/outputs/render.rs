@@ -22,9 +22,10 @@ pub fn record(record: &Record) -> String {
 /// `CONFLICT blocked ...`: a refused (or, in audit mode, reported) publish.
 pub fn conflict(c: &Conflict) -> String {
     format!(
-        "CONFLICT {action} {hook}: volume {volume} is owned by pod {owner}; pod {attempted} tried to publish it \
+        "CONFLICT {action} {hook}: volume {volume} is owned by pod {owner}; pod {attempted} tried to {what} it \
          (pid={pid} comm={comm})",
         action = if c.blocked { "blocked (EBUSY)" } else { "audited (allowed)" },
+        what = if c.hook == crate::kernel::decode::CLONE_HOOK { "clone" } else { "publish" },
         hook = c.hook,
         volume = quoted(&c.volume),
         owner = c.owner,

@@ -67,8 +67,13 @@ impl PodCgroup {
     /// A clone of `source` (`open_tree(OPEN_TREE_CLONE)`) moved onto `target`
     /// (`move_mount`), in `ns` by a process of this pod.
     fn clone_tree(&self, ns: &MountNs, source: &Path, target: &Path) {
+        assert_eq!(self.try_clone_tree(ns, source, target), 0, "the pod's clone failed");
+    }
+
+    /// As [`Self::clone_tree`]; the errno the clone failed with (0: it went through).
+    fn try_clone_tree(&self, ns: &MountNs, source: &Path, target: &Path) -> i32 {
         let (s, t) = (cstr(source), cstr(target));
-        self.run_in(ns, move || {
+        self.exit_code_in(ns, move || {
             // SAFETY: raw syscalls with valid NUL-terminated strings.
             unsafe {
                 let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, s.as_ptr(), OPEN_TREE_CLONE);
@@ -84,17 +89,25 @@ impl PodCgroup {
                     t.as_ptr(),
                     MOVE_MOUNT_F_EMPTY_PATH,
                 );
-                moved as i32
+                if moved < 0 { *libc::__errno_location() } else { 0 }
             }
-        });
+        })
     }
 
     /// Runs `op` (raw syscalls only: it runs in a forked child of a threaded process) in a
     /// child that first joins this cgroup and `ns`; fails the test if `op` returns non-zero.
     fn run_in(&self, ns: &MountNs, op: impl FnOnce() -> i32) {
+        assert_eq!(self.exit_code_in(ns, op), 0, "the pod's mount failed");
+    }
+
+    /// Runs `op` as [`Self::run_in`] does; its result (or 255 if the child could not join
+    /// this cgroup and `ns`).
+    fn exit_code_in(&self, ns: &MountNs, op: impl FnOnce() -> i32) -> i32 {
         let child = self.fork_in(ns, op, false);
-        let status = nix::sys::wait::waitpid(child, None).unwrap();
-        assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0), "the pod's mount failed");
+        match nix::sys::wait::waitpid(child, None).unwrap() {
+            nix::sys::wait::WaitStatus::Exited(_, code) => code,
+            other => panic!("the pod's process ended with {other:?}"),
+        }
     }
 
     /// A container of this pod: a process that joins `ns`, makes a namespace of its own
@@ -140,7 +153,7 @@ impl PodCgroup {
                 let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
                 let joined = fd >= 0 && libc::write(fd, c"0".as_ptr().cast(), 1) == 1;
                 let entered = libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNS) == 0;
-                let code = if joined && entered && op() == 0 { 0 } else { 1 };
+                let code = if joined && entered { op() } else { 255 };
                 if stay && code == 0 {
                     loop {
                         libc::pause();
@@ -273,10 +286,25 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     assert!(marker(&copy).is_err(), "C reads A's data through its recursive bind");
     let left = copy.clone();
     assert!(ns.run(move || left.is_dir()), "the directory where the volume was is left, empty");
-    // 4. A clone with the new mount API (open_tree + move_mount).
+    let in_kernel = agent.mode() == "enforce";
+    if in_kernel {
+        // The copy sat on A's publish target's directory: its detach is no release.
+        let releases = agent.metric_family_sum_where("volguard_kernel_events_total", "counter=\"releases\"");
+        assert_eq!(releases, 0.0, "detaching a copy of A's publish released A's volume in the kernel");
+    }
+    // 4. A clone with the new mount API (open_tree + move_mount): refused in the kernel
+    // where it decides (its hook has the clone's source, and C's pod from its cgroup),
+    // detached at the syscall's exit elsewhere.
     let cloned = dir("c-clone");
-    pod_c.clone_tree(ns, a_target, &cloned);
-    agent.wait_for_line("the clone's detach", detached_at(&cloned));
+    if in_kernel {
+        assert_eq!(pod_c.try_clone_tree(ns, a_target, &cloned), libc::EBUSY, "C's clone is refused");
+        agent.wait_for_line("the clone's refusal", |l| {
+            l.contains("CONFLICT blocked (EBUSY)") && l.contains(&format!("pod {POD_C} tried to clone it"))
+        });
+    } else {
+        pod_c.clone_tree(ns, a_target, &cloned);
+        agent.wait_for_line("the clone's detach", detached_at(&cloned));
+    }
     assert!(marker(&cloned).is_err(), "C reads A's data through its clone");
     // 5. A bind onto C's own emptyDir, inside the kubelet tree.
     let empty_dir = tree.root().join(format!("pods/{POD_C}/volumes/kubernetes.io~empty-dir/scratch"));
@@ -294,8 +322,10 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     agent.wait_for_line("the runtime bind's detach", detached_at(&runtime));
     assert!(container.read(&runtime.join("marker")).is_err(), "C reads A's data through its runtime's bind");
 
-    // Each once, with its route, as a detach in the metric and the debug API.
-    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), 6, "one report per mount");
+    // Each once, with its route, as a detach (or the clone's refusal) in the metric and the
+    // debug API.
+    let detached = if in_kernel { 5 } else { 6 };
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), detached, "one report per mount");
     let route_total =
         |route: &str| agent.metric_family_sum_where("volguard_conflicts_total", &format!("route=\"{route}\""));
     assert_eq!((route_total("bind"), route_total("clone"), route_total("recursive")), (4.0, 1.0, 1.0));
@@ -317,7 +347,7 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     });
     assert_eq!(marker(&own).ok().as_deref(), Some("pv-rwop"), "the owner's own bind is left alone");
     assert_eq!(marker(&admin).ok().as_deref(), Some("pv-rwop"), "a node process's bind is reported, not detached");
-    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), 6, "nothing more was detached");
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT detached")), detached, "nothing more was detached");
     assert_eq!(agent.count_lines(|l| l.contains("CONFLICT") && l.contains("a-container")), 0, "{own:?}");
     published.finish(&[&own, &admin, &backup]);
 }
@@ -361,6 +391,21 @@ fn an_exempt_reader_reads_and_the_opt_in_detaches_a_node_processs_access() {
     let other = published.dir("other-hostpath");
     pod_d.bind(ns, &published.a_target, &other, false);
     agent.wait_for_line("the other pod's detach", detached_at(&other));
+    // Clones too: the exempt reader's goes through (in the kernel as well, which has the
+    // exempt pods from the facts); the other pod's is refused where the kernel decides,
+    // detached elsewhere.
+    let exempt_clone = published.dir("exempt-clone");
+    exempt.clone_tree(ns, &published.a_target, &exempt_clone);
+    let other_clone = published.dir("other-clone");
+    if agent.mode() == "enforce" {
+        assert_eq!(pod_d.try_clone_tree(ns, &published.a_target, &other_clone), libc::EBUSY, "D's clone");
+        agent.wait_for_line("the other pod's clone refused", |l| {
+            l.contains("CONFLICT blocked (EBUSY)") && l.contains(&format!("pod {POD_D} tried to clone it"))
+        });
+    } else {
+        pod_d.clone_tree(ns, &published.a_target, &other_clone);
+        agent.wait_for_line("the other pod's clone detached", detached_at(&other_clone));
+    }
     // A node process, with --detach-node-access=true: detached too.
     let admin = published.dir("node-admin");
     ns.bind(&published.a_target, &admin).unwrap();
@@ -370,9 +415,11 @@ fn an_exempt_reader_reads_and_the_opt_in_detaches_a_node_processs_access() {
     assert_eq!(published.marker(&copy).ok().as_deref(), Some("pv-rwop"), "the exempt reader reads A's volume");
     assert!(published.marker(&other).is_err(), "a pod of the exempt namespace but not its ServiceAccount reads");
     assert!(published.marker(&admin).is_err(), "the node process's bind is left with the opt-in");
-    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT")), 2, "only the two detaches are conflicts");
-    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT") && l.contains("exempt-backup")), 0);
-    published.finish(&[&backup, &other, &admin]);
+    assert_eq!(published.marker(&exempt_clone).ok().as_deref(), Some("pv-rwop"), "the exempt reader's clone");
+    assert!(published.marker(&other_clone).is_err(), "D reads A's volume through its clone");
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT")), 3, "only D's bind and clone and the node's are");
+    assert_eq!(agent.count_lines(|l| l.contains("CONFLICT") && l.contains("exempt-")), 0);
+    published.finish(&[&backup, &other, &admin, &exempt_clone, &other_clone]);
 }
 
 const PROPAGATED_TEST: &str = "a_publish_propagated_into_another_pods_namespace_is_detached_there";
@@ -416,6 +463,11 @@ pub fn propagated_copies_are_detached(test: &str, backend: &[&str]) {
     assert_eq!(published.marker(&a_target).ok().as_deref(), Some("pv-rwop"), "A's own publish is left");
     let route = published.agent.metric_family_sum_where("volguard_conflicts_total", "route=\"propagated\"");
     assert_eq!(route, 2.0, "two propagated copies, each reported once");
+    if published.agent.mode() == "enforce" {
+        // The copy sat on A's publish target's directory, in C's namespace: no release.
+        let releases = published.agent.metric_family_sum_where("volguard_kernel_events_total", "counter=\"releases\"");
+        assert_eq!(releases, 0.0, "detaching the propagated copy released A's volume in the kernel");
+    }
     drop(container);
     published.finish(&[&root]);
 }

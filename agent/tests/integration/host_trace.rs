@@ -13,10 +13,14 @@ use nix::{
     unistd::{getpid, gettid},
 };
 use volguard::{
-    kernel::decode::{Call, Event, RawString},
+    kernel::{
+        counters::Counters,
+        decode::{Call, Event, RawString},
+        loader::LoadedObject,
+    },
     sys::mountns::run_in_private_mount_ns,
 };
-use volguard_common::event::PATH_LEN;
+use volguard_common::{counters::Counter, event::PATH_LEN};
 
 use crate::support::{Recorder, have_root, make_dirs, mount_onto, own_cgroup_id, tracer, tracer_waking_for};
 
@@ -31,7 +35,7 @@ async fn bind_mount_is_traced_with_every_field() {
     if !have_root("bind_mount_is_traced_with_every_field") {
         return;
     }
-    let (_ebpf, mut recorder) = tracer();
+    let (mut ebpf, mut recorder) = tracer();
     let tmp = tempfile::tempdir().unwrap();
     let [source, target] = make_dirs(tmp.path(), ["source", "target"]);
 
@@ -56,6 +60,21 @@ async fn bind_mount_is_traced_with_every_field() {
     assert_eq!(m_fstype.as_bytes(), b"", "NULL fstype reads as empty");
     assert_eq!(m_flags, (MsFlags::MS_BIND | MsFlags::MS_REC).bits());
     assert!(!m_source.truncated && !m_target.truncated && !m_fstype.truncated);
+    assert_parked_where_expected(&mut ebpf);
+}
+
+/// Every call was parked between entry and exit, in the thread's storage or, where the
+/// kernel cannot create that (the 7.3 VM boots: local storage needs CMPXCHG16B there), by
+/// thread id: the boot says which (`VOLGUARD_EXPECT_PARKED_BY_THREAD`, default no).
+fn assert_parked_where_expected(ebpf: &mut LoadedObject) {
+    let counters = Counters::new(ebpf).unwrap();
+    assert_eq!(counters.get(Counter::PendingInsertFailed), 0, "every traced call was parked");
+    let by_thread = counters.get(Counter::PendingByThread);
+    if std::env::var("VOLGUARD_EXPECT_PARKED_BY_THREAD").as_deref() == Ok("yes") {
+        assert!(by_thread > 0, "calls parked by thread id where task storage cannot be created");
+    } else {
+        assert_eq!(by_thread, 0, "calls parked in task storage");
+    }
 }
 
 #[tokio::test]

@@ -3,8 +3,9 @@
 //! and `cargo test -p volguard --test integration host_trace::` runs one area.
 //!
 //! - no root needed: `csi_driver` (CSI checks against stand-in drivers), `k8s_fake_api`
-//!   (the Kubernetes source against a fake API server), `fixtures_real_world` (published
-//!   real-node samples in `agent/tests/fixtures/`);
+//!   (the Kubernetes source against a fake API server), `k8s_secure_metrics` (HTTPS
+//!   `/metrics` behind token and access reviews asked of the fake API server),
+//!   `fixtures_real_world` (published real-node samples in `agent/tests/fixtures/`);
 //! - `host_*` (root; each says why it skips without): the real kernel and a real agent,
 //!   mounts only in private mount namespaces; `host_trace`, `host_mount_api`,
 //!   `host_node_model`, `host_demo`, `host_out_of_band`, `host_hostile`, `host_quarantine` and
@@ -48,6 +49,7 @@ mod host_trace;
 mod host_trace_backend;
 mod k8s_fake_api;
 mod k8s_scale_bench;
+mod k8s_secure_metrics;
 mod syscall_bench;
 mod vm_enforce;
 mod vm_floor;

@@ -1,5 +1,5 @@
-//! The timed GET the benchmarks make: the agent's own HTTP client (`agent/src/cli/client.rs`,
-//! compiled in here by path, since xtask must not link the agent, whose build compiles eBPF).
+//! The timed GET the benchmarks make, with the agent's own HTTP client
+//! ([`crate::http_client`], `agent/src/cli/client.rs`).
 
 use std::{
     net::SocketAddr,
@@ -8,13 +8,12 @@ use std::{
 
 use anyhow::bail;
 
-#[path = "../../../agent/src/cli/client.rs"]
-mod client;
+use crate::http_client;
 
 /// GET over a fresh connection; (time from connect to last byte, body). Fails unless 200.
 pub(super) fn get(addr: SocketAddr, path: &str) -> anyhow::Result<(Duration, String)> {
     let start = Instant::now();
-    let response = client::get(addr, path, Duration::from_secs(30))?;
+    let response = http_client::get(addr, path, Duration::from_secs(30))?;
     let took = start.elapsed();
     if response.status != 200 {
         bail!("GET {path}: HTTP {}", response.status);

@@ -1,6 +1,9 @@
-//! Check 5: RBAC. [`RBAC`] is the one list of what the agent may do; the chart's
-//! ClusterRole (default rendering) must grant exactly it, and the agent's code (agent/src,
-//! read for its kube API calls) must use exactly its kinds and verbs.
+//! Check 5: RBAC. [`RBAC`] is the one list of what the agent may do, and
+//! [`SECURE_METRICS_RBAC`] what it may do besides with `metrics.secure`; the chart's
+//! ClusterRole must grant exactly the first in the default rendering and both in the
+//! non-default one (which turns `metrics.secure` on, and with it the scrapers' ClusterRole
+//! [`METRICS_READER`], which must grant exactly `get` on `/metrics`); the agent's code
+//! (agent/src, read for its kube API calls) must use exactly their kinds and verbs.
 
 use std::{
     collections::BTreeSet,
@@ -53,6 +56,32 @@ pub const RBAC: &[Grant] = &[
     Grant { kind: "Event", module: "events::v1", api_group: "events.k8s.io", resource: "events", verbs: &["create"] },
 ];
 
+/// With `metrics.secure` only: the token and access reviews of the callers of /metrics
+/// (agent/src/outputs/metrics_auth/reviews.rs).
+pub const SECURE_METRICS_RBAC: &[Grant] = &[
+    Grant {
+        kind: "TokenReview",
+        module: "authentication::v1",
+        api_group: "authentication.k8s.io",
+        resource: "tokenreviews",
+        verbs: &["create"],
+    },
+    Grant {
+        kind: "SubjectAccessReview",
+        module: "authorization::v1",
+        api_group: "authorization.k8s.io",
+        resource: "subjectaccessreviews",
+        verbs: &["create"],
+    },
+];
+
+/// The name suffix of the ClusterRole a scraper is bound to with `metrics.secure`.
+const METRICS_READER: &str = "-metrics-reader";
+
+fn all_grants() -> impl Iterator<Item = &'static Grant> {
+    RBAC.iter().chain(SECURE_METRICS_RBAC)
+}
+
 /// Verbs granted although no code calls them, and why.
 const EXTRA_VERBS: &[(&str, &str)] = &[(
     "get",
@@ -83,17 +112,21 @@ const FOLLOWED_TRAIT: &str = "trait Followed";
 /// `(apiGroup, resource, verb)` triples.
 type Triples = BTreeSet<(String, String, String)>;
 
-fn granted_by_list() -> Triples {
-    RBAC.iter()
+fn granted_by_list<'a>(grants: impl Iterator<Item = &'a Grant>) -> Triples {
+    grants
         .flat_map(|g| g.verbs.iter().map(|v| (g.api_group.to_owned(), g.resource.to_owned(), (*v).to_owned())))
         .collect()
 }
 
-fn granted_by_role(t: &Tools, rendered: &Path) -> Result<Triples, String> {
+/// The agent's role's grants, and the rules of the scrapers' role ([`METRICS_READER`]) if any.
+fn granted_by_role(t: &Tools, rendered: &Path) -> Result<(Triples, Option<Value>), String> {
     let docs = yaml_documents(t, rendered).map_err(|e| format!("{e:#}"))?;
-    let roles: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "Role").collect();
+    let is_reader = |d: &Value| d["metadata"]["name"].as_str().is_some_and(|n| n.ends_with(METRICS_READER));
+    let roles: Vec<&Value> =
+        docs.iter().filter(|d| (d["kind"] == "ClusterRole" || d["kind"] == "Role") && !is_reader(d)).collect();
+    let reader = docs.iter().find(|d| d["kind"] == "ClusterRole" && is_reader(d)).map(|r| r["rules"].clone());
     let [role] = roles.as_slice() else {
-        return Err(format!("expected one (Cluster)Role in the rendering, found {}", roles.len()));
+        return Err(format!("expected one (Cluster)Role for the agent in the rendering, found {}", roles.len()));
     };
     let strings = |v: &Value| -> Vec<String> {
         v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
@@ -111,7 +144,12 @@ fn granted_by_role(t: &Tools, rendered: &Path) -> Result<Triples, String> {
             }
         }
     }
-    Ok(triples)
+    Ok((triples, reader))
+}
+
+/// The one rule a scraper needs: `get` on the non-resource URL `/metrics`.
+fn reader_rules() -> Value {
+    serde_json::json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
 }
 
 fn show(t: &(String, String, String)) -> String {
@@ -178,19 +216,33 @@ fn kinds_after(code: &str, markers: &[&str]) -> BTreeSet<String> {
 pub(super) fn rbac(t: &Tools, root: &Path, work: &Path) -> Outcome {
     let mut problems = Vec::new();
 
-    // The role, as rendered with default values, against the list.
-    let rendered = work.join("default-values.yaml");
-    let by_role = granted_by_role(t, &rendered)?;
-    let by_list = granted_by_list();
-    for missing in by_list.difference(&by_role) {
-        problems.push(format!("the ClusterRole lacks `{}` (in RBAC, xtask/src/deploy/rbac.rs)", show(missing)));
+    // The role, as rendered with default values (RBAC) and non-default ones (metrics.secure
+    // on: RBAC and SECURE_METRICS_RBAC), against the lists.
+    for (file, lists, grants, reader) in [
+        ("default-values.yaml", "RBAC", granted_by_list(RBAC.iter()), None),
+        (
+            "non-default-values.yaml",
+            "RBAC and SECURE_METRICS_RBAC",
+            granted_by_list(all_grants()),
+            Some(reader_rules()),
+        ),
+    ] {
+        let (by_role, by_reader) = granted_by_role(t, &work.join(file))?;
+        for missing in grants.difference(&by_role) {
+            problems
+                .push(format!("{file}: the ClusterRole lacks `{}` ({lists}, xtask/src/deploy/rbac.rs)", show(missing)));
+        }
+        for extra in by_role.difference(&grants) {
+            problems.push(format!(
+                "{file}: the ClusterRole grants `{}`, which {lists} in xtask/src/deploy/rbac.rs do not list",
+                show(extra)
+            ));
+        }
+        if by_reader != reader {
+            problems.push(format!("{file}: the ClusterRole *{METRICS_READER}: {by_reader:?}, expected {reader:?}"));
+        }
     }
-    for extra in by_role.difference(&by_list) {
-        problems.push(format!(
-            "the ClusterRole grants `{}`, which RBAC in xtask/src/deploy/rbac.rs does not list",
-            show(extra)
-        ));
-    }
+    let by_list = granted_by_list(all_grants());
 
     // The list against the code.
     let used = used_by_code(root).map_err(|e| format!("{e:#}"))?;
@@ -199,7 +251,7 @@ pub(super) fn rbac(t: &Tools, root: &Path, work: &Path) -> Outcome {
     }
     let mut needed: BTreeSet<(String, String, String)> = BTreeSet::new();
     for (kind, file, verbs) in &used {
-        let Some(grant) = RBAC.iter().find(|g| g.kind == kind) else {
+        let Some(grant) = all_grants().find(|g| g.kind == kind) else {
             problems.push(format!("{} uses kind {kind}, which the role does not grant", file.display()));
             continue;
         };
@@ -219,7 +271,7 @@ pub(super) fn rbac(t: &Tools, root: &Path, work: &Path) -> Outcome {
             needed.insert((grant.api_group.to_owned(), grant.resource.to_owned(), (*verb).to_owned()));
         }
     }
-    for grant in RBAC {
+    for grant in all_grants() {
         if !used.iter().any(|(kind, _, _)| kind == grant.kind) {
             problems.push(format!("the role grants {} ({}), which agent/src does not use", grant.resource, grant.kind));
         }

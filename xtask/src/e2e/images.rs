@@ -165,7 +165,7 @@ pub fn upstream_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
 /// the names the suite gives them: Debian's static busybox with every applet, and agnhost
 /// built from the same Kubernetes module beside it.
 pub fn suite_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    use super::storage_suite::{TEST_IMAGES, TestImage, bin};
+    use super::suite_files::{TEST_IMAGES, TestImage, bin};
     let work = out.join("suite-context");
     let _ = fs::remove_dir_all(&work);
     let mut archives = Vec::new();

@@ -18,7 +18,9 @@ mod out_of_band;
 mod pki;
 mod prometheus;
 mod scenarios;
+mod secure_metrics;
 mod storage_suite;
+mod suite_files;
 mod upstream;
 mod vm_node;
 mod workload;
@@ -293,7 +295,7 @@ fn nothing_left_behind() -> anyhow::Result<()> {
         if let Ok(target) = fs::read_link(process.join("exe"))
             && (target.starts_with(components::COMPONENTS_DIR)
                 || target.starts_with(upstream::UPSTREAM_DIR)
-                || target.starts_with(storage_suite::SUITE_DIR)
+                || target.starts_with(suite_files::SUITE_DIR)
                 || target.ends_with("volguard")
                 || (target.ends_with("qemu-system-x86_64")
                     && fs::read(process.join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&our_vm))))

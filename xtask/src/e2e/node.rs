@@ -275,7 +275,7 @@ pub enum Root {
 /// Writes containerd's configuration (and the CNI configuration it names) under `state`
 /// and returns the configuration file. The shim and the CNI plugin are found in the
 /// components' bin directory, on the node and in the VM alike; the storage suite's pod
-/// network's plugins in the suite's (storage_suite.rs).
+/// network's plugins in the suite's (suite_files.rs).
 pub fn write_containerd_config(state: &Path, root: Root) -> anyhow::Result<PathBuf> {
     let cni_conf = state.join("cni");
     fs::create_dir_all(&cni_conf)?;
@@ -311,7 +311,7 @@ state = "/run/containerd"
 "#,
         cni_bin = bin("loopback").parent().expect("bin dir").display(),
         cni_conf = cni_conf.display(),
-        suite_bin = super::storage_suite::bin("bridge").parent().expect("bin dir").display(),
+        suite_bin = super::suite_files::bin("bridge").parent().expect("bin dir").display(),
         no_pivot_root = root == Root::Initramfs,
     );
     let config_file = state.join("containerd.toml");

@@ -26,7 +26,7 @@ pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
     helm_with_values(
         &["upgrade", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"],
         UPGRADE_TAG,
-        &Chart { trace_backend: Some("tracepoints") },
+        &Chart { trace_backend: Some("tracepoints"), secure_metrics: true },
         admin,
     )?;
     run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", "--timeout=180s"]))?;

@@ -1,6 +1,8 @@
 //! A real Prometheus (built from its Go module: Debian's is built without Kubernetes
 //! service discovery) that finds the agent's pods through Kubernetes service
-//! discovery against the node's API server, with a ServiceAccount token of its own.
+//! discovery against the node's API server, with a ServiceAccount token of its own, and
+//! scrapes them over HTTPS with that token (the chart's `metrics.secure`), the account
+//! bound to the chart's metrics-reader ClusterRole.
 
 use std::{fs, path::Path, process::Command, time::Duration};
 
@@ -16,7 +18,8 @@ use crate::proc::output;
 
 const LISTEN: &str = "127.0.0.1:9090";
 
-/// Gives Prometheus an identity that may list and watch pods, and starts it.
+/// Gives Prometheus an identity that may list and watch pods and get the agent's
+/// /metrics, and starts it.
 pub fn start(node: &mut Node, admin: &Kube, state: &Path) -> anyhow::Result<()> {
     admin.apply(
         "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: prometheus, namespace: kube-system}\n---\n\
@@ -24,6 +27,9 @@ pub fn start(node: &mut Node, admin: &Kube, state: &Path) -> anyhow::Result<()> 
          rules: [{apiGroups: [\"\"], resources: [pods], verbs: [get, list, watch]}]\n---\n\
          apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: e2e-prometheus}\n\
          roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: e2e-prometheus}\n\
+         subjects: [{kind: ServiceAccount, name: prometheus, namespace: kube-system}]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: e2e-prometheus-metrics}\n\
+         roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: volguard-metrics-reader}\n\
          subjects: [{kind: ServiceAccount, name: prometheus, namespace: kube-system}]\n",
     )?;
     let token = admin.run(&["create", "token", "prometheus", "-n", "kube-system", "--duration=4h"])?;
@@ -40,6 +46,10 @@ scrape_configs:
         namespaces: {{names: [kube-system]}}
         tls_config: {{ca_file: {ca}}}
         authorization: {{credentials_file: {token}}}
+    # The agent's self-signed certificate (metrics.secure without a Secret).
+    scheme: https
+    tls_config: {{insecure_skip_verify: true}}
+    authorization: {{credentials_file: {token}}}
     relabel_configs:
       - source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_name, __meta_kubernetes_pod_container_port_name]
         regex: volguard;metrics

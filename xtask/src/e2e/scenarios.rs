@@ -26,7 +26,7 @@ use crate::proc::{output, run_cmd, target_dir};
 
 pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow::Result<()> {
     let admin = node.admin();
-    let chart = Chart { trace_backend };
+    let chart = Chart { trace_backend, secure_metrics: true };
     hostpath_driver::install(&admin, NATIVE)?;
     install_volguard(&admin, &chart, NATIVE)?;
     prometheus::start(node, &admin, Path::new(node::STATE))?;
@@ -49,6 +49,9 @@ pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow:
         results.push((name, result));
     };
     scenario("1. a second pod asks for a single-pod volume another pod uses", &mut || second_pod(&admin));
+    scenario("8. /metrics over HTTPS: Prometheus's bound token, 401 without, 403 unbound", &mut || {
+        super::secure_metrics::only_bound_callers(&admin)
+    });
     scenario("4. volguard's CLI inside the agent pod", &mut || cli_in_agent_pod(&admin));
     scenario("2. no false positives", &mut || no_false_positives(node, &admin, &chart));
     scenario("3. hand-over to a new pod", &mut || hand_over(&admin));
@@ -83,7 +86,7 @@ pub fn run_in_vm(node: &Node, logs: &Path) -> anyhow::Result<()> {
     let admin = node.admin();
     let started = Instant::now();
     hostpath_driver::install(&admin, EMULATED)?;
-    install_volguard(&admin, &Chart { trace_backend: None }, EMULATED)?;
+    install_volguard(&admin, &Chart { trace_backend: None, secure_metrics: false }, EMULATED)?;
     println!("e2e: the CSI driver and volguard Ready in the VM after {:.0} s", started.elapsed().as_secs_f64());
     admin.run(&["create", "namespace", NS])?;
     let halves: [(&str, &dyn Fn() -> anyhow::Result<String>); 2] = [
@@ -251,7 +254,7 @@ fn refused_in_the_kernel(admin: &Kube) -> anyhow::Result<String> {
     volume(admin, "single-2", "ReadWriteOnce", true)?;
     admin.apply(&claim_pod("owner-2", "single-2", "exec sleep 100000"))?;
     admin.wait_pod_running(NS, "owner-2", EMULATED)?;
-    let chart = Chart { trace_backend: None };
+    let chart = Chart { trace_backend: None, secure_metrics: false };
     let upgrade = ["upgrade", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"];
     let mut away = upgrade.to_vec();
     away.extend(["--set-string", "nodeSelector.volguard\\.dev/e2e-no-such-node=true"]);

@@ -34,6 +34,7 @@ use super::{
     hostpath_driver::{self, DRIVER},
     kube::Kube,
     node::Node,
+    suite_files::{SUITE_DIR, TEST_IMAGES, bin},
     upstream,
     workload::{Chart, install_volguard, masks},
 };
@@ -42,8 +43,6 @@ use crate::{
     proc::{output, run_cmd, workspace_root},
 };
 
-/// Where the built binaries live (outside target/, so `cargo clean` keeps them).
-pub const SUITE_DIR: &str = "/var/cache/volguard-dev/storage-suite";
 /// The module that pins the test binary's sources, relative to the workspace.
 const MODULE_DIR: &str = "e2e/storage-suite";
 /// The module of the suite's pod network's CNI plugins, relative to the workspace.
@@ -51,10 +50,6 @@ const CNI_MODULE_DIR: &str = "e2e/storage-suite/cni";
 /// What the build leaves: the test binary, ginkgo's CLI, agnhost, and the CNI plugins of
 /// the pods' network.
 const BINARIES: &[&str] = &["e2e.test", "ginkgo", "agnhost", "bridge", "host-local"];
-
-pub fn bin(name: &str) -> PathBuf {
-    Path::new(SUITE_DIR).join("bin").join(name)
-}
 
 fn module() -> PathBuf {
     workspace_root().join(MODULE_DIR)
@@ -243,32 +238,6 @@ fn test_driver() -> anyhow::Result<Value> {
     Ok(driver)
 }
 
-/// The images the chosen specs run, by the names Kubernetes v1.34.4's test/utils/image
-/// gives them (checked against `e2e.test --list-images` before a run), and what they
-/// hold here. There is no registry: each is built here FROM scratch and imported under
-/// that name, and the pods' IfNotPresent pull policy finds it. agnhost is the real one,
-/// from the same module, on Debian's static busybox; the others are Debian's static
-/// busybox with every applet (the specs run only shell commands in them), and
-/// jessie-dnsutils also Debian's coreutils dd with dash as its sh: the specs that pick that image over
-/// busybox do so for GNU dd's `oflag=nocache` and `iflag=direct`, which busybox's dd
-/// refuses (test/e2e/storage/utils/utils.go says so).
-pub const TEST_IMAGES: &[(&str, TestImage)] = &[
-    ("registry.k8s.io/e2e-test-images/busybox:1.37.0-1", TestImage::Busybox),
-    ("registry.k8s.io/e2e-test-images/agnhost:2.56", TestImage::Agnhost),
-    // volumes' "should allow exec of files on the volume": a shell script run from the volume.
-    ("registry.k8s.io/e2e-test-images/nginx:1.14-4", TestImage::Busybox),
-    // multiVolume's "concurrently access the single volume": sh, GNU dd (oflag=nocache), sha256sum.
-    ("registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7", TestImage::GnuDd),
-];
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TestImage {
-    Busybox,
-    Agnhost,
-    /// busybox, with Debian's coreutils dd, and dash as sh (busybox's sh would run its own dd).
-    GnuDd,
-}
-
 /// Every spec's outcome in one run, by its full text.
 #[derive(Debug, Default)]
 struct Outcome {
@@ -315,7 +284,8 @@ pub fn run(node: &mut Node, logs: &Path, set: SuiteSet, trace_backend: Option<&s
     let without = suite(&admin, &work, "without-volguard", set, &driver_file)?;
     println!("=== without volguard: {}", without.summary());
 
-    install_volguard(&admin, &Chart { trace_backend }, Duration::from_secs(90))?;
+    // Plain HTTP: the observer reads the agent's metrics with curl on the node.
+    install_volguard(&admin, &Chart { trace_backend, secure_metrics: false }, Duration::from_secs(90))?;
     let mode = agent_mode()?;
     println!("\n=== storage suite with volguard ({mode} mode, installed from its chart)");
     let before = metrics()?;

@@ -21,9 +21,11 @@ pub(super) const AGENT_SELECTOR: &str = "app.kubernetes.io/name=volguard";
 /// What pod A writes into the single-pod volume; nobody else may read it while A owns it.
 pub(super) const A_DATA: &str = "written-by-pod-a";
 
-/// What the e2e sets on the chart besides the image values: a tracing backend, when named.
+/// What the e2e sets on the chart besides the image values: a tracing backend, when
+/// named, and `metrics.secure` (on the host node, where Prometheus scrapes).
 pub(super) struct Chart<'a> {
     pub(super) trace_backend: Option<&'a str>,
+    pub(super) secure_metrics: bool,
 }
 
 /// The README's "Install on a cluster", word for word, with only the image values set.
@@ -50,6 +52,9 @@ pub(super) fn helm_with_values(args: &[&str], tag: &str, chart: &Chart, admin: &
     ]);
     if let Some(backend) = chart.trace_backend {
         helm.args(["--set", &format!("traceBackend={backend}")]);
+    }
+    if chart.secure_metrics {
+        helm.args(["--set", "metrics.secure=true"]);
     }
     run_cmd(&mut helm)
 }

@@ -21,17 +21,11 @@ pub(super) struct Outcome {
 
 const SYSCALLS_SEEN: &str = "every mount-family syscall, with its caller, duration and result, \
                              and mounts outside kubelet's publish";
-const IN_KERNEL: &str = "a second pod's publish, in the kernel (`EBUSY`) before anything is mounted; \
-                         another pod's mount outside kubelet's publish is detached at its syscall exit";
+const IN_KERNEL: &str = "a second pod's publish, and another pod's clone of a volume's tree (`open_tree` + \
+                         `move_mount`), in the kernel (`EBUSY`) before anything is mounted; another pod's \
+                         other mounts outside kubelet's publish are detached at their syscall exit";
 const AFTER_THE_FACT: &str = "nothing in the kernel: a second pod's publish is detached and masked \
                               once it is made; mounts outside kubelet's publish are detached too";
-
-/// A defect found by the 7.3 boots: the syscall programs run, but `bpf_task_storage_get`
-/// with create fails in every one of them (`volguard_kernel_events_total{counter=
-/// "pending_insert_failed"}` counts each call), so no record is written.
-const NO_SYSCALLS_73: &str = "no syscall record (defect: the programs' task storage cannot be created, \
-                              counted in `pending_insert_failed`); publishes only from the mount table \
-                              at reconciliation";
 
 pub(super) const COMPATIBILITY: &[Outcome] = &[
     Outcome {
@@ -79,18 +73,16 @@ pub(super) const COMPATIBILITY: &[Outcome] = &[
         lsm: BootName::LsmBpf,
         mode: "enforce",
         backend: "trampolines",
-        seen: NO_SYSCALLS_73,
-        refused: "a second pod's publish, in the kernel (`EBUSY`) before anything is mounted; \
-                  nothing outside kubelet's publish (defect)",
+        seen: SYSCALLS_SEEN,
+        refused: IN_KERNEL,
     },
     Outcome {
         kernel: VmKernel::Linux73,
         lsm: BootName::LsmNoBpf,
         mode: "quarantine",
         backend: "trampolines",
-        seen: NO_SYSCALLS_73,
-        refused: "nothing (defect): a second pod's publish is not quarantined; \
-                  `--trace-backend fanotify` quarantines it",
+        seen: SYSCALLS_SEEN,
+        refused: AFTER_THE_FACT,
     },
 ];
 
@@ -103,12 +95,18 @@ pub(super) fn outcome(kernel: VmKernel, lsm: BootName) -> Option<&'static Outcom
 pub(super) const EXPECT_MODE_ENV: &str = "VOLGUARD_EXPECT_MODE";
 pub(super) const EXPECT_BACKEND_ENV: &str = "VOLGUARD_EXPECT_BACKEND";
 
-/// The `export` line of a boot's init: its row's mode and backend (nothing without a row).
+/// Set to `yes` where the tracing programs must park calls by thread id.
+pub(super) const EXPECT_PARKED_BY_THREAD_ENV: &str = "VOLGUARD_EXPECT_PARKED_BY_THREAD";
+
+/// The `export` lines of a boot's init: its row's mode and backend (none without a row),
+/// and where the tracing programs park calls.
 pub(super) fn expectation_exports(kernel: VmKernel, lsm: BootName) -> String {
-    match outcome(kernel, lsm) {
-        Some(o) => format!("export {EXPECT_MODE_ENV}='{}' {EXPECT_BACKEND_ENV}='{}'\n", o.mode, o.backend),
-        None => String::new(),
+    let by_thread = if kernel.parks_calls_by_thread() { "yes" } else { "no" };
+    let mut exports = format!("export {EXPECT_PARKED_BY_THREAD_ENV}={by_thread}\n");
+    if let Some(o) = outcome(kernel, lsm) {
+        exports.push_str(&format!("export {EXPECT_MODE_ENV}='{}' {EXPECT_BACKEND_ENV}='{}'\n", o.mode, o.backend));
     }
+    exports
 }
 
 /// How a row's `lsm=` setting reads in the table.

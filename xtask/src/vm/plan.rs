@@ -67,6 +67,13 @@ impl VmKernel {
             Self::Linux612 | Self::Linux73 => "max,-cx16",
         }
     }
+
+    /// Whether the tracing programs park each call by thread id here rather than in the
+    /// thread's storage: 7.3's BPF local storage allocates with `kmalloc_nolock`, which
+    /// has nothing to give on a CPU without CMPXCHG16B ([`Self::qemu_cpu`]).
+    pub(super) fn parks_calls_by_thread(self) -> bool {
+        matches!(self, Self::Linux73)
+    }
 }
 
 /// Which tracing backend a run forces on its tracers and agents.
@@ -203,14 +210,15 @@ pub(super) const BOOTS: &[Boot] = &[
         kernel: VmKernel::Linux73,
         part: None,
         lsm: LSM_BPF,
-        // Not the upgrade nor the tracing tests: on 7.3 no syscall record reaches the agent
-        // (the programs' task storage cannot be created, every call counts in
-        // `pending_insert_failed`; docs/compatibility.md). The LSM hooks still refuse.
         runs: &[
             LSM_ACTIVE,
             AUTO_WITH_BPF,
             ("vm_enforce", Tracing::Auto, ENFORCE),
+            UPGRADE,
             ("host_node_model", Tracing::Auto, &["--exact", UNIQUE_MOUNT_ID_TEST]),
+            // The tracing programs with their calls parked by thread id (see
+            // `VmKernel::parks_calls_by_thread`).
+            TRACE,
             TRACE_BACKEND,
         ],
         agent_runs: &[],
@@ -255,10 +263,11 @@ pub(super) const BOOTS: &[Boot] = &[
         kernel: VmKernel::Linux73,
         part: None,
         lsm: LSM_NO_BPF,
-        // Not the quarantine tests, which act on syscall records (none on 7.3, as above).
         runs: &[
             LSM_INACTIVE,
             AUTO_WITHOUT_BPF,
+            QUARANTINE_WITHOUT_BPF,
+            QUARANTINE,
             // The third backend, mount notifications (Linux 6.15+), and a quarantining
             // agent on them: where a host refuses trampolines, auto takes it.
             ("host_fanotify", Tracing::Auto, &["host_fanotify::"]),

@@ -1,7 +1,9 @@
 //! A fake Kubernetes API server for the k8s source tests: real HTTP on 127.0.0.1 (axum),
 //! list and watch for pods, PVs, PVCs (cluster-wide and in one namespace), CSIDrivers,
 //! CSINodes and Nodes, honouring field selectors such as `metadata.name=X` and
-//! `spec.nodeName=X` as the real server does; GET of one Node, and a sink for created Events. The test drives it: apply/delete objects (watchers get ADDED/MODIFIED/DELETED),
+//! `spec.nodeName=X` as the real server does; GET of one Node, a sink for created Events,
+//! and TokenReviews and SubjectAccessReviews answered from the tokens and the `/metrics`
+//! readers the test declares ([`FakeApi::accept_token`], [`FakeApi::allow_metrics`]). The test drives it: apply/delete objects (watchers get ADDED/MODIFIED/DELETED),
 //! send BOOKMARKs, expire watches (the next watch answers ERROR 410 Gone), fail lists,
 //! stop it (connections refused) and restart it on the same port.
 //!
@@ -138,6 +140,12 @@ struct Inner {
     stopping: bool,
     /// Requests answered, by HTTP version (`"HTTP/1.1"`, `"HTTP/2.0"`).
     http_versions: BTreeMap<String, usize>,
+    /// Token -> the UserInfo its TokenReview answers.
+    tokens: HashMap<String, Value>,
+    /// Usernames whose SubjectAccessReview for `get /metrics` is allowed.
+    metrics_readers: Vec<String>,
+    /// The reviews asked (request bodies), TokenReviews and SubjectAccessReviews alike.
+    reviews: Vec<Value>,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -264,6 +272,8 @@ impl FakeApi {
             .route(NAMESPACED_PVCS, namespaced_route(PVCS))
             .route("/api/v1/nodes/{name}", get(get_node))
             .route("/apis/events.k8s.io/v1/namespaces/{namespace}/events", post(create_event))
+            .route("/apis/authentication.k8s.io/v1/tokenreviews", post(token_review))
+            .route("/apis/authorization.k8s.io/v1/subjectaccessreviews", post(access_review))
             .fallback(|uri: axum::http::Uri, State(inner): State<Shared>| async move {
                 lock(&inner).requests.push(Request {
                     resource: uri.path().to_owned(),
@@ -437,6 +447,22 @@ impl FakeApi {
         c.watchers.len()
     }
 
+    /// From now on, a TokenReview of `token` authenticates `username` (in `groups`).
+    pub fn accept_token(&self, token: &str, username: &str, groups: &[&str]) {
+        let user = json!({"username": username, "uid": format!("uid-{username}"), "groups": groups});
+        lock(&self.inner).tokens.insert(token.to_owned(), user);
+    }
+
+    /// From now on, `username` may `get` the non-resource URL `/metrics`.
+    pub fn allow_metrics(&self, username: &str) {
+        lock(&self.inner).metrics_readers.push(username.to_owned());
+    }
+
+    /// The TokenReviews and SubjectAccessReviews asked so far (the request bodies).
+    pub fn reviews(&self) -> Vec<Value> {
+        lock(&self.inner).reviews.clone()
+    }
+
     /// The Events created so far (the request bodies).
     pub fn events(&self) -> Vec<Value> {
         lock(&self.inner).events.clone()
@@ -555,6 +581,28 @@ async fn create_event(
     guard.requests.push(Request { resource: format!("events/{namespace}"), namespace: None, params: HashMap::new() });
     guard.events.push(event.clone());
     (StatusCode::CREATED, Json(event))
+}
+
+async fn token_review(State(inner): State<Shared>, Json(mut review): Json<Value>) -> impl IntoResponse {
+    let mut guard = lock(&inner);
+    guard.reviews.push(review.clone());
+    let user = review["spec"]["token"].as_str().and_then(|t| guard.tokens.get(t).cloned());
+    review["status"] = match user {
+        Some(user) => json!({"authenticated": true, "user": user}),
+        None => json!({"authenticated": false, "error": "invalid bearer token"}),
+    };
+    (StatusCode::CREATED, Json(review))
+}
+
+/// Allowed: `get` on the non-resource URL `/metrics` by a declared reader; nothing else.
+async fn access_review(State(inner): State<Shared>, Json(mut review): Json<Value>) -> impl IntoResponse {
+    let mut guard = lock(&inner);
+    guard.reviews.push(review.clone());
+    let spec = &review["spec"];
+    let wants_metrics = spec["nonResourceAttributes"] == json!({"path": "/metrics", "verb": "get"});
+    let reader = spec["user"].as_str().is_some_and(|u| guard.metrics_readers.iter().any(|r| r == u));
+    review["status"] = json!({"allowed": wants_metrics && reader});
+    (StatusCode::CREATED, Json(review))
 }
 
 /// Polls `check` until it returns `Some`, failing the test after `timeout`.
