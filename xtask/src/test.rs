@@ -58,6 +58,10 @@ pub fn run() -> anyhow::Result<()> {
         step("real node (Kubernetes, containerd, a CSI driver; volguard from its chart and image)", &mut || {
             e2e::run(&e2e::Options::default())
         });
+        step(
+            "Kubernetes' storage e2e suite on the real node, CI subset, without and then with volguard (compared)",
+            &mut || e2e::run(&e2e::Options { storage_suite: Some(e2e::SuiteSet::Ci), ..Default::default() }),
+        );
         step("real node with BPF LSM in the VM (scenario 6: refused in the kernel, then handed over)", &mut || {
             e2e::run(&e2e::Options { vm: true, ..Default::default() })
         });

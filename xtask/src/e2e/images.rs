@@ -161,6 +161,51 @@ pub fn upstream_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(archives)
 }
 
+/// The images Kubernetes' storage e2e suite runs (storage_suite.rs's TEST_IMAGES), under
+/// the names the suite gives them: Debian's static busybox with every applet, and agnhost
+/// built from the same Kubernetes module beside it.
+pub fn suite_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    use super::suite_files::{TEST_IMAGES, TestImage, bin};
+    let work = out.join("suite-context");
+    let _ = fs::remove_dir_all(&work);
+    let mut archives = Vec::new();
+    let applets = output(Command::new("/bin/busybox").arg("--list"))?;
+    for (name, kind) in TEST_IMAGES {
+        let file = name.rsplit('/').next().expect("a name").replace(':', "-");
+        let context = work.join(&file);
+        let rootfs = context.join("rootfs");
+        busybox_rootfs(&rootfs)?;
+        for applet in applets.lines().map(str::trim).filter(|a| !a.is_empty() && !APPLETS.contains(a)) {
+            let _ = symlink("busybox", rootfs.join("bin").join(applet));
+        }
+        let entrypoint = match kind {
+            TestImage::Busybox => "CMD [\"/bin/sh\"]".to_owned(),
+            TestImage::GnuDd => {
+                // Debian's dash as sh too: busybox's sh runs its own applet for `dd`
+                // whatever /bin/dd is (it prefers applets), dash looks dd up in PATH.
+                for (tool, from) in [("dd", host_binary("dd")?), ("sh", PathBuf::from("/bin/dash"))] {
+                    fs::remove_file(rootfs.join("bin").join(tool))?;
+                    copy_into(&rootfs, &from, &Path::new("/bin").join(tool))?;
+                    for library in crate::vm::shared_libraries(&from)? {
+                        copy_into(&rootfs, &library, &library)?;
+                    }
+                }
+                "CMD [\"/bin/sh\"]".to_owned()
+            }
+            TestImage::Agnhost => {
+                copy_into(&rootfs, &bin("agnhost"), Path::new("/agnhost"))?;
+                "ENTRYPOINT [\"/agnhost\"]\nCMD [\"pause\"]".to_owned()
+            }
+        };
+        fs::write(
+            context.join("Containerfile"),
+            format!("FROM scratch\nCOPY rootfs/ /\nENV PATH=/usr/sbin:/usr/bin:/sbin:/bin\n{entrypoint}\n"),
+        )?;
+        archives.push(build(&context.join("Containerfile"), &context, name, out, &format!("suite-{file}"))?);
+    }
+    Ok(archives)
+}
+
 /// Where Debian keeps `tool` (merged /usr: /usr/bin or /usr/sbin).
 fn host_binary(tool: &str) -> anyhow::Result<PathBuf> {
     ["/usr/bin", "/usr/sbin"]

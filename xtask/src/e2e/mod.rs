@@ -19,6 +19,8 @@ mod pki;
 mod prometheus;
 mod scenarios;
 mod secure_metrics;
+mod storage_suite;
+mod suite_files;
 mod upstream;
 mod vm_node;
 mod workload;
@@ -31,6 +33,7 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+pub use storage_suite::SuiteSet;
 pub use vm_node::GUEST_MODULES;
 
 use crate::proc::{require_root, target_dir};
@@ -68,6 +71,12 @@ pub struct Options {
     /// outside; volguard enforces in the kernel.
     #[arg(long)]
     pub vm: bool,
+    /// Kubernetes' storage e2e suite (its External Storage testsuites, upstream's
+    /// test-driver.yaml for csi-driver-host-path) instead of the scenarios: run without
+    /// volguard, then with volguard installed from its chart, and compared. `ci` is the
+    /// subset `cargo xtask test` runs, `full` the whole chosen set (docs/testing.md).
+    #[arg(long, value_name = "SET", conflicts_with = "vm")]
+    pub storage_suite: Option<storage_suite::SuiteSet>,
 }
 
 /// Builds what the node runs (`cargo xtask setup`, and the e2e before it starts): the
@@ -75,7 +84,8 @@ pub struct Options {
 /// upstream's released sources.
 pub fn build_components() -> anyhow::Result<()> {
     components::ensure()?;
-    upstream::ensure()
+    upstream::ensure()?;
+    storage_suite::ensure()
 }
 
 /// The image tags: the install, and the `helm upgrade` that restarts the agent.
@@ -97,6 +107,9 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     ];
     archives.extend(images::support_images(&out)?);
     archives.extend(images::upstream_images(&out)?);
+    if options.storage_suite.is_some() {
+        archives.extend(images::suite_images(&out)?);
+    }
 
     let sysctls = snapshot_sysctls();
     // Ctrl-C reaches unshare, which then kills the node (--kill-child); we stay to clean up.
@@ -120,6 +133,9 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     }
     if options.vm {
         inner.arg("--vm");
+    }
+    if let Some(set) = options.storage_suite {
+        inner.arg("--storage-suite").arg(set.name());
     }
     let status = inner.status().context("starting the node's namespaces with unshare")?;
     // SAFETY: back to the default disposition.
@@ -167,6 +183,8 @@ pub struct NodeOptions {
     trace_backend: Option<String>,
     #[arg(long)]
     vm: bool,
+    #[arg(long)]
+    storage_suite: Option<storage_suite::SuiteSet>,
 }
 
 pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
@@ -184,6 +202,8 @@ pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
     print_versions(&node)?;
     let result = if options.vm {
         scenarios::run_in_vm(&node, &options.logs)
+    } else if let Some(set) = options.storage_suite {
+        storage_suite::run(&mut node, &options.logs, set, options.trace_backend.as_deref())
     } else {
         scenarios::run(&mut node, &options.logs, options.trace_backend.as_deref())
     };
@@ -275,6 +295,7 @@ fn nothing_left_behind() -> anyhow::Result<()> {
         if let Ok(target) = fs::read_link(process.join("exe"))
             && (target.starts_with(components::COMPONENTS_DIR)
                 || target.starts_with(upstream::UPSTREAM_DIR)
+                || target.starts_with(suite_files::SUITE_DIR)
                 || target.ends_with("volguard")
                 || (target.ends_with("qemu-system-x86_64")
                     && fs::read(process.join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&our_vm))))

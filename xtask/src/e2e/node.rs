@@ -274,7 +274,8 @@ pub enum Root {
 
 /// Writes containerd's configuration (and the CNI configuration it names) under `state`
 /// and returns the configuration file. The shim and the CNI plugin are found in the
-/// components' bin directory, on the node and in the VM alike.
+/// components' bin directory, on the node and in the VM alike; the storage suite's pod
+/// network's plugins in the suite's (suite_files.rs).
 pub fn write_containerd_config(state: &Path, root: Root) -> anyhow::Result<PathBuf> {
     let cni_conf = state.join("cni");
     fs::create_dir_all(&cni_conf)?;
@@ -299,7 +300,7 @@ state = "/run/containerd"
   # No CAP_SYS_RESOURCE on these machines: runc cannot lower oom_score_adj.
   restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ["{cni_bin}"]
+    bin_dirs = ["{cni_bin}", "{suite_bin}"]
     conf_dir = "{cni_conf}"
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
@@ -310,6 +311,7 @@ state = "/run/containerd"
 "#,
         cni_bin = bin("loopback").parent().expect("bin dir").display(),
         cni_conf = cni_conf.display(),
+        suite_bin = super::suite_files::bin("bridge").parent().expect("bin dir").display(),
         no_pivot_root = root == Root::Initramfs,
     );
     let config_file = state.join("containerd.toml");
