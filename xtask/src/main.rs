@@ -49,8 +49,9 @@ enum Command {
         /// prints their table and leaves BENCHMARKS.md alone.
         #[arg(long)]
         only: Option<String>,
-        /// Also measure the mount cycles in pairs against the agent of this commit (built
-        /// in release under target/bench-base): row 1r, held to ≤ 1.05×.
+        /// Also measure the mount cycles and the tax on unrelated syscalls in pairs against
+        /// the agent of this commit (built in release under target/bench-base): rows 1r
+        /// (≤ 1.05×) and 8r (≤ 1.01×).
         #[arg(long, value_name = "REV")]
         base: Option<String>,
     },

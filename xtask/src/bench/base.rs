@@ -1,6 +1,6 @@
 //! `cargo xtask bench --base REV`: the agent of an older commit, built in release beside
-//! this one, so that the mount cycles (1r) can be measured in pairs against it in the same
-//! run: did a change make the agent dearer on the mount path?
+//! this one, so that the mount cycles (1r) and the tax on unrelated syscalls (8r) can be
+//! measured in pairs against it in the same run: did a change make the agent dearer?
 
 use std::{fs, path::PathBuf, process::Command};
 
