@@ -156,8 +156,9 @@ impl Bench {
         let args = ["test", "-p", "volguard", "--release", "--test", "integration"];
         let _ = writeln!(
             self.report.details,
-            "### 1r and 8r. Against the base agent (host)\n\nAs 1 and 8, but each pair is one run with a fresh agent of the base commit ({commit}, built in release from its own tree) \
-             and one with a fresh agent of this build, the base's run first in every other pair, {HOST_PAIRS} \
+            "### 1r and 8r. Against the base agent (host)\n\nAs 1 and 8, but each pair is one run with a fresh \
+             agent of the base commit ({commit}, built in release from its own tree) and one with a fresh agent of \
+             this build, the base's run first in every other pair, {HOST_PAIRS} \
              pairs per backend. The figure is the median of the ratios this/base: above 1, this agent makes a \
              mount (1r) or an unrelated syscall (8r) dearer than the base did.\n"
         );
