@@ -167,13 +167,7 @@ impl PodCgroup {
         let node_root =
             identity(std::fs::metadata(format!("/proc/{}/task/{}/root/", std::process::id(), ns.tid)).unwrap());
         let own = format!("/proc/{child}/root/");
-        for _ in 0..500 {
-            if std::fs::metadata(&own).is_ok_and(|m| identity(m) != node_root) {
-                return Container { pid: child };
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!("the pod's container did not pivot into its root");
+        ready_when(child, "pivot into its root", || std::fs::metadata(&own).is_ok_and(|m| identity(m) != node_root))
     }
 
     /// A container of this pod being created: its runtime has made its namespace (a copy
@@ -194,13 +188,7 @@ impl PodCgroup {
         // Ready once its namespace is no longer the one it joined.
         let joined = std::fs::metadata(format!("/proc/{}/task/{}/ns/mnt", std::process::id(), ns.tid)).unwrap().ino();
         let own = format!("/proc/{child}/ns/mnt");
-        for _ in 0..500 {
-            if std::fs::metadata(&own).is_ok_and(|m| m.ino() != joined) {
-                return Container { pid: child };
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!("the pod's container namespace was not made");
+        ready_when(child, "make its namespace", || std::fs::metadata(&own).is_ok_and(|m| m.ino() != joined))
     }
 
     /// Forks a child that joins this cgroup and `ns` and runs `op`; then exits with its
@@ -226,6 +214,17 @@ impl PodCgroup {
             nix::unistd::ForkResult::Parent { child } => child,
         }
     }
+}
+
+/// The container `child` once `ready` holds (polled for up to 5 s).
+fn ready_when(child: nix::unistd::Pid, what: &str, ready: impl Fn() -> bool) -> Container {
+    for _ in 0..500 {
+        if ready() {
+            return Container { pid: child };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("the pod's container did not {what}");
 }
 
 /// A pod's long-lived process in a mount namespace of its own; killed when dropped.
