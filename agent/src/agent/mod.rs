@@ -320,6 +320,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         owned_trees: None,
         reported_access: Default::default(),
         kernel_audited_clones: Default::default(),
+        scans: Default::default(),
     };
     agent.facts_metrics();
     agent.report_shared_volumes();

@@ -1,13 +1,17 @@
 //! Copies of owned volumes in other pods' mount namespaces that no mount call of theirs
 //! made: propagation brings every publish into a pod with a hostPath on kubelet's tree
 //! (`HostToContainer`), without a syscall there; and mounts made before the agent started
-//! were never seen. The node's namespaces are scanned at start-up, after each publish of
-//! an owned volume, and at each reconciliation; what is found is judged as a mount call's
-//! access is (`enforce::decision::decide_access`), with route `propagated`. A namespace
+//! were never seen. The node's namespaces are scanned at start-up, after a publish of a
+//! single-pod volume (at once, or in a burst at most once per [`SCAN_GAP`]), and at each
+//! reconciliation; what is found is judged as a mount call's access is
+//! (`enforce::decision::decide_access`), with route `propagated`. A namespace
 //! that still shows the node's root (a container being created, before its runtime pivots
 //! into the container's root) is left: its copies are the node's own mounts.
 
-use std::path::Path;
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use tracing::debug;
 
@@ -23,9 +27,47 @@ use crate::{
     sys::mountns::{OWN_NAMESPACE, mount_namespaces, namespace_inode, namespace_of},
 };
 
+/// The shortest time between two scans after publishes: a scan reads every process's
+/// namespace link and each pod namespace's mount table, which a burst of publishes (a
+/// node starting its pods, a CSI driver's stress test) must not repeat for each one.
+pub(super) const SCAN_GAP: Duration = Duration::from_millis(500);
+
+/// When the next scan after publishes is due: at once after a quiet [`SCAN_GAP`], else
+/// once when the gap ends, however many publishes came within it.
+#[derive(Debug, Default)]
+pub(super) struct ScanSchedule {
+    last: Option<Instant>,
+    due: Option<Instant>,
+}
+
+impl ScanSchedule {
+    /// A publish at `now` wants a scan: true if it is to run now, else it is due at
+    /// [`Self::due`].
+    pub(super) fn wanted(&mut self, now: Instant) -> bool {
+        match self.last.map(|last| last + SCAN_GAP) {
+            Some(gap_ends) if now < gap_ends => {
+                self.due.get_or_insert(gap_ends);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// When a scan held back by the gap is due.
+    pub(super) fn due(&self) -> Option<Instant> {
+        self.due
+    }
+
+    /// A scan ran at `now` (whatever asked for it).
+    pub(super) fn ran(&mut self, now: Instant) {
+        *self = Self { last: Some(now), due: None };
+    }
+}
+
 impl Running<'_> {
     /// Looks through every pod's mount namespace for copies of owned volumes.
     pub(super) fn scan_namespaces(&mut self) {
+        self.scans.ran(Instant::now());
         let trees = self.owned_trees();
         if trees.is_empty() {
             return;
@@ -34,8 +76,8 @@ impl Running<'_> {
         // read-only view of the kubelet root) hold copies of every publish by design.
         let node = namespace_inode(&namespace_of(self.model.mountinfo())).ok();
         let own = namespace_inode(Path::new(OWN_NAMESPACE)).ok();
-        let node_table = MountTable::read(self.model.mountinfo()).ok();
-        let node_root = node_table.as_ref().and_then(MountTable::root_shown);
+        // Read once, and only if a pod's namespace is there to compare.
+        let mut node_root = None;
         let mut scanned = 0;
         for (inode, pid) in mount_namespaces(Path::new("/proc")) {
             let Ok(mnt_ns) = u32::try_from(inode) else { continue };
@@ -54,7 +96,9 @@ impl Running<'_> {
             // yet: a runtime creating a container unshares first (every node mount is
             // copied, each at its node path), then pivots and drops the old root with them.
             // Nothing there that the node's own namespace does not show.
-            if node_root.is_some() && table.root_shown() == node_root {
+            let node_root = node_root
+                .get_or_insert_with(|| MountTable::read(self.model.mountinfo()).ok().and_then(|t| root_of(&t)));
+            if node_root.is_some() && root_of(&table) == *node_root {
                 debug!("mount namespace {mnt_ns} (pid {pid}) shows the node's root: not yet a container's, left");
                 continue;
             }
@@ -79,8 +123,42 @@ impl Running<'_> {
     }
 }
 
+/// What `table`'s `/` shows: its device and root.
+fn root_of(table: &MountTable) -> Option<(String, std::path::PathBuf)> {
+    table.root_shown().map(|(device, root)| (device.to_owned(), root.to_owned()))
+}
+
 /// The process's command name, for the conflict's "by" (empty if it is gone).
 fn comm_of(pid: u32) -> RawString {
     let comm = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
     RawString { bytes: comm.trim_ascii_end().to_vec(), truncated: false }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_publish_after_a_quiet_gap_scans_at_once_and_a_burst_scans_once_when_the_gap_ends() {
+        let start = Instant::now();
+        let mut scans = ScanSchedule::default();
+        assert!(scans.wanted(start), "the first publish");
+        scans.ran(start);
+        let soon = start + SCAN_GAP / 10;
+        assert!(!scans.wanted(soon));
+        assert!(!scans.wanted(soon + SCAN_GAP / 10));
+        assert_eq!(scans.due(), Some(start + SCAN_GAP), "one scan for the burst, when the gap ends");
+        scans.ran(start + SCAN_GAP);
+        assert_eq!(scans.due(), None);
+        assert!(scans.wanted(start + 2 * SCAN_GAP), "quiet again");
+    }
+
+    #[test]
+    fn a_reconciliations_scan_counts_for_the_gap() {
+        let start = Instant::now();
+        let mut scans = ScanSchedule::default();
+        scans.ran(start);
+        assert!(!scans.wanted(start + SCAN_GAP / 2));
+        assert!(scans.wanted(start + SCAN_GAP));
+    }
 }

@@ -89,6 +89,8 @@ pub(super) struct Running<'a> {
     /// Clones the `move_mount` hook reported and let through (audit mode), by (caller's
     /// thread group, volume): the same call's exit check does not report them again.
     pub(super) kernel_audited_clones: std::collections::HashSet<(u32, String)>,
+    /// When the propagated-copies scan after publishes runs.
+    pub(super) scans: super::propagated::ScanSchedule,
 }
 
 /// What told the agent about a mount.
@@ -119,6 +121,8 @@ impl Running<'_> {
         loop {
             let view_due = self.view_freshness.urgent_due();
             let view_due_at = tokio::time::Instant::from_std(view_due.unwrap_or_else(Instant::now));
+            let scan_due = self.scans.due();
+            let scan_due_at = tokio::time::Instant::from_std(scan_due.unwrap_or_else(Instant::now));
             let step = tokio::select! {
                 batch = feed.next_batch(|input| {
                     match input {
@@ -146,6 +150,7 @@ impl Running<'_> {
                 }
                 _ = lost_check.tick() => Step::Tick,
                 _ = tokio::time::sleep_until(view_due_at), if view_due.is_some() => Step::UrgentView,
+                _ = tokio::time::sleep_until(scan_due_at), if scan_due.is_some() => Step::Scan,
                 _ = reconcile.tick() => Step::ReconcileTick,
                 Some(read) = node_reads.recv() => Step::Reconcile(read),
                 Ok(()) = csi.changed() => Step::Csi,
@@ -171,6 +176,7 @@ impl Running<'_> {
                     }
                 }
                 Step::UrgentView => self.refresh_view()?,
+                Step::Scan => self.scan_namespaces(),
                 Step::Csi => {
                     let report = csi.borrow_and_update().clone();
                     self.csi_report(report);
@@ -264,9 +270,11 @@ impl Running<'_> {
         let action = decision::decide(self.decision, ownership, reporter);
         let transition = action.is_transition();
         self.act(action, &change, by);
-        // A publish propagates into every namespace that receives kubelet's tree.
+        // A publish propagates into every namespace that receives kubelet's tree. Only a
+        // single-pod volume can be owned; the scan reads which are.
         if let PublishChange::Published(t, _) = &change
-            && self.owned_trees().iter().any(|tree| tree.volume == t.volume)
+            && self.model.single_pod().contains_key(&t.volume)
+            && self.scans.wanted(Instant::now())
         {
             self.scan_namespaces();
         }
@@ -459,6 +467,8 @@ enum Step {
     Tick,
     /// A change of ownership or quarantine the view held back (see `view::URGENT_GAP`).
     UrgentView,
+    /// The propagated-copies scan a burst of publishes held back (see `propagated::SCAN_GAP`).
+    Scan,
     ReconcileTick,
     Reconcile(NodeRead),
     Csi,
@@ -470,6 +480,7 @@ impl Step {
         match self {
             Step::Tick => "the 1 s tick (lost events, held conflicts, the view)",
             Step::UrgentView => "the view after a burst of ownership changes",
+            Step::Scan => "the propagated-copies scan after a burst of publishes",
             Step::ReconcileTick => "starting a reconciliation",
             Step::Reconcile(_) => "a reconciliation",
             Step::Csi => "a CSI report",
