@@ -42,8 +42,8 @@ const DISTRIBUTED_FILES: &[&str] = &[
     "csi-hostpath-storageclass-fast.yaml",
     "csi-hostpath-storageclass-slow.yaml",
 ];
-/// The DaemonSet of the distributed deployment.
-const DAEMONSET: &str = "csi-hostpathplugin";
+/// The plugin's workload: the StatefulSet on one node, the DaemonSet of the distributed deployment.
+const PLUGIN: &str = "csi-hostpathplugin";
 
 /// Which of upstream's deployments of the driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,10 +209,10 @@ pub(super) fn install(admin: &Kube, deployment: Deployment, nodes: &[&str], time
         }
         let ready = match deployment {
             Deployment::Central => {
-                admin.run(&["get", "statefulset", DAEMONSET, "-o", "jsonpath={.status.readyReplicas}"])?.trim() == "1"
+                admin.run(&["get", "statefulset", PLUGIN, "-o", "jsonpath={.status.readyReplicas}"])?.trim() == "1"
             }
             Deployment::Distributed => {
-                let status = admin.get_json(&["daemonset", DAEMONSET])?["status"].clone();
+                let status = admin.get_json(&["daemonset", PLUGIN])?["status"].clone();
                 status["numberReady"] == json!(nodes.len()) && status["desiredNumberScheduled"] == json!(nodes.len())
             }
         };
@@ -292,7 +292,7 @@ mod tests {
         assert!(of_kind("StatefulSet").is_empty());
         let daemonsets = of_kind("DaemonSet");
         assert_eq!(daemonsets.len(), 1);
-        assert_eq!(daemonsets[0]["metadata"]["name"], DAEMONSET);
+        assert_eq!(daemonsets[0]["metadata"]["name"], PLUGIN);
         let pod = &daemonsets[0]["spec"]["template"]["spec"];
         assert_eq!(pod["hostNetwork"], true);
         let containers = pod["containers"].as_array().unwrap();
