@@ -21,13 +21,10 @@ tool (
 )
 
 require (
-	github.com/container-storage-interface/spec v1.9.0
-	google.golang.org/grpc v1.78.0
-	k8s.io/kubelet v0.34.4
-	k8s.io/mount-utils v0.0.0
-)
-
-require (
+	github.com/container-storage-interface/spec v1.9.0 // indirect
+	google.golang.org/grpc v1.78.0 // indirect
+	k8s.io/kubelet v0.34.4 // indirect
+	k8s.io/mount-utils v0.0.0 // indirect
 	cel.dev/expr v0.24.0 // indirect
 	cloud.google.com/go/auth v0.17.0 // indirect
 	cloud.google.com/go/auth/oauth2adapt v0.2.8 // indirect

@@ -49,6 +49,11 @@ enum Command {
         /// prints their table and leaves BENCHMARKS.md alone.
         #[arg(long)]
         only: Option<String>,
+        /// Also measure the mount cycles and the tax on unrelated syscalls in pairs against
+        /// the agent of this commit (built in release under target/bench-base): rows 1r
+        /// (≤ 1.05×) and 8r (≤ 1.01×).
+        #[arg(long, value_name = "REV")]
+        base: Option<String>,
     },
     /// (internal) Hold a private mount namespace with N bind mounts until stdin closes.
     #[command(hide = true)]
@@ -105,7 +110,7 @@ fn run() -> anyhow::Result<()> {
         Command::Test => test::run(),
         Command::VmTest(options) => vm::run(&options),
         Command::Demo(options) => demo::run(&options),
-        Command::Bench { only } => bench::run(only.as_deref()),
+        Command::Bench { only, base } => bench::run(only.as_deref(), base.as_deref()),
         Command::BenchHolder { mounts, dir } => bench::holder(mounts, &dir),
         Command::Fuzz(options) => fuzz::run(&options),
         Command::E2e(options) => e2e::run(&options),

@@ -137,6 +137,13 @@ impl Running<'_> {
         let by = self.mounted_by(&c.caller);
         let (volume, pod, owner) = (text(&c.volume), text(&c.attempted_by), text(&c.owner));
         if c.hook == decode::CLONE_HOOK {
+            if !c.blocked {
+                // Allowed: the call's exit comes next, and its check would find the clone.
+                if self.kernel_audited_clones.len() >= super::out_of_band::REPORTED_ACCESSES {
+                    self.kernel_audited_clones.clear();
+                }
+                self.kernel_audited_clones.insert((c.caller.tgid, volume.clone()));
+            }
             let conflict = self.model.conflict(action, &volume, &pod, &owner).made_by(Some(by));
             self.tell(conflict.routed(Route::Clone, None));
             return;

@@ -319,6 +319,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         own_masks: Vec::new(),
         owned_trees: None,
         reported_access: Default::default(),
+        kernel_audited_clones: Default::default(),
     };
     agent.facts_metrics();
     agent.report_shared_volumes();

@@ -84,6 +84,13 @@ impl Running<'_> {
             if self.reported_access.contains(&key) {
                 continue;
             }
+            // The kernel's hook reported this clone already (records come in order: the
+            // hook's before the exit's).
+            if attach == Attach::Move && self.kernel_audited_clones.remove(&(event.caller.tgid, access.volume.clone()))
+            {
+                self.remember_reported(key);
+                continue;
+            }
             if decided != AccessAction::Allow
                 && let Some(left_in_place) = self.handle_access(&event.caller, access, decided, reader_pod.as_deref())
                 && left_in_place

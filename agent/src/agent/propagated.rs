@@ -3,7 +3,9 @@
 //! (`HostToContainer`), without a syscall there; and mounts made before the agent started
 //! were never seen. The node's namespaces are scanned at start-up, after each publish of
 //! an owned volume, and at each reconciliation; what is found is judged as a mount call's
-//! access is (`enforce::decision::decide_access`), with route `propagated`.
+//! access is (`enforce::decision::decide_access`), with route `propagated`. A namespace
+//! that still shows the node's root (a container being created, before its runtime pivots
+//! into the container's root) is left: its copies are the node's own mounts.
 
 use std::path::Path;
 
@@ -17,6 +19,7 @@ use crate::{
     },
     kernel::decode::{Caller, RawString},
     model::access,
+    node_files::mount_table::MountTable,
     sys::mountns::{OWN_NAMESPACE, mount_namespaces, namespace_inode, namespace_of},
 };
 
@@ -31,6 +34,8 @@ impl Running<'_> {
         // read-only view of the kubelet root) hold copies of every publish by design.
         let node = namespace_inode(&namespace_of(self.model.mountinfo())).ok();
         let own = namespace_inode(Path::new(OWN_NAMESPACE)).ok();
+        let node_table = MountTable::read(self.model.mountinfo()).ok();
+        let node_root = node_table.as_ref().and_then(MountTable::root_shown);
         let mut scanned = 0;
         for (inode, pid) in mount_namespaces(Path::new("/proc")) {
             let Ok(mnt_ns) = u32::try_from(inode) else { continue };
@@ -45,6 +50,14 @@ impl Running<'_> {
             }
             let caller = Caller { pid, tgid: pid, mnt_ns, comm: comm_of(pid), cgroup_id: 0 };
             let Some(table) = detach::caller_table(&caller) else { continue };
+            // A copy of the node's namespace that has not pivoted into a container's root
+            // yet: a runtime creating a container unshares first (every node mount is
+            // copied, each at its node path), then pivots and drops the old root with them.
+            // Nothing there that the node's own namespace does not show.
+            if node_root.is_some() && table.root_shown() == node_root {
+                debug!("mount namespace {mnt_ns} (pid {pid}) shows the node's root: not yet a container's, left");
+                continue;
+            }
             scanned += 1;
             for access in access::copies_in_namespace(&table, &trees) {
                 if access.owner == pod {

@@ -86,6 +86,9 @@ pub(super) struct Running<'a> {
     /// Accesses outside kubelet's publish reported and left in place, by (mount namespace,
     /// mount id, mount point).
     pub(super) reported_access: std::collections::HashSet<(u32, i32, std::path::PathBuf)>,
+    /// Clones the `move_mount` hook reported and let through (audit mode), by (caller's
+    /// thread group, volume): the same call's exit check does not report them again.
+    pub(super) kernel_audited_clones: std::collections::HashSet<(u32, String)>,
 }
 
 /// What told the agent about a mount.

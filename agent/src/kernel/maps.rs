@@ -127,6 +127,8 @@ impl EnforcementMaps {
     /// Takes the maps out of the loaded object (which keeps its programs).
     pub fn take(object: &mut LoadedObject) -> Result<Self, KernelError> {
         let mut maps = Self::from_maps(|name| Ok(object.take_map(name)?))?;
+        let publish_mounts = object.take_map(PUBLISH_MOUNTS)?;
+        maps.publish_mounts = Some(HashMap::try_from(publish_mounts).map_err(map_error(PUBLISH_MOUNTS))?);
         let mount_tree = object.take_map(MOUNT_TREE_LAYOUT)?;
         maps.mount_tree = Some(Array::try_from(mount_tree).map_err(map_error(MOUNT_TREE_LAYOUT))?);
         maps.callers = Some(CallerMaps::take(object)?);
@@ -135,10 +137,14 @@ impl EnforcementMaps {
 
     /// Opens the maps an agent pinned under `pins` (for `volguard owners`, and tests).
     pub fn open_pinned(pins: &Pins) -> Result<Self, KernelError> {
-        Self::from_maps(|name| {
+        let open = |name: &'static str| {
             let data = MapData::from_pin(pins.map_path(name)).map_err(map_error(name))?;
             Ok(if name == CONFIG { Map::Array(data) } else { Map::HashMap(data) })
-        })
+        };
+        let mut maps = Self::from_maps(open)?;
+        // Pins of an agent older than the map have none.
+        maps.publish_mounts = open(PUBLISH_MOUNTS).ok().and_then(|map| HashMap::try_from(map).ok());
+        Ok(maps)
     }
 
     fn from_maps(mut take: impl FnMut(&'static str) -> Result<Map, KernelError>) -> Result<Self, KernelError> {
@@ -147,7 +153,7 @@ impl EnforcementMaps {
             single_pod: HashMap::try_from(take(SINGLE_POD_VOLUMES)?).map_err(map_error(SINGLE_POD_VOLUMES))?,
             owners: HashMap::try_from(take(OWNERS)?).map_err(map_error(OWNERS))?,
             roots: HashMap::try_from(take(PUBLISHED_ROOTS)?).map_err(map_error(PUBLISHED_ROOTS))?,
-            publish_mounts: take(PUBLISH_MOUNTS).ok().and_then(|map| HashMap::try_from(map).ok()),
+            publish_mounts: None,
             mount_tree: None,
             callers: None,
         })

@@ -69,6 +69,12 @@ impl MountTable {
     pub fn is_mount_point(&self, path: &Path) -> bool {
         self.mounts.iter().any(|m| m.mount_point == path)
     }
+
+    /// What the table's `/` shows (the top mount there): its device and root.
+    pub fn root_shown(&self) -> Option<(&str, &Path)> {
+        let root = self.mounts.iter().rev().find(|m| m.mount_point == Path::new("/"))?;
+        Some((root.device.as_str(), root.root.as_path()))
+    }
 }
 
 fn parse_line(line: &[u8]) -> Result<Mount, String> {
@@ -142,6 +148,17 @@ mod tests {
         assert_eq!(table.skipped.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec![2, 3]);
         assert!(table.skipped[1].1.contains("UTF-8"));
         assert!(table.is_mount_point(Path::new("/mnt/a b")));
+    }
+
+    #[test]
+    fn the_root_shown_is_the_top_mount_at_slash() {
+        let node = MountTable::parse(b"20 1 8:1 / / rw - ext4 /dev/sda1 rw\n21 20 0:5 / /proc rw - proc proc rw\n");
+        assert_eq!(node.root_shown(), Some(("8:1", Path::new("/"))));
+        // A container's: its image's layer stacked over the copy of the node's root.
+        let container =
+            MountTable::parse(b"20 1 8:1 / / rw - ext4 /dev/sda1 rw\n90 20 0:77 / / rw - overlay overlay rw\n");
+        assert_eq!(container.root_shown(), Some(("0:77", Path::new("/"))));
+        assert_eq!(MountTable::parse(&line(40, "/mnt/a").into_bytes()).root_shown(), None);
     }
 
     /// Found by `cargo xtask fuzz` (target mountinfo): `\777` overflowed a byte.

@@ -112,19 +112,75 @@ impl PodCgroup {
 
     /// A container of this pod: a process that joins `ns`, makes a namespace of its own
     /// whose mounts receive `ns`'s propagation (as a `HostToContainer` hostPath does), and
-    /// stays there until dropped.
-    fn container(&self, ns: &MountNs) -> Container {
+    /// pivots, as a runtime does, into a root of its own (`rootfs`, a new tmpfs) holding
+    /// that hostPath (`host_path`, recursively bound at the same path); there it stays
+    /// until dropped. Until the pivot its namespace shows the node's root, which the agent
+    /// leaves alone (a container being created).
+    fn container(&self, ns: &MountNs, rootfs: &Path, host_path: &Path) -> Container {
+        std::fs::create_dir_all(rootfs).unwrap();
+        let root = cstr(rootfs);
+        // Every directory from the new root down to the hostPath's place in it, and the
+        // old root's: made after the fork with mkdir alone.
+        let mut dirs: Vec<CString> = host_path
+            .ancestors()
+            .filter(|a| *a != Path::new("/"))
+            .map(|a| cstr(&rootfs.join(a.strip_prefix("/").unwrap())))
+            .collect();
+        dirs.reverse();
+        let (source, at) = (cstr(host_path), cstr(&rootfs.join(host_path.strip_prefix("/").unwrap())));
+        let old_root = cstr(&rootfs.join("old-root"));
+        let child = self.fork_in(
+            ns,
+            move || {
+                // SAFETY: raw syscalls with valid NUL-terminated strings made before the fork.
+                unsafe {
+                    let null = std::ptr::null();
+                    if libc::unshare(libc::CLONE_NEWNS) != 0
+                        || libc::mount(null, c"/".as_ptr(), null, libc::MS_REC | libc::MS_SLAVE, null.cast()) != 0
+                        || libc::mount(c"vg-rootfs".as_ptr(), root.as_ptr(), c"tmpfs".as_ptr(), 0, null.cast()) != 0
+                    {
+                        return 1;
+                    }
+                    for dir in dirs.iter().chain([&old_root]) {
+                        libc::mkdir(dir.as_ptr(), 0o755);
+                    }
+                    if libc::mount(source.as_ptr(), at.as_ptr(), null, libc::MS_BIND | libc::MS_REC, null.cast()) != 0 {
+                        return 2;
+                    }
+                    // pivot_root, or where the root is an initramfs (the VM's), which
+                    // pivot_root refuses, what runc's no-pivot mode does: move the new
+                    // root onto / and chroot into it.
+                    let pivoted = (libc::syscall(libc::SYS_pivot_root, root.as_ptr(), old_root.as_ptr()) == 0
+                        && libc::chdir(c"/".as_ptr()) == 0
+                        && libc::umount2(c"/old-root".as_ptr(), libc::MNT_DETACH) == 0)
+                        || (libc::chdir(root.as_ptr()) == 0
+                            && libc::mount(root.as_ptr(), c"/".as_ptr(), null, libc::MS_MOVE, null.cast()) == 0
+                            && libc::chroot(c".".as_ptr()) == 0
+                            && libc::chdir(c"/".as_ptr()) == 0);
+                    if pivoted { 0 } else { 3 }
+                }
+            },
+            true,
+        );
+        // Ready once its root is no longer the node's.
+        let identity = |m: std::fs::Metadata| (m.dev(), m.ino());
+        let node_root =
+            identity(std::fs::metadata(format!("/proc/{}/task/{}/root/", std::process::id(), ns.tid)).unwrap());
+        let own = format!("/proc/{child}/root/");
+        ready_when(child, "pivot into its root", || std::fs::metadata(&own).is_ok_and(|m| identity(m) != node_root))
+    }
+
+    /// A container of this pod being created: its runtime has made its namespace (a copy
+    /// of `ns`, receiving `ns`'s propagation) and has not pivoted into its root yet.
+    fn being_created(&self, ns: &MountNs) -> Container {
         let child = self.fork_in(
             ns,
             || {
                 // SAFETY: raw syscalls with valid NUL-terminated strings.
                 unsafe {
+                    let null = std::ptr::null();
                     let own = libc::unshare(libc::CLONE_NEWNS);
-                    let slave = c"/";
-                    let flags = libc::MS_REC | libc::MS_SLAVE;
-                    let receives =
-                        libc::mount(std::ptr::null(), slave.as_ptr(), std::ptr::null(), flags, std::ptr::null());
-                    own | receives
+                    own | libc::mount(null, c"/".as_ptr(), null, libc::MS_REC | libc::MS_SLAVE, null.cast())
                 }
             },
             true,
@@ -132,13 +188,7 @@ impl PodCgroup {
         // Ready once its namespace is no longer the one it joined.
         let joined = std::fs::metadata(format!("/proc/{}/task/{}/ns/mnt", std::process::id(), ns.tid)).unwrap().ino();
         let own = format!("/proc/{child}/ns/mnt");
-        for _ in 0..500 {
-            if std::fs::metadata(&own).is_ok_and(|m| m.ino() != joined) {
-                return Container { pid: child };
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!("the pod's container namespace was not made");
+        ready_when(child, "make its namespace", || std::fs::metadata(&own).is_ok_and(|m| m.ino() != joined))
     }
 
     /// Forks a child that joins this cgroup and `ns` and runs `op`; then exits with its
@@ -164,6 +214,17 @@ impl PodCgroup {
             nix::unistd::ForkResult::Parent { child } => child,
         }
     }
+}
+
+/// The container `child` once `ready` holds (polled for up to 5 s).
+fn ready_when(child: nix::unistd::Pid, what: &str, ready: impl Fn() -> bool) -> Container {
+    for _ in 0..500 {
+        if ready() {
+            return Container { pid: child };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("the pod's container did not {what}");
 }
 
 /// A pod's long-lived process in a mount namespace of its own; killed when dropped.
@@ -213,6 +274,18 @@ impl Published {
 
     /// As [`Published::new`], in a tree and namespace the test has prepared, with `backend`.
     fn with_tree(tree: KubeletTree, ns: MountNs, pin: &str, backend: &[&str], extra: &[&str]) -> Self {
+        Self::with_tree_in_mode(tree, ns, pin, backend, extra, "auto")
+    }
+
+    /// As [`Published::with_tree`], the agent in `mode`.
+    fn with_tree_in_mode(
+        tree: KubeletTree,
+        ns: MountNs,
+        pin: &str,
+        backend: &[&str],
+        extra: &[&str],
+        mode: &str,
+    ) -> Self {
         let volume = tree.volume("pv-rwop");
         let handle_sha256 = "5f0e".repeat(16);
         let staging =
@@ -220,8 +293,9 @@ impl Published {
         std::fs::create_dir_all(&staging).unwrap();
         ns.bind(&volume, &staging).unwrap();
         let a_target = tree.publish_dir(POD_A, "pv-rwop");
-        let args: Vec<&str> = backend.iter().chain(extra).copied().collect();
-        let agent = Agent::start_in(&ns, &tree.root(), &pin_root(pin), &["pv-rwop"], &args);
+        let mountinfo = ns.mountinfo();
+        let args: Vec<&str> = ["--mountinfo", mountinfo.as_str()].iter().chain(backend).chain(extra).copied().collect();
+        let agent = Agent::start_with(&tree.root(), &pin_root(pin), &["pv-rwop"], mode, &args);
         agent.mode();
         ns.bind(&staging, &a_target).unwrap();
         agent.wait_for_line("the claim", |l| l.contains(&format!("claimed by pod {POD_A}")) || l.contains("its owner"));
@@ -352,6 +426,47 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     published.finish(&[&own, &admin, &backup]);
 }
 
+const AUDIT_TEST: &str = "in_audit_mode_another_pods_clone_is_reported_once_and_left";
+
+/// In audit mode with BPF LSM, the `move_mount` hook and the syscall's exit both see another
+/// pod's clone; the kernel's record reports it and the exit check does not again. Without
+/// BPF LSM the exit check is the one that reports it.
+#[test]
+fn in_audit_mode_another_pods_clone_is_reported_once_and_left() {
+    if !have_root(AUDIT_TEST) {
+        return;
+    }
+    let Some(cgroups) = PodCgroup::hierarchy(AUDIT_TEST) else { return };
+    let pod_c = PodCgroup::new(&cgroups, POD_C);
+    let published = Published::with_tree_in_mode(
+        KubeletTree::new(),
+        MountNs::new(),
+        "out-of-band-audit",
+        &syscall_backend(),
+        &[],
+        "audit",
+    );
+    let (ns, agent) = (&published.ns, &published.agent);
+    let cloned = published.dir("c-clone");
+    pod_c.clone_tree(ns, &published.a_target, &cloned);
+    // The records are handled in order: once a later bind is reported, the clone's hook
+    // and exit records both have been.
+    let later = published.dir("c-later");
+    pod_c.bind(ns, &published.staging, &later, false);
+    let later_point = later.display().to_string();
+    agent.wait_for_line("the later bind's report", |l| {
+        l.contains("CONFLICT reported (audit mode)") && l.contains(&format!(" at {later_point} by "))
+    });
+    assert_eq!(published.marker(&cloned).ok().as_deref(), Some("pv-rwop"), "audit mode leaves the clone");
+    let route_total =
+        |route: &str| agent.metric_family_sum_where("volguard_conflicts_total", &format!("route=\"{route}\""));
+    assert_eq!((route_total("clone"), route_total("bind")), (1.0, 1.0), "each access reported once");
+    let (_, body) = crate::support::http_get(&agent.address("debug API"), "/debug/conflicts");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["conflicts"].as_array().unwrap().len(), 2, "{body}");
+    published.finish(&[&cloned, &later]);
+}
+
 const EXEMPT_TEST: &str = "an_exempt_reader_reads_and_the_opt_in_detaches_a_node_processs_access";
 /// A backup agent the operator exempts (namespace backup, ServiceAccount restic), and
 /// another pod of that namespace that is not exempt (ServiceAccount nightly).
@@ -449,7 +564,10 @@ pub fn propagated_copies_are_detached(test: &str, backend: &[&str]) {
         nix::mount::mount(None::<&str>, &shared, None::<&str>, nix::mount::MsFlags::MS_SHARED, None::<&str>)
     })
     .unwrap();
-    let container = pod_c.container(&ns);
+    // And another container of C's, being created: made first, so that the agent's scan
+    // (in the order of /proc) looks at it before the one above.
+    let being_created = pod_c.being_created(&ns);
+    let container = pod_c.container(&ns, &tree.tmp.path().join("c-rootfs"), &root);
     let published = Published::with_tree(tree, ns, &format!("propagated-{}", backend.join("-")), backend, &[]);
     let a_target = published.a_target.clone();
     let copy = container.path(&a_target);
@@ -463,12 +581,16 @@ pub fn propagated_copies_are_detached(test: &str, backend: &[&str]) {
     assert_eq!(published.marker(&a_target).ok().as_deref(), Some("pv-rwop"), "A's own publish is left");
     let route = published.agent.metric_family_sum_where("volguard_conflicts_total", "route=\"propagated\"");
     assert_eq!(route, 2.0, "two propagated copies, each reported once");
+    // The container being created still shows the node's root, and every node mount with
+    // it: nothing there to judge (the runtime's pivot drops them).
+    let unpivoted = std::fs::read_to_string(being_created.path(&a_target).join("marker"));
+    assert_eq!(unpivoted.ok().as_deref(), Some("pv-rwop"), "a container being created was judged");
     if published.agent.mode() == "enforce" {
         // The copy sat on A's publish target's directory, in C's namespace: no release.
         let releases = published.agent.metric_family_sum_where("volguard_kernel_events_total", "counter=\"releases\"");
         assert_eq!(releases, 0.0, "detaching the propagated copy released A's volume in the kernel");
     }
-    drop(container);
+    drop((container, being_created));
     published.finish(&[&root]);
 }
 

@@ -5,7 +5,9 @@
 //! it and the mode, which `cargo xtask bench` turns into rows.
 //!
 //! Each measure is a series of pairs, a run without the agent and a run with a fresh real
-//! agent attached, back to back (which of the two first alternates from pair to pair).
+//! agent attached, back to back (which of the two first alternates from pair to pair); or,
+//! for `cargo xtask bench --base REV`, a run with a fresh agent of that older build and one
+//! with this build's.
 //! The ratio is taken within each pair: this machine's syscall path switches between
 //! speeds ~30 % apart that last for seconds, so a pair mostly sees one speed where the
 //! medians of two sides can each land on a different one. The measures:
@@ -32,7 +34,7 @@ use nix::{sched::CpuSet, unistd::Pid};
 
 use crate::support::{
     http_get,
-    kubelet::{Agent, KubeletTree, MountNs, pin_root, quiet_agents, uninstall},
+    kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, quiet_agents, uninstall},
 };
 
 /// Pairs per measure unless `VOLGUARD_BENCH_PAIRS` says otherwise (`cargo xtask bench`
@@ -46,8 +48,8 @@ const RUN_TIME: Duration = Duration::from_millis(250);
 /// The CPU the tax loops run on (the agent is free to run on the other).
 const LOOP_CPU: usize = 0;
 
-/// The seconds of each case's runs, without and with the agent, and the agent's
-/// backend and mode.
+/// The seconds of each case's runs, with the baseline (`without`) and with the agent, and
+/// the agent's backend and mode.
 struct Alternated {
     without: Vec<Vec<f64>>,
     with: Vec<Vec<f64>>,
@@ -63,9 +65,47 @@ fn pairs() -> usize {
     asked.map_or(PAIRS, |n| n.parse().unwrap_or_else(|_| panic!("VOLGUARD_BENCH_PAIRS={n}: not a count")))
 }
 
-/// Measures every case in pairs: once without the agent and once with a fresh agent
-/// attached, the agent's run first in every other pair, so that neither side always
-/// runs just after an agent started or stopped.
+/// What the other run of each pair has: no agent, or with `VOLGUARD_BENCH_BASE_AGENT_BIN`
+/// a fresh agent of another build (`cargo xtask bench --base REV`: did a change make the
+/// agent dearer?).
+fn base_agent() -> Option<PathBuf> {
+    std::env::var_os("VOLGUARD_BENCH_BASE_AGENT_BIN").map(PathBuf::from)
+}
+
+/// What the baseline run of a pair had, as the bench lines name it.
+fn baseline_name() -> &'static str {
+    if base_agent().is_some() { "base agent" } else { "no agent" }
+}
+
+/// One run of every case with a fresh agent of `binary` attached.
+struct AgentRun {
+    seconds: Vec<f64>,
+    backend: String,
+    mode: String,
+    program_runs: BTreeMap<String, (f64, f64)>,
+}
+
+fn with_agent(
+    binary: &Path,
+    tree: &KubeletTree,
+    ns: &MountNs,
+    pins: &Path,
+    each_case: &dyn Fn() -> Vec<f64>,
+) -> AgentRun {
+    let agent = Agent::start_binary_in(binary, ns, &tree.root(), pins, &["pv-rwop"], &[]);
+    let (backend, mode) = (agent.trace_backend(), agent.mode());
+    let seconds = each_case();
+    let program_runs =
+        if bpf_stats() { program_runs(&http_get(&agent.address("metrics"), "/metrics").1) } else { BTreeMap::new() };
+    agent.stop();
+    // Enforcement outlives a clean stop (pinned): remove it for the next run.
+    uninstall(pins);
+    AgentRun { seconds, backend, mode, program_runs }
+}
+
+/// Measures every case in pairs: once with the baseline (no agent, or the base agent) and
+/// once with a fresh agent attached, the agent's run first in every other pair, so that
+/// neither side always runs just after an agent started or stopped.
 fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure: impl Fn(usize) -> f64) -> Alternated {
     // The agent's log lines are not part of what is measured (they reach the test's
     // stderr, in the VM through the emulated serial console).
@@ -79,31 +119,30 @@ fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure
         program_runs: BTreeMap::new(),
     };
     let each_case = || (0..cases).map(&measure).collect::<Vec<f64>>();
+    let base = base_agent();
+    let baseline = || match &base {
+        Some(binary) => with_agent(binary, tree, ns, &pins, &each_case).seconds,
+        None => each_case(),
+    };
     for pair in 0..pairs() {
         let agent_first = pair % 2 == 1;
-        let baseline_first = (!agent_first).then(each_case);
-        let agent = Agent::start_in(ns, &tree.root(), &pins, &["pv-rwop"], &[]);
-        (runs.backend, runs.mode) = (agent.trace_backend(), agent.mode());
+        let baseline_first = (!agent_first).then(&baseline);
+        let run = with_agent(&agent_binary(), tree, ns, &pins, &each_case);
+        (runs.backend, runs.mode, runs.program_runs) = (run.backend, run.mode, run.program_runs);
         if lsm_enforces() {
             assert_eq!(runs.mode, "enforce", "where BPF LSM works, the LSM hooks are part of what is measured");
         }
-        let with = each_case();
-        if bpf_stats() {
-            runs.program_runs = program_runs(&http_get(&agent.address("metrics"), "/metrics").1);
-        }
-        agent.stop();
-        // Enforcement outlives a clean stop (pinned): remove it for the next baseline.
-        uninstall(&pins);
-        let without = baseline_first.unwrap_or_else(each_case);
-        for case in 0..cases {
-            runs.without[case].push(without[case]);
-            runs.with[case].push(with[case]);
+        let without = baseline_first.unwrap_or_else(&baseline);
+        for (case, (baseline, agent)) in without.iter().zip(&run.seconds).enumerate() {
+            runs.without[case].push(*baseline);
+            runs.with[case].push(*agent);
         }
         eprintln!(
-            "{test} pair {pair} ({} {}, agent {}): without {:?} s, with {:?} s",
+            "{test} pair {pair} ({} {}, agent {}): {} {:?} s, agent {:?} s",
             runs.backend,
             runs.mode,
             if agent_first { "first" } else { "second" },
+            baseline_name(),
             runs.without.iter().map(|v| v[pair]).collect::<Vec<_>>(),
             runs.with.iter().map(|v| v[pair]).collect::<Vec<_>>()
         );
@@ -147,6 +186,7 @@ fn report(bench: &str, runs: &Alternated, cases: &[(&str, u64)], extra: impl Fn(
             "backend": runs.backend,
             "mode": runs.mode,
             "bpf_stats": bpf_stats(),
+            "baseline": baseline_name(),
             "case": case,
             "iterations": iterations,
             "without_s": runs.without[i],

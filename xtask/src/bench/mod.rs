@@ -10,8 +10,9 @@
 //! adds to the report:
 //!
 //! - [`syscalls`]: 1, mount syscall overhead, and 8, the tax on unrelated syscalls, per
-//!   tracing backend, on the host and (1b) in the VM with the LSM hooks, on both VM kernels
-//!   (6.1 and 6.12).
+//!   tracing backend, on the host and (1b) in the VM with the LSM hooks, on each VM kernel
+//!   of the matrix; with `--base REV`, 1r and 8r: the same against that commit's agent
+//!   ([`base`] builds it).
 //! - [`memory`]: 3, agent memory idle and loaded (its loaded agent serves 4).
 //! - [`cluster_memory`]: 3c, agent memory with 100,000 PVs and PVCs behind a fake API server.
 //! - [`responses`]: 4, /metrics and /debug/volumes response times.
@@ -26,6 +27,7 @@
 
 mod agent;
 mod at_rest;
+mod base;
 mod cluster_memory;
 mod event_rate;
 mod holder;
@@ -62,6 +64,9 @@ const REPS: usize = 5;
 const NOT_MEASURED: &str = "**FAILED** (not measured)";
 /// The targets of 1 and 8, for a row saying one of them was not measured.
 const SYSCALL_TARGETS: &str = "mount cycle ≤ 1.10×; tax ≤ 1.01× (trampolines, fanotify)";
+/// The targets of 1r and 8r: the agent may not make the mount cycles more than 5 % dearer
+/// than the base agent did, nor add to unrelated syscalls.
+const REGRESSION_TARGETS: &str = "mount cycle ≤ 1.05×, tax ≤ 1.01× against the base";
 
 /// One line of the table.
 struct Row {
@@ -114,6 +119,19 @@ impl Row {
         }
     }
 
+    /// A backend this kernel does not allow: a fact about the machine, not a failed step.
+    fn refused_by_kernel(name: &str, why: &str) -> Self {
+        Self {
+            name: name.into(),
+            baseline: "—".into(),
+            measured: format!("refused by this kernel: {}", why.replace('|', "/").replace('\n', " ")),
+            figure: "—".into(),
+            target: "—".into(),
+            met: "—".into(),
+            short_of_target: false,
+        }
+    }
+
     fn failed(&self) -> bool {
         self.met == NOT_MEASURED
     }
@@ -127,12 +145,13 @@ struct Report {
     commands: Vec<String>,
 }
 
-pub fn run(only: Option<&str>) -> anyhow::Result<()> {
+pub fn run(only: Option<&str>, base: Option<&str>) -> anyhow::Result<()> {
     require_root("bench")?;
     let started = Instant::now();
     println!("== build volguard (release)");
     run_cmd(cargo().args(["build", "--release", "-p", "volguard"]))?;
     let agent = target_dir().join("release/volguard");
+    let base = base.map(base::build).transpose()?;
     let built = started.elapsed();
 
     // Before any thread exists: a private mount namespace for this process and its children.
@@ -152,7 +171,7 @@ pub fn run(only: Option<&str>) -> anyhow::Result<()> {
         },
         "mounting the bench tmpfs",
     )?;
-    let bench = Bench { agent, dir: dir.clone(), report: Report::default() };
+    let bench = Bench { agent, base, dir: dir.clone(), report: Report::default() };
     let result = bench.all(started, built, only);
     // SAFETY: valid path.
     unsafe { libc::umount2(cpath(&dir).as_ptr(), libc::MNT_DETACH) };
@@ -162,6 +181,8 @@ pub fn run(only: Option<&str>) -> anyhow::Result<()> {
 
 struct Bench {
     agent: PathBuf,
+    /// `--base REV`: the older agent 1r and 8r measure against.
+    base: Option<base::BaseAgent>,
     dir: PathBuf,
     report: Report,
 }
@@ -192,8 +213,13 @@ impl Bench {
     }
 
     fn all(mut self, started: Instant, built: Duration, only: Option<&str>) -> anyhow::Result<()> {
-        let steps: [(&str, &str, Step); 9] = [
-            ("1. mount and unrelated syscalls, per backend (host)", SYSCALL_TARGETS, Self::host_syscalls),
+        let mut steps: Vec<(&str, &str, Step)> =
+            vec![("1. mount and unrelated syscalls, per backend (host)", SYSCALL_TARGETS, Self::host_syscalls)];
+        if self.base.is_some() {
+            steps.push(("1r. syscalls against the base agent (host)", REGRESSION_TARGETS, Self::host_regression));
+        }
+        // Every kernel of the VM matrix with BPF LSM (5.10, below the floor, runs no agent).
+        steps.extend::<[(&str, &str, Step); 9]>([
             (
                 "1b. mount and unrelated syscalls, per backend, with the LSM hooks (VM, Linux 6.1)",
                 SYSCALL_TARGETS,
@@ -204,13 +230,18 @@ impl Bench {
                 SYSCALL_TARGETS,
                 |bench| bench.vm_syscalls(VmKernel::Linux612),
             ),
+            (
+                "1b. mount and unrelated syscalls, per backend, with the LSM hooks (VM, Linux 7.3)",
+                SYSCALL_TARGETS,
+                |bench| bench.vm_syscalls(VmKernel::Linux73),
+            ),
             ("3. agent memory", "≤ 16 MiB idle, ≤ 40 MiB loaded", Self::memory),
             ("3c. agent memory with a large cluster (fake API server)", "≤ idle + 5 MiB", Self::cluster_memory),
             ("5. start-up to ready", "≤ 500 ms", Self::startup),
             ("2. lossless event rate", "≥ 100,000 events/s", Self::event_rate),
             ("6. quarantine reaction", "p99 ≤ 2 ms", Self::quarantine),
             ("6c. quarantine reaction under load", "p99 ≤ 2 ms", Self::quarantine_under_load),
-        ];
+        ]);
         let mut timings = Vec::new();
         for (name, target, step) in steps {
             if only.is_some_and(|prefix| !name.starts_with(prefix)) {
@@ -278,7 +309,9 @@ impl Bench {
         args.extend(["--trace-backend".to_owned(), backend.to_owned()]);
         // Relative to the checkout: the report names no path of the machine it ran on.
         let binary = self.agent.strip_prefix(workspace_root()).unwrap_or(&self.agent);
-        let line = format!("RUST_LOG=info {} {}", binary.display(), args.join(" "));
+        // And the bench's own directory by a name, not this run's path.
+        let line = format!("RUST_LOG=info {} {}", binary.display(), args.join(" "))
+            .replace(&self.dir.display().to_string(), "$BENCH_DIR");
         if !self.report.commands.iter().any(|c| c.split(" --inventory").next() == line.split(" --inventory").next()) {
             self.report.commands.push(line);
         }
@@ -303,7 +336,7 @@ impl Bench {
         let _ = writeln!(
             s,
             "```\n\nThe bench runs in a private mount namespace of its own (`unshare(CLONE_NEWNS)`, `/` made \
-             rprivate) on a tmpfs, and the agent is its child in that namespace; the host's mount table is not \
+             rprivate) on a tmpfs (`$BENCH_DIR` above), and the agent is its child in that namespace; the host's mount table is not \
              touched. `--mode auto` resolves to quarantine on a host without BPF LSM, and \
              `--trace-backend auto` to trampolines where the kernel allows them, else fanotify mount notifications \
              where they work, else syscall tracepoints. Rows 3, 5 and 6 measure the agent as auto starts it on \

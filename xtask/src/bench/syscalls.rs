@@ -18,8 +18,8 @@ use crate::{
     vm::{BENCH_LINE, VmKernel},
 };
 
-/// The host's runs: every backend, cheapest first (those the kernel refuses are reported:
-/// this host refuses trampolines, EPERM), then the mount cycles again with the kernel's BPF
+/// The host's runs: every backend, cheapest first (one the kernel refuses is reported as
+/// refused), then the mount cycles again with the kernel's BPF
 /// run-time statistics on (`--bpf-stats`), to show what they cost.
 const HOST_RUNS: [(&str, Stats, &str); 4] = [
     ("trampolines", Stats::Off, "syscall_bench::"),
@@ -42,6 +42,13 @@ const HOST_PAIRS: usize = 25;
 const MOUNT_CYCLE_TARGET: f64 = 1.10;
 /// The tax on unrelated syscalls of the backends meant to have none.
 const TAX_TARGET: f64 = 1.01;
+/// 1r: this agent's mount cycles against the base agent's (8r holds the tax loops to
+/// `TAX_TARGET`).
+const REGRESSION_TARGET: f64 = 1.05;
+/// The backends 1r and 8r compare on the host.
+const REGRESSION_BACKENDS: [&str; 3] = ["trampolines", "fanotify", "tracepoints"];
+/// What the agent says when the kernel does not allow a backend it was asked for.
+const REFUSED_BY_KERNEL: &str = "the kernel refuses";
 
 /// One parsed `volguard-bench:` line.
 struct Measure {
@@ -49,6 +56,8 @@ struct Measure {
     backend: String,
     bpf_stats: bool,
     mode: String,
+    /// "no agent", or "base agent" for 1r and 8r.
+    baseline: String,
     case: String,
     iterations: f64,
     without: Vec<f64>,
@@ -68,6 +77,7 @@ impl Measure {
             backend: text("backend"),
             bpf_stats: json["bpf_stats"].as_bool().unwrap_or(false),
             mode: text("mode"),
+            baseline: json["baseline"].as_str().unwrap_or("no agent").to_owned(),
             case: text("case"),
             iterations: json["iterations"].as_f64().unwrap_or(0.0),
             without: seconds("without_s"),
@@ -89,29 +99,28 @@ impl Bench {
             self.report.details,
             "### 1 and 8 on the host\n\n`agent/tests/integration/syscall_bench.rs` (release) starting the release \
              agent, once per tracing backend (`VOLGUARD_TRACE_BACKEND`; a backend the kernel refuses is reported as \
-             not measured), {HOST_PAIRS} pairs of runs, one without the agent and one with a fresh agent attached \
-             (mode auto: quarantine on this host), back to back, the agent's run first in every other pair. The \
-             figure is the median of the {HOST_PAIRS} ratios within pairs, with the interval the order statistics \
-             give it (the 8th to the 18th ratio: 95.7 %): this host's syscall path switches between speeds about \
-             30 % apart that hold for seconds, which the two runs of a pair mostly share and two sides' medians \
-             need not. 1: `mount(src, tgt, MS_BIND)` + `umount2(tgt, 0)` cycles in a private mount namespace, \
-             outside the kubelet tree and as the owner publishing its ReadWriteOncePod volume. 8: a `getppid` loop \
-             and a 4 KiB `read` of /dev/zero + `write` to /dev/null loop, on a thread pinned to CPU 0. Every loop's \
-             length is calibrated to about 0.25 s without the agent. The mount cycles run once more with the \
-             kernel's BPF run-time statistics on (`--bpf-stats`), for what they cost.\n"
+             refused), {HOST_PAIRS} pairs of runs, one without the agent and one with a fresh agent attached (mode \
+             auto; each row names the mode it resolved to), back to back, the agent's run first in every other \
+             pair. The figure is the median of the {HOST_PAIRS} ratios within pairs, with the interval the order \
+             statistics give it (each row states it): a machine's syscall path can switch between speeds tens of \
+             per cent apart that hold for seconds, which the two runs of a pair mostly share and two sides' \
+             medians need not. 1: `mount(src, tgt, MS_BIND)` + `umount2(tgt, 0)` cycles in a private mount \
+             namespace, outside the kubelet tree and as the owner publishing its ReadWriteOncePod volume. 8: a \
+             `getppid` loop and a 4 KiB `read` of /dev/zero + `write` to /dev/null loop, on a thread pinned to CPU \
+             0. Every loop's length is calibrated to about 0.25 s without the agent. The mount cycles run once \
+             more with the kernel's BPF run-time statistics on (`--bpf-stats`), for what they cost.\n"
         );
         let mut measured = 0;
         for (backend, stats, tests) in HOST_RUNS {
             println!("  backend {backend}{}", if stats == Stats::On { " with --bpf-stats" } else { "" });
-            match self.run_syscall_bench(&args, tests, backend, stats) {
+            match self.run_syscall_bench(&args, tests, backend, stats, &[]) {
                 Ok(lines) => {
                     measured += 1;
                     self.syscall_rows("host", &lines)?;
                 }
                 Err(e) => {
-                    println!("  {backend}: not measured: {e:#}");
                     let row = format!("1, 8. mount and unrelated syscalls (host, {backend})");
-                    self.report.rows.push(Row::not_measured(&row, "—", &format!("{e:#}")));
+                    self.not_measured(&row, &e);
                 }
             }
         }
@@ -127,16 +136,68 @@ impl Bench {
         Ok(None)
     }
 
+    /// A backend the kernel refuses is a fact about the kernel, reported as such; any
+    /// other error is a step that failed.
+    fn not_measured(&mut self, row: &str, e: &anyhow::Error) {
+        let why = format!("{e:#}");
+        println!("  {row}: not measured: {why}");
+        if why.contains(REFUSED_BY_KERNEL) {
+            self.report.rows.push(Row::refused_by_kernel(row, &why));
+        } else {
+            self.report.rows.push(Row::not_measured(row, "—", &why));
+        }
+    }
+
+    /// 1r and 8r on the host: the mount cycles and the tax loops in pairs, this agent
+    /// against the base agent, per backend.
+    pub(super) fn host_regression(&mut self) -> anyhow::Result<Option<Loaded>> {
+        let base = self.base.as_ref().context("1r needs --base")?;
+        let (commit, binary) = (base.commit.clone(), base.binary.clone());
+        let args = ["test", "-p", "volguard", "--release", "--test", "integration"];
+        let _ = writeln!(
+            self.report.details,
+            "### 1r and 8r. Against the base agent (host)\n\nAs 1 and 8, but each pair is one run with a fresh \
+             agent of the base commit ({commit}, built in release from its own tree) and one with a fresh agent of \
+             this build, the base's run first in every other pair, {HOST_PAIRS} \
+             pairs per backend. The figure is the median of the ratios this/base: above 1, this agent makes a \
+             mount (1r) or an unrelated syscall (8r) dearer than the base did.\n"
+        );
+        let mut measured = 0;
+        for backend in REGRESSION_BACKENDS {
+            println!("  backend {backend}, against {commit}");
+            let env = [("VOLGUARD_BENCH_BASE_AGENT_BIN", binary.as_os_str())];
+            match self.run_syscall_bench(&args, "syscall_bench::", backend, Stats::Off, &env) {
+                Ok(lines) => {
+                    measured += 1;
+                    self.syscall_rows("host", &lines)?;
+                }
+                Err(e) => self.not_measured(&format!("1r, 8r. syscalls against the base agent (host, {backend})"), &e),
+            }
+        }
+        self.report.details.push('\n');
+        self.report.commands.push(format!(
+            "VOLGUARD_TRACE_BACKEND=<backend> VOLGUARD_BENCH_BASE_AGENT_BIN=target/bench-base/<commit>/target/release/volguard \
+             cargo {} syscall_bench:: -- --ignored --nocapture --test-threads=1  # 1r and 8r, base {commit}",
+            args.join(" ")
+        ));
+        if measured == 0 {
+            bail!("no backend could be measured against the base agent");
+        }
+        Ok(None)
+    }
+
     fn run_syscall_bench(
         &self,
         args: &[&str],
         tests: &str,
         backend: &str,
         stats: Stats,
+        env: &[(&str, &std::ffi::OsStr)],
     ) -> anyhow::Result<Vec<Measure>> {
         let out = cargo()
             .args(args)
             .args([tests, "--", "--ignored", "--nocapture", "--test-threads=1"])
+            .envs(env.iter().copied())
             .env("VOLGUARD_AGENT_BIN", &self.agent)
             .env("VOLGUARD_TRACE_BACKEND", backend)
             .env("VOLGUARD_BPF_STATS", if stats == Stats::On { "true" } else { "false" })
@@ -196,7 +257,14 @@ impl Bench {
         for m in measures {
             let (b, w) = (median(&m.without), median(&m.with));
             let ratio = PairedRatio::of(&m.with, &m.without).context("a bench line without pairs")?;
+            let against_base = m.baseline == "base agent";
             let (name, unit, per, target) = match m.bench.as_str() {
+                "mount_cycle" if against_base => (
+                    format!("1r. mount cycle against the base agent ({place}, {}, {}): {}", m.backend, m.mode, m.case),
+                    "µs/cycle",
+                    1e6,
+                    Some(REGRESSION_TARGET),
+                ),
                 "mount_cycle" => (
                     format!(
                         "1. mount cycle ({place}, {}, {}{}): {}",
@@ -208,6 +276,15 @@ impl Bench {
                     "µs/cycle",
                     1e6,
                     Some(MOUNT_CYCLE_TARGET),
+                ),
+                "tax" if against_base => (
+                    format!(
+                        "8r. tax on unrelated syscalls against the base agent ({place}, {}): {}",
+                        m.backend, m.case
+                    ),
+                    "ns/call",
+                    1e9,
+                    Some(TAX_TARGET),
                 ),
                 // Tracepoints tax every syscall by design: their figure is reported, not judged.
                 "tax" => (
@@ -222,17 +299,22 @@ impl Bench {
             println!("  {name}: {:.2} → {:.2} {unit}: {}", per_iteration(b), per_iteration(w), ratio.describe());
             self.report.rows.push(Row::judged(
                 &name,
-                format!("{:.2} {unit} (no agent, median)", per_iteration(b)),
-                format!("{:.2} {unit} (agent, median)", per_iteration(w)),
+                format!("{:.2} {unit} ({}, median)", per_iteration(b), m.baseline),
+                format!(
+                    "{:.2} {unit} ({}, median)",
+                    per_iteration(w),
+                    if against_base { "this agent" } else { "agent" }
+                ),
                 ratio.describe(),
                 &target.map_or("reported".to_owned(), |t| format!("≤ {t:.2}×")),
                 target.map(|t| ratio.verdict(t)),
             ));
             let _ = writeln!(
                 self.report.details,
-                "- {name}: {} iterations per run; seconds per run, pair by pair, without {}, with {}; median of \
-                 the ratios {}{}",
+                "- {name}: {} iterations per run; seconds per run, pair by pair, {} {}, agent {}; median of the \
+                 ratios {}{}",
                 m.iterations,
+                m.baseline,
                 list(&m.without, 3),
                 list(&m.with, 3),
                 ratio.describe(),

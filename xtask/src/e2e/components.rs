@@ -1,6 +1,6 @@
 //! The upstream components of the real node, built from the Go modules that
 //! `e2e/components/go.mod` pins (versions there, checksums in its go.sum), and cached
-//! under [`COMPONENTS_DIR`]: a re-run with the same go.mod, go.sum and sources skips the
+//! under [`COMPONENTS_DIR`]: a re-run with the same go.mod and go.sum skips the
 //! build.
 
 use std::{
@@ -34,7 +34,6 @@ pub const BINARIES: &[&str] = &[
     "ctr",
     "loopback",
     "prometheus",
-    "csi-hostpath",
 ];
 
 pub fn bin(name: &str) -> PathBuf {
@@ -46,12 +45,11 @@ pub fn pinned_version(module: &str) -> anyhow::Result<String> {
     go::required_version(&workspace_root().join(MODULE_DIR), module)
 }
 
-/// What the build depends on: the checksums of go.mod, go.sum and our sources, the
+/// What the build depends on: the checksums of go.mod and go.sum, the
 /// flags and the Go version. Kept as the stamp of a finished build.
 fn build_inputs(ldflags: &str) -> anyhow::Result<String> {
     let module = workspace_root().join(MODULE_DIR);
-    let sums =
-        output(Command::new("sha256sum").current_dir(&module).args(["go.mod", "go.sum", "csi-hostpath/main.go"]))?;
+    let sums = output(Command::new("sha256sum").current_dir(&module).args(["go.mod", "go.sum"]))?;
     Ok(format!(
         "{sums}ldflags: {ldflags}
 {}",
@@ -78,7 +76,7 @@ pub fn ensure() -> anyhow::Result<()> {
         println!("e2e: components present in {COMPONENTS_DIR} (Kubernetes {kubernetes}, containerd {containerd})");
         return Ok(());
     }
-    println!("e2e: building Kubernetes {kubernetes}, etcd, containerd {containerd} and the CSI driver from Go modules");
+    println!("e2e: building Kubernetes {kubernetes}, etcd, containerd {containerd} and Prometheus from Go modules");
     println!("e2e: (cold, about 11 minutes on 2 cores with the downloads; the result is cached in {COMPONENTS_DIR})");
     stamp.clear();
     let out = Path::new(COMPONENTS_DIR).join("bin");
@@ -89,11 +87,10 @@ pub fn ensure() -> anyhow::Result<()> {
         cmd.env("GOFLAGS", "-mod=mod").args(args);
         Ok(cmd)
     };
-    // Every tool in go.mod, then our CSI driver: one `go build` each so the build cache
-    // shares Kubernetes' packages between its binaries.
+    // Every tool in go.mod in one `go build`, so that its binaries share Kubernetes'
+    // packages in the build cache.
     let out_arg = format!("{}/", out.display());
     run_cmd(&mut go(&["build", "-trimpath", "-tags", "no_btrfs", "-ldflags", &ldflags, "-o", &out_arg, "tool"])?)?;
-    run_cmd(&mut go(&["build", "-trimpath", "-ldflags", "-s -w", "-o", &out_arg, "./csi-hostpath"])?)?;
     // etcd's main package is the module root: it comes out named after it.
     if out.join("server").is_file() {
         fs::rename(out.join("server"), bin("etcd"))?;

@@ -295,9 +295,21 @@ pub fn pin_root(test: &str) -> PathBuf {
 impl Agent {
     /// Starts the agent reading `ns`'s mount table (where the test's publishes live).
     pub fn start_in(ns: &MountNs, kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], extra: &[&str]) -> Self {
+        Self::start_binary_in(&agent_binary(), ns, kubelet_root, pin_root, single_pod, extra)
+    }
+
+    /// As [`Agent::start_in`], with another build of the agent (the bench's base agent).
+    pub fn start_binary_in(
+        binary: &Path,
+        ns: &MountNs,
+        kubelet_root: &Path,
+        pin_root: &Path,
+        single_pod: &[&str],
+        extra: &[&str],
+    ) -> Self {
         let mountinfo = ns.mountinfo();
         let args: Vec<&str> = ["--mountinfo", mountinfo.as_str()].into_iter().chain(extra.iter().copied()).collect();
-        Self::start_with(kubelet_root, pin_root, single_pod, "auto", &args)
+        Self::spawn(binary, kubelet_root, pin_root, single_pod, "auto", &args, &[])
     }
 
     /// The mode named in the ready line.
@@ -328,7 +340,19 @@ impl Agent {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let mut cmd = Command::new(agent_binary());
+        Self::spawn(&agent_binary(), kubelet_root, pin_root, single_pod, mode, extra, env)
+    }
+
+    fn spawn(
+        binary: &Path,
+        kubelet_root: &Path,
+        pin_root: &Path,
+        single_pod: &[&str],
+        mode: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let mut cmd = Command::new(binary);
         cmd.envs(env.iter().copied());
         cmd.arg("run").arg("--kubelet-root").arg(kubelet_root).arg("--pin-root").arg(pin_root);
         cmd.args(["--mode", mode]).args(extra);
