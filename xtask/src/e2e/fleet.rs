@@ -90,9 +90,16 @@ fn one_install(admin: &Kube) -> anyhow::Result<String> {
     for node in NODES {
         let pods = agent_pods_on(admin, node)?;
         ensure!(pods.len() == 1, "agent pods on {node}: {pods:?}");
-        let expected = if node == VM_NODE_NAME || host_has_bpf_lsm()? { "enforce" } else { "quarantine" };
+        // The VM boots with `bpf` in `lsm=` on a kernel that runs BPF LSM programs. A
+        // kernel may list `bpf` and still refuse the programs (this project's machine
+        // does): there the agent's own probe decides, and either mode is the node's.
+        let expected: &[&str] = match node == VM_NODE_NAME {
+            true => &["enforce"],
+            false if host_has_bpf_lsm()? => &["enforce", "quarantine"],
+            false => &["quarantine"],
+        };
         let mode = agent_mode(node)?;
-        ensure!(mode == expected, "the agent on {node} runs in {mode} mode, not {expected}");
+        ensure!(expected.contains(&mode.as_str()), "the agent on {node} runs in {mode} mode, not {expected:?}");
         modes.push(format!("{node}: {} ({mode})", pods[0]));
     }
     Ok(format!("one release, DaemonSet Ready on {} nodes: {}", NODES.len(), modes.join(", ")))
@@ -134,6 +141,9 @@ fn rwop_across_nodes(admin: &Kube, logs: &Path) -> anyhow::Result<String> {
 
     admin.apply(&claim_pod(VM, ELSEWHERE, CLAIM, "cat /data/owner && exec sleep 100000"))?;
     let kubelet = first_event(admin, ELSEWHERE, "FailedMount", EMULATED)?;
+    // The volume is node-local (hostpath): the other node's kubelet stops at the PV's node
+    // affinity, before any CSI call; any other failure is not this scenario's.
+    ensure!(kubelet.contains("NodeAffinity"), "{ELSEWHERE}'s FailedMount is not the volume's node affinity: {kubelet}");
     ensure!(admin.pod_phase(NS, ELSEWHERE).as_deref() == Some("Pending"), "{ELSEWHERE} runs on {VM_NODE_NAME}");
 
     let attach_required = admin.run(&["get", "csidriver", DRIVER, "-o", "jsonpath={.spec.attachRequired}"])?;

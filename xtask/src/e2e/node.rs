@@ -267,6 +267,9 @@ pub fn start_control_plane(logs: &Path) -> anyhow::Result<Node> {
         format!("--audit-policy-file={}", p(policy)),
         format!("--audit-log-path={}", p(logs.join(AUDIT_LOG))),
         "--audit-log-format=json".into(),
+        // F4 reads Events of the first scenarios at the end of a run that may pass the
+        // default hour on a slow machine.
+        "--event-ttl=6h".into(),
     ];
     node.spawn("kube-apiserver", &bin("kube-apiserver"), &apiserver_args)?;
     let admin = node.admin();

@@ -155,7 +155,7 @@ fn read_or_refused_within(admin: &Kube, pod: &str, file: &str, timeout: Duration
 /// `owner`.
 fn access_event(admin: &Kube, pod: &str, owner: &str) -> anyhow::Result<String> {
     let mut found = None;
-    wait_for(&format!("volguard's access Event on {pod} naming {owner}"), Duration::from_secs(60), || {
+    wait_for(&format!("volguard's access Event on {pod} naming {owner}"), Duration::from_secs(180), || {
         let events = admin.events_for(NS, pod)?;
         found = events.into_iter().find(|e| e.reason == "SinglePodVolumeAccessDetached" && e.note.contains(owner));
         Ok(found.is_some())

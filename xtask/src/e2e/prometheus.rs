@@ -64,6 +64,10 @@ fn config(ca: &Path, token: &Path) -> String {
         r#"global: {{scrape_interval: 1s, evaluation_interval: 1s}}
 scrape_configs:
   - job_name: volguard
+    # The agent in the emulated VM answers slower than 1 s now and then; a failed
+    # scrape would make every series of that node stale at once.
+    scrape_interval: 3s
+    scrape_timeout: 3s
     kubernetes_sd_configs:
       - role: pod
         api_server: https://127.0.0.1:{API_PORT}

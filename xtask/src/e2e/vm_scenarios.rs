@@ -133,14 +133,19 @@ fn refused_in_the_kernel(admin: &Kube, site: Site, chart: &Chart) -> anyhow::Res
     let elsewhere = format!("nodeSelector.kubernetes\\.io/hostname={NODE_NAME}");
     away.extend(["--set-string", &elsewhere]);
     helm_with_values(&away, TAG, chart, admin)?;
-    wait_for("no agent pod on the node", EMULATED, || Ok(agent_pods_on(admin, site.node)?.is_empty()))?;
-    admin.apply(&claim_pod(site, WITHOUT_AGENT, CLAIM_2, "exec sleep 100000"))?;
-    let refused_alone = wait_for(&format!("kubelet's EBUSY on {WITHOUT_AGENT} while no agent runs"), EMULATED, || {
-        Ok(admin.events_for(NS, WITHOUT_AGENT)?.iter().any(|e| e.reason == "FailedMount" && says_ebusy(&e.note)))
-    })?;
-    ensure!(agent_pods_on(admin, site.node)?.is_empty(), "an agent pod appeared before the refusal was seen");
-    helm_with_values(&upgrade, UPGRADE_TAG, chart, admin)?;
-    wait_rollout(admin)?;
+    let alone = (|| {
+        wait_for("no agent pod on the node", EMULATED, || Ok(agent_pods_on(admin, site.node)?.is_empty()))?;
+        admin.apply(&claim_pod(site, WITHOUT_AGENT, CLAIM_2, "exec sleep 100000"))?;
+        let refused = wait_for(&format!("kubelet's EBUSY on {WITHOUT_AGENT} while no agent runs"), EMULATED, || {
+            Ok(admin.events_for(NS, WITHOUT_AGENT)?.iter().any(|e| e.reason == "FailedMount" && says_ebusy(&e.note)))
+        })?;
+        ensure!(agent_pods_on(admin, site.node)?.is_empty(), "an agent pod appeared before the refusal was seen");
+        Ok(refused)
+    })();
+    // The agent back on the node whatever happened: the scenarios after this one need it.
+    let back = helm_with_values(&upgrade, UPGRADE_TAG, chart, admin).and_then(|()| wait_rollout(admin));
+    let refused_alone = alone?;
+    back?;
     let reported = wait_event_within(admin, WITHOUT_AGENT, EMULATED)?;
     ensure!(
         reported.reason == "SinglePodVolumeRefused" && admin.pod_phase(NS, WITHOUT_AGENT).as_deref() == Some("Pending"),

@@ -116,7 +116,12 @@ pub(super) fn volume(
     single_pod: bool,
 ) -> anyhow::Result<String> {
     admin.apply(&claim(site, name, access_mode, single_pod))?;
-    wait_for(&format!("claim {name} provisioned and Bound"), Duration::from_secs(60), || {
+    // On the emulated node its own provisioner provisions, as slow as the rest of it.
+    let timeout = match site.node {
+        super::VM_NODE_NAME => super::vm_scenarios::EMULATED,
+        _ => Duration::from_secs(60),
+    };
+    wait_for(&format!("claim {name} provisioned and Bound"), timeout, || {
         Ok(admin.run(&["get", "pvc", "-n", NS, name, "-o", "jsonpath={.status.phase}"])?.trim() == "Bound")
     })?;
     volume_of(admin, name)
