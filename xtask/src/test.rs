@@ -55,16 +55,14 @@ pub fn run() -> anyhow::Result<()> {
         });
         step("dashboards (Grafana schema types, PromQL, metric names)", &mut dashboards::run);
         step("deploy (helm lint/template, schemas, yamllint, manifests, RBAC vs code)", &mut || deploy::run(false));
-        step("real node (Kubernetes, containerd, a CSI driver; volguard from its chart and image)", &mut || {
-            e2e::run(&e2e::Options::default())
-        });
+        step(
+            "two real nodes in one cluster (this kernel, and the VM's with BPF LSM; one helm install; scenarios 1-8, F1-F4)",
+            &mut || e2e::run(&e2e::Options { fleet: true, ..Default::default() }),
+        );
         step(
             "Kubernetes' storage e2e suite on the real node, CI subset, without and then with volguard (compared)",
             &mut || e2e::run(&e2e::Options { storage_suite: Some(e2e::SuiteSet::Ci), ..Default::default() }),
         );
-        step("real node with BPF LSM in the VM (scenario 6: refused in the kernel, then handed over)", &mut || {
-            e2e::run(&e2e::Options { vm: true, ..Default::default() })
-        });
         step("fuzzing (each parser of untrusted input, 20 s a target, unoptimized build)", &mut || {
             fuzz::run(&fuzz::Options { seconds: 20, dev: true, targets: Vec::new() })
         });

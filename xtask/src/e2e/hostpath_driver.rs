@@ -1,5 +1,6 @@
-//! csi-driver-host-path installed as upstream installs it (deploy/util/deploy-hostpath.sh
-//! with deploy/kubernetes-1.34/hostpath), from the release archives at run time: each
+//! csi-driver-host-path installed as upstream installs it, from the release archives at run
+//! time. On one node, as deploy/util/deploy-hostpath.sh installs
+//! deploy/kubernetes-1.34/hostpath: each
 //! controller sidecar's RBAC (its deploy/kubernetes/rbac.yaml, labelled as the script's
 //! kustomization labels it), the plugin's StatefulSet with its sidecars and role bindings,
 //! the CSIDriver as shipped, and upstream's example StorageClass. Changed only where this
@@ -8,6 +9,15 @@
 //! built (the health monitor and the snapshotter) are left out with their role bindings;
 //! and the pod uses the host's network, as every pod of this node does (there is no pod
 //! network: the API server's Service address answers only in the node's namespace).
+//!
+//! On several nodes (the fleet), as deploy/kubernetes-distributed/deploy.sh installs that
+//! deployment, upstream's one for a cluster of many nodes: external-provisioner's RBAC, the
+//! plugin as a DaemonSet whose every pod has its own external-provisioner
+//! (`--node-deployment`: it provisions the claims given its node, so a volume lives on the
+//! node that uses it), the CSIDriver (no attach), and the StorageClasses `csi-hostpath-fast`
+//! and `csi-hostpath-slow` (WaitForFirstConsumer). Changed only as above, and as deploy.sh
+//! changes it on a cluster without the v1beta1 CSIStorageCapacity API (Kubernetes 1.27 and
+//! later): without `storageCapacity` and `--enable-capacity`.
 
 use std::time::Duration;
 
@@ -15,27 +25,75 @@ use anyhow::{Context, ensure};
 use serde_json::{Value, json};
 
 use super::{
-    NODE_NAME,
     images::upstream_image,
     kube::{Kube, wait_for},
     upstream::{self, Source},
 };
 
 pub(super) const DRIVER: &str = "hostpath.csi.k8s.io";
-/// upstream's examples/csi-storageclass.yaml: Immediate binding, expansion allowed.
-pub(super) const STORAGE_CLASS: &str = "csi-hostpath-sc";
 const DEPLOY_DIR: &str = "deploy/kubernetes-1.34/hostpath";
-/// The sidecars whose RBAC deploy-hostpath.sh applies, of those deployed here.
-const RBAC_FROM: &[&str] = &["external-provisioner", "external-attacher", "external-resizer"];
+const DISTRIBUTED_DIR: &str = "deploy/kubernetes-distributed/hostpath";
+/// The files of the distributed deployment's folder that its deploy.sh applies (all its
+/// YAML, in name order), but csi-hostpath-testing.yaml: a socat Service for csi-sanity,
+/// whose image is not built (the one-node deployment's is not applied either).
+const DISTRIBUTED_FILES: &[&str] = &[
+    "csi-hostpath-driverinfo.yaml",
+    "csi-hostpath-plugin.yaml",
+    "csi-hostpath-storageclass-fast.yaml",
+    "csi-hostpath-storageclass-slow.yaml",
+];
+/// The plugin's workload: the StatefulSet on one node, the DaemonSet of the distributed deployment.
+const PLUGIN: &str = "csi-hostpathplugin";
+
+/// Which of upstream's deployments of the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Deployment {
+    /// deploy/kubernetes-1.34/hostpath, for one node: one pod (a StatefulSet) with the
+    /// controller sidecars; volumes provisioned at once (`csi-hostpath-sc`, Immediate) and
+    /// attached by external-attacher.
+    Central,
+    /// deploy/kubernetes-distributed, for several nodes: the plugin and a provisioner on
+    /// every node; a claim is provisioned on the node it is given (`csi-hostpath-fast`,
+    /// WaitForFirstConsumer); nothing to attach.
+    Distributed,
+}
+
+impl Deployment {
+    /// The StorageClass the scenarios' claims use: upstream's example class, or the
+    /// distributed deployment's first (its `fast` kind).
+    pub(super) fn storage_class(self) -> &'static str {
+        match self {
+            Self::Central => "csi-hostpath-sc",
+            Self::Distributed => "csi-hostpath-fast",
+        }
+    }
+
+    /// The sidecars whose RBAC the deployment's script applies.
+    fn rbac_from(self) -> &'static [&'static str] {
+        match self {
+            Self::Central => &["external-provisioner", "external-attacher", "external-resizer"],
+            Self::Distributed => &["external-provisioner"],
+        }
+    }
+
+    /// The built components the deployment's pod runs.
+    fn components(self) -> anyhow::Result<Vec<Source>> {
+        let unused: &[&str] = match self {
+            Self::Central => &[],
+            Self::Distributed => &["external-attacher", "external-resizer"],
+        };
+        upstream::DEPLOYED.iter().filter(|n| !unused.contains(n)).map(|n| upstream::source(n)).collect()
+    }
+}
 /// The labels deploy-hostpath.sh's kustomization puts on that RBAC.
 const COMMON_LABELS: &[(&str, &str)] =
     &[("app.kubernetes.io/instance", DRIVER), ("app.kubernetes.io/part-of", "csi-driver-host-path")];
 
-/// Every object to apply, in the order deploy-hostpath.sh applies them.
-fn manifests() -> anyhow::Result<Vec<Value>> {
-    let built: Vec<Source> = upstream::DEPLOYED.iter().map(|n| upstream::source(n)).collect::<Result<_, _>>()?;
+/// Every object to apply, in the order the deployment's script applies them.
+fn manifests(deployment: Deployment) -> anyhow::Result<Vec<Value>> {
+    let built = deployment.components()?;
     let mut rbac = Vec::new();
-    for name in RBAC_FROM {
+    for name in deployment.rbac_from() {
         let source = upstream::source(name)?;
         for mut object in documents(&source.read("deploy/kubernetes/rbac.yaml")?)? {
             for (key, value) in COMMON_LABELS {
@@ -51,12 +109,38 @@ fn manifests() -> anyhow::Result<Vec<Value>> {
         .collect();
     let hostpath = upstream::source("csi-driver-host-path")?;
     let mut plugin = Vec::new();
-    for file in ["csi-hostpath-driverinfo.yaml", "csi-hostpath-plugin.yaml"] {
-        plugin.extend(documents(&hostpath.read(&format!("{DEPLOY_DIR}/{file}"))?)?);
+    if deployment == Deployment::Central {
+        for file in ["csi-hostpath-driverinfo.yaml", "csi-hostpath-plugin.yaml"] {
+            plugin.extend(documents(&hostpath.read(&format!("{DEPLOY_DIR}/{file}"))?)?);
+        }
+        plugin.extend(documents(&hostpath.read("examples/csi-storageclass.yaml")?)?);
+    } else {
+        for file in DISTRIBUTED_FILES {
+            plugin.extend(documents(&hostpath.read(&format!("{DISTRIBUTED_DIR}/{file}"))?)?);
+        }
+        plugin = plugin.into_iter().map(without_capacity).collect();
     }
     let plugin = for_this_node(plugin, &roles, &built)?;
-    let class = documents(&hostpath.read("examples/csi-storageclass.yaml")?)?;
-    Ok(rbac.into_iter().chain(plugin).chain(class).collect())
+    Ok(rbac.into_iter().chain(plugin).collect())
+}
+
+/// What deploy.sh does to each line of the distributed deployment when the cluster has no
+/// `csistoragecapacities.v1beta1.storage.k8s.io` (served up to Kubernetes 1.26): the
+/// CSIDriver's `storageCapacity: true` and the provisioner's `--enable-capacity` go.
+fn without_capacity(mut object: Value) -> Value {
+    if let Some(spec) = object.pointer_mut("/spec").and_then(Value::as_object_mut)
+        && spec.get("storageCapacity") == Some(&json!(true))
+    {
+        spec.remove("storageCapacity");
+    }
+    if let Some(containers) = object.pointer_mut("/spec/template/spec/containers").and_then(Value::as_array_mut) {
+        for container in containers {
+            if let Some(args) = container["args"].as_array_mut() {
+                args.retain(|a| a != "--enable-capacity");
+            }
+        }
+    }
+    object
 }
 
 /// The plugin's objects with the images built here, without what was not built, on the
@@ -109,17 +193,35 @@ fn documents(text: &str) -> anyhow::Result<Vec<Value>> {
     Ok(all)
 }
 
-/// Applies the driver and waits until kubelet has registered it and the plugin's pod
-/// (every sidecar) is ready.
-pub(super) fn install(admin: &Kube, timeout: Duration) -> anyhow::Result<()> {
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": manifests()?});
+/// Applies the driver and waits until the kubelet of each of `nodes` has registered it
+/// and the plugin's pods (every sidecar) are ready: the StatefulSet's one, or the
+/// DaemonSet's one per node.
+pub(super) fn install(admin: &Kube, deployment: Deployment, nodes: &[&str], timeout: Duration) -> anyhow::Result<()> {
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": manifests(deployment)?});
     admin.apply(&serde_json::to_string_pretty(&list)?)?;
-    let took = wait_for("csi-driver-host-path registered in CSINode and its pod ready", timeout, || {
-        let drivers = admin.run(&["get", "csinode", NODE_NAME, "-o", "jsonpath={.spec.drivers[*].name}"]);
-        let ready = admin.run(&["get", "statefulset", "csi-hostpathplugin", "-o", "jsonpath={.status.readyReplicas}"]);
-        Ok(drivers.is_ok_and(|d| d.split_whitespace().any(|n| n == DRIVER)) && ready.is_ok_and(|r| r.trim() == "1"))
+    let what = format!("csi-driver-host-path registered in the CSINode of {} and its pods ready", nodes.join(", "));
+    let took = wait_for(&what, timeout, || {
+        for node in nodes {
+            let drivers = admin.run(&["get", "csinode", node, "-o", "jsonpath={.spec.drivers[*].name}"]);
+            if !drivers.is_ok_and(|d| d.split_whitespace().any(|n| n == DRIVER)) {
+                return Ok(false);
+            }
+        }
+        let ready = match deployment {
+            Deployment::Central => {
+                admin.run(&["get", "statefulset", PLUGIN, "-o", "jsonpath={.status.readyReplicas}"])?.trim() == "1"
+            }
+            Deployment::Distributed => {
+                let status = admin.get_json(&["daemonset", PLUGIN])?["status"].clone();
+                status["numberReady"] == json!(nodes.len()) && status["desiredNumberScheduled"] == json!(nodes.len())
+            }
+        };
+        Ok(ready)
     })?;
-    println!("e2e: csi-driver-host-path ({DRIVER}) with its sidecars ready after {:.1} s", took.as_secs_f64());
+    println!(
+        "e2e: csi-driver-host-path ({DRIVER}, {deployment:?}) with its sidecars ready after {:.1} s",
+        took.as_secs_f64()
+    );
     Ok(())
 }
 
@@ -161,7 +263,7 @@ mod tests {
     /// The real archives of ../shared/upstream, as the e2e reads them.
     #[test]
     fn upstream_manifests_render_with_every_built_component_and_nothing_else() {
-        let objects = manifests().unwrap();
+        let objects = manifests(Deployment::Central).unwrap();
         let of_kind = |kind: &str| objects.iter().filter(|o| o["kind"] == kind).collect::<Vec<_>>();
         let pods = of_kind("StatefulSet");
         let containers = pods[0]["spec"]["template"]["spec"]["containers"].as_array().unwrap();
@@ -172,12 +274,45 @@ mod tests {
         assert_eq!(driver[0]["metadata"]["name"], DRIVER);
         assert!(driver[0]["spec"].get("attachRequired").is_none(), "attachRequired stays at its default");
         assert!(driver[0]["spec"].get("template").is_none(), "objects without a pod are left as they are");
-        assert_eq!(of_kind("StorageClass")[0]["metadata"]["name"], STORAGE_CLASS);
+        assert_eq!(of_kind("StorageClass")[0]["metadata"]["name"], Deployment::Central.storage_class());
         let bound: Vec<&str> =
             of_kind("ClusterRoleBinding").iter().filter_map(|b| b["roleRef"]["name"].as_str()).collect();
         assert!(
             bound.contains(&"external-provisioner-runner") && !bound.iter().any(|r| r.contains("snapshot")),
             "{bound:?}"
         );
+    }
+
+    /// The distributed deployment from the real archive: a DaemonSet with a provisioner of
+    /// its own per node, no attacher, no capacity tracking (as deploy.sh leaves it on 1.34).
+    #[test]
+    fn the_distributed_deployment_runs_a_provisioner_on_every_node_and_nothing_to_attach() {
+        let objects = manifests(Deployment::Distributed).unwrap();
+        let of_kind = |kind: &str| objects.iter().filter(|o| o["kind"] == kind).collect::<Vec<_>>();
+        assert!(of_kind("StatefulSet").is_empty());
+        let daemonsets = of_kind("DaemonSet");
+        assert_eq!(daemonsets.len(), 1);
+        assert_eq!(daemonsets[0]["metadata"]["name"], PLUGIN);
+        let pod = &daemonsets[0]["spec"]["template"]["spec"];
+        assert_eq!(pod["hostNetwork"], true);
+        let containers = pod["containers"].as_array().unwrap();
+        let images: Vec<&str> = containers.iter().filter_map(|c| c["image"].as_str()).collect();
+        assert_eq!(images.len(), 4, "plugin, registrar, livenessprobe, provisioner: {images:?}");
+        assert!(images.iter().all(|i| i.starts_with("localhost/volguard-e2e/")), "{images:?}");
+        let provisioner = containers.iter().find(|c| c["name"] == "csi-provisioner").unwrap();
+        let args: Vec<&str> = provisioner["args"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
+        assert!(args.contains(&"--node-deployment=true"), "{args:?}");
+        assert!(!args.contains(&"--enable-capacity"), "deploy.sh drops it without v1beta1 CSIStorageCapacity");
+        let driver = of_kind("CSIDriver");
+        assert_eq!(driver[0]["spec"]["attachRequired"], false);
+        assert!(driver[0]["spec"].get("storageCapacity").is_none(), "{}", driver[0]);
+        let classes: Vec<&str> =
+            of_kind("StorageClass").iter().filter_map(|c| c["metadata"]["name"].as_str()).collect();
+        assert_eq!(classes, ["csi-hostpath-fast", "csi-hostpath-slow"]);
+        assert_eq!(of_kind("StorageClass")[0]["volumeBindingMode"], "WaitForFirstConsumer");
+        assert_eq!(Deployment::Distributed.storage_class(), "csi-hostpath-fast");
+        let bound: Vec<&str> =
+            of_kind("ClusterRoleBinding").iter().filter_map(|b| b["roleRef"]["name"].as_str()).collect();
+        assert_eq!(bound, ["external-provisioner-runner"], "only external-provisioner's RBAC");
     }
 }

@@ -80,6 +80,7 @@ impl Kube {
                         kind: e["type"].as_str().unwrap_or_default().to_owned(),
                         note: e["note"].as_str().unwrap_or_default().to_owned(),
                         controller: e["reportingController"].as_str().unwrap_or_default().to_owned(),
+                        instance: e["reportingInstance"].as_str().unwrap_or_default().to_owned(),
                     })
                     .collect()
             })
@@ -93,6 +94,8 @@ pub struct Event {
     pub kind: String,
     pub note: String,
     pub controller: String,
+    /// Which instance of the controller reported it: volguard's agents write their node.
+    pub instance: String,
 }
 
 fn tempfile_with(text: &str) -> anyhow::Result<PathBuf> {

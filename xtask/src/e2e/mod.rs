@@ -8,8 +8,14 @@
 //! every process, mount and pin of the node with it, on success, failure or Ctrl-C. What
 //! the node leaves in the host's kernel (kubelet's sysctls and cgroup directories) is
 //! put back here afterwards.
+//!
+//! `--vm` puts the node in a VM instead (vm_node.rs), the control plane staying here;
+//! `--fleet` runs both nodes in one cluster, one `helm install` for both (fleet.rs).
 
 mod components;
+mod fleet;
+mod fleet_audit;
+mod fleet_metrics;
 mod hostpath_driver;
 mod images;
 mod kube;
@@ -17,12 +23,14 @@ mod node;
 mod out_of_band;
 mod pki;
 mod prometheus;
+mod runner;
 mod scenarios;
 mod secure_metrics;
 mod storage_suite;
 mod suite_files;
 mod upstream;
 mod vm_node;
+mod vm_scenarios;
 mod workload;
 
 use std::{
@@ -38,14 +46,18 @@ pub use vm_node::GUEST_MODULES;
 
 use crate::proc::{require_root, target_dir};
 
-/// The node's name, as kubelet registers it.
+/// The node's name, as kubelet registers it: the node in these namespaces.
 pub const NODE_NAME: &str = "volguard-e2e";
+/// The name the node in the VM registers as (`--vm`, and the fleet's second node).
+pub const VM_NODE_NAME: &str = "volguard-e2e-vm";
 /// Addresses that exist only on the loopback device of the node's own network namespace:
 /// the node's InternalIP (kubelet refuses a loopback node IP) and the `kubernetes`
 /// Service's ClusterIP (no kube-proxy: the address itself answers).
 pub const NODE_IP: &str = "10.0.1.1";
 pub const SERVICE_IP: &str = "10.0.0.1";
 pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+/// The chart's `metricsPort`: the agent uses the host network, so its node's address.
+pub const METRICS_PORT: u16 = 9728;
 
 /// Sysctls kubelet sets on start (protectKernelDefaults is off); restored afterwards.
 const KUBELET_SYSCTLS: &[&str] = &[
@@ -71,11 +83,17 @@ pub struct Options {
     /// outside; volguard enforces in the kernel.
     #[arg(long)]
     pub vm: bool,
+    /// Two nodes in one cluster: the node in these namespaces (quarantine) and the node in
+    /// the VM (enforce, BPF LSM), one `helm install`; scenarios 1-8 on their nodes, then
+    /// what only a fleet shows (per-node watches and Events, Prometheus per node, a
+    /// ReadWriteOncePod claim wanted on both nodes). Not yet run end to end.
+    #[arg(long, conflicts_with = "vm")]
+    pub fleet: bool,
     /// Kubernetes' storage e2e suite (its External Storage testsuites, upstream's
     /// test-driver.yaml for csi-driver-host-path) instead of the scenarios: run without
     /// volguard, then with volguard installed from its chart, and compared. `ci` is the
     /// subset `cargo xtask test` runs, `full` the whole chosen set (docs/testing.md).
-    #[arg(long, value_name = "SET", conflicts_with = "vm")]
+    #[arg(long, value_name = "SET", conflicts_with_all = ["vm", "fleet"])]
     pub storage_suite: Option<storage_suite::SuiteSet>,
 }
 
@@ -134,13 +152,17 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     if options.vm {
         inner.arg("--vm");
     }
+    if options.fleet {
+        inner.arg("--fleet");
+    }
     if let Some(set) = options.storage_suite {
         inner.arg("--storage-suite").arg(set.name());
     }
     let status = inner.status().context("starting the node's namespaces with unshare")?;
     // SAFETY: back to the default disposition.
     unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
-    // In the VM kubelet's sysctls and cgroups are the guest's: nothing of them outside.
+    // In the VM kubelet's sysctls and cgroups are the guest's: nothing of them outside (the
+    // fleet's node here sets them as the host-only node does).
     let restored = if options.vm { Ok(()) } else { restore_host(&sysctls) };
     let cleanup = restored.and_then(|()| nothing_left_behind());
     println!("e2e: {:.0} s in all; component logs in {}", started.elapsed().as_secs_f64(), logs.display());
@@ -184,6 +206,8 @@ pub struct NodeOptions {
     #[arg(long)]
     vm: bool,
     #[arg(long)]
+    fleet: bool,
+    #[arg(long)]
     storage_suite: Option<storage_suite::SuiteSet>,
 }
 
@@ -191,17 +215,28 @@ pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
     end_the_node_on_interrupt();
     node::prepare_namespaces()?;
     let started = Instant::now();
-    let mut node = if options.vm {
+    let (mut node, nodes) = if options.fleet {
+        // The VM boots (minutes, emulated) while the node here comes up.
         let mut node = node::start_control_plane(&options.logs)?;
-        vm_node::start(&mut node, &options.images)?;
-        node
+        let booted = vm_node::boot(&mut node, &options.images)?;
+        node::start_host_node(&mut node, &options.images)?;
+        println!("e2e: node {NODE_NAME} Ready after {:.1} s", started.elapsed().as_secs_f64());
+        vm_node::wait_ready(&mut node, booted)?;
+        (node, vec![NODE_NAME, VM_NODE_NAME])
+    } else if options.vm {
+        let mut node = node::start_control_plane(&options.logs)?;
+        let booted = vm_node::boot(&mut node, &options.images)?;
+        vm_node::wait_ready(&mut node, booted)?;
+        (node, vec![VM_NODE_NAME])
     } else {
-        node::start(&options.logs, &options.images)?
+        (node::start(&options.logs, &options.images)?, vec![NODE_NAME])
     };
-    println!("e2e: node {NODE_NAME} Ready after {:.1} s", started.elapsed().as_secs_f64());
-    print_versions(&node)?;
-    let result = if options.vm {
-        scenarios::run_in_vm(&node, &options.logs)
+    println!("e2e: node(s) {} Ready after {:.1} s", nodes.join(", "), started.elapsed().as_secs_f64());
+    print_versions(&node, &nodes)?;
+    let result = if options.fleet {
+        fleet::run(&mut node, &options.logs, options.trace_backend.as_deref())
+    } else if options.vm {
+        vm_scenarios::run(&node, &options.logs)
     } else if let Some(set) = options.storage_suite {
         storage_suite::run(&mut node, &options.logs, set, options.trace_backend.as_deref())
     } else {
@@ -234,16 +269,20 @@ fn end_the_node_on_interrupt() {
     }
 }
 
-fn print_versions(node: &node::Node) -> anyhow::Result<()> {
+fn print_versions(node: &node::Node, nodes: &[&str]) -> anyhow::Result<()> {
     let admin = node.admin();
     let server: serde_json::Value = serde_json::from_str(&admin.run(&["get", "--raw", "/version"])?)?;
-    let kubelet = admin.run(&[
-        "get",
-        "node",
-        NODE_NAME,
-        "-o",
-        "jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion} on Linux {.status.nodeInfo.kernelVersion}",
-    ])?;
+    let mut kubelets = Vec::new();
+    for name in nodes {
+        kubelets.push(format!("{name}: {}", admin.run(&[
+            "get",
+            "node",
+            name,
+            "-o",
+            "jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion} on Linux {.status.nodeInfo.kernelVersion}",
+        ])?));
+    }
+    let kubelet = kubelets.join("; ");
     let runc = crate::proc::output(Command::new("/usr/sbin/runc").arg("--version"))?;
     println!(
         "e2e: versions: kube-apiserver {}, kubelet and runtime {kubelet}, etcd {}, runc {}, helm {}",

@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context, bail};
 
 use super::{
-    NODE_IP, NODE_NAME, SERVICE_CIDR, SERVICE_IP,
+    NODE_IP, NODE_NAME, SERVICE_CIDR, SERVICE_IP, VM_NODE_NAME,
     components::bin,
     kube::{Kube, wait_for},
     pki::{self, Pki},
@@ -29,6 +29,11 @@ pub const STATE: &str = "/var/lib/volguard-e2e";
 pub const CGROUP_ROOT: &str = "volguard-e2e";
 /// The sandbox image containerd runs for every pod (built here, see images.rs).
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+/// The identity the chart's agents call the API server with (release `volguard` in
+/// kube-system): the ServiceAccount whose requests the API server's audit log records.
+pub const AGENT_USER: &str = "system:serviceaccount:kube-system:volguard";
+/// The API server's audit log, in the logs directory (JSON, one event a line).
+pub const AUDIT_LOG: &str = "kube-apiserver-audit.log";
 
 /// Directories that get a fresh tmpfs in the node's mount namespace: kubelet, containerd
 /// and the pods' logs write there whatever their flags say (real-node.md), and
@@ -161,15 +166,44 @@ pub fn prepare_namespaces() -> anyhow::Result<()> {
 /// Brings the control plane, containerd and kubelet up, and waits until the node is Ready.
 pub fn start(logs: &Path, images: &[PathBuf]) -> anyhow::Result<Node> {
     let mut node = start_control_plane(logs)?;
+    start_host_node(&mut node, images)?;
+    Ok(node)
+}
+
+/// The node in these namespaces ([`NODE_NAME`]): containerd with `images` imported, and
+/// kubelet; returns once the node is Ready.
+pub fn start_host_node(node: &mut Node, images: &[PathBuf]) -> anyhow::Result<()> {
     let state = Path::new(STATE);
-    start_containerd(&mut node, state)?;
+    start_containerd(node, state)?;
     for image in images {
         output(Command::new(bin("ctr")).args(["-n", "k8s.io", "images", "import"]).arg(image))
             .with_context(|| format!("importing {}", image.display()))?;
     }
-    start_kubelet(&mut node, state)?;
-    node.wait_ready()?;
-    Ok(node)
+    start_kubelet(node, state)?;
+    node.wait_ready()
+}
+
+/// What the API server's audit log records: the agents' lists and watches of pods (each
+/// with its field selector in the request URI, and the node of the agent's pod-bound
+/// token in the user's extra), and the Events they create. Nothing else: the log stays
+/// small and costs the API server nothing on other requests.
+pub fn audit_policy() -> String {
+    format!(
+        r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: ["{AGENT_USER}"]
+    verbs: [list, watch]
+    resources: [{{group: "", resources: [pods]}}]
+  - level: Metadata
+    users: ["{AGENT_USER}"]
+    verbs: [create]
+    resources: [{{group: "", resources: [events]}}, {{group: events.k8s.io, resources: [events]}}]
+  - level: None
+"#
+    )
 }
 
 /// etcd, the API server, controller-manager and scheduler; returns once the API server
@@ -187,7 +221,8 @@ pub fn start_control_plane(logs: &Path) -> anyhow::Result<Node> {
         "kubernetes.default.svc",
         "kubernetes.default.svc.cluster.local",
     ];
-    let pki = pki::create(&state.join("pki"), NODE_NAME, &names, &api_url)?;
+    // Certificates for both nodes' kubelets: the host's and the VM's (scenario 6, the fleet).
+    let pki = pki::create(&state.join("pki"), &[NODE_NAME, VM_NODE_NAME], &names, &api_url)?;
     let mut node = Node { logs: logs.to_owned(), pki, processes: Vec::new() };
     let p = |p: PathBuf| p.display().to_string();
 
@@ -208,6 +243,8 @@ pub fn start_control_plane(logs: &Path) -> anyhow::Result<Node> {
         Ok(output(Command::new("curl").args(["-sf", "http://127.0.0.1:2379/health"])).is_ok_and(|o| o.contains("true")))
     })?;
 
+    let policy = state.join("audit-policy.yaml");
+    fs::write(&policy, audit_policy())?;
     let pki = &node.pki;
     let apiserver_args = vec![
         "--etcd-servers=http://127.0.0.1:2379".to_owned(),
@@ -227,6 +264,12 @@ pub fn start_control_plane(logs: &Path) -> anyhow::Result<Node> {
         format!("--kubelet-client-certificate={}", p(pki.cert("apiserver-kubelet-client"))),
         format!("--kubelet-client-key={}", p(pki.key("apiserver-kubelet-client"))),
         "--kubelet-preferred-address-types=InternalIP".into(),
+        format!("--audit-policy-file={}", p(policy)),
+        format!("--audit-log-path={}", p(logs.join(AUDIT_LOG))),
+        "--audit-log-format=json".into(),
+        // F4 reads Events of the first scenarios at the end of a run that may pass the
+        // default hour on a slow machine.
+        "--event-ttl=6h".into(),
     ];
     node.spawn("kube-apiserver", &bin("kube-apiserver"), &apiserver_args)?;
     let admin = node.admin();
@@ -358,7 +401,7 @@ fn start_kubelet(node: &mut Node, state: &Path) -> anyhow::Result<()> {
         }
     }
     let config_file = write_kubelet_config(state, &node.pki)?;
-    let args = kubelet_args(&config_file, &node.pki.kubeconfig("kubelet"), NODE_IP);
+    let args = kubelet_args(&config_file, &node.pki.kubelet_kubeconfig(NODE_NAME), NODE_NAME, NODE_IP);
     node.spawn("kubelet", &bin("kubelet"), &args)
 }
 
@@ -391,13 +434,45 @@ evictionHard: {{memory.available: "100Mi", nodefs.available: "0%", imagefs.avail
     Ok(config_file)
 }
 
-/// kubelet's command line.
-pub fn kubelet_args(config_file: &Path, kubeconfig: &Path, node_ip: &str) -> Vec<String> {
+/// kubelet's command line: the node registers as `node_name` (the name its certificate
+/// carries) with `node_ip` as its InternalIP.
+pub fn kubelet_args(config_file: &Path, kubeconfig: &Path, node_name: &str, node_ip: &str) -> Vec<String> {
     vec![
         format!("--config={}", config_file.display()),
         format!("--kubeconfig={}", kubeconfig.display()),
-        format!("--hostname-override={NODE_NAME}"),
+        format!("--hostname-override={node_name}"),
         format!("--node-ip={node_ip}"),
         "--v=2".into(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_audit_policy_records_only_the_agents_pod_watches_and_event_creates() {
+        let policy: serde_json::Value = serde_yaml_ng::from_str(&audit_policy()).unwrap();
+        assert_eq!(policy["kind"], "Policy");
+        assert_eq!(policy["apiVersion"], "audit.k8s.io/v1");
+        let rules = policy["rules"].as_array().unwrap();
+        assert_eq!(rules.len(), 3);
+        for rule in &rules[..2] {
+            assert_eq!(rule["level"], "Metadata");
+            assert_eq!(rule["users"], serde_json::json!([AGENT_USER]));
+        }
+        assert_eq!(rules[0]["verbs"], serde_json::json!(["list", "watch"]));
+        assert_eq!(rules[0]["resources"], serde_json::json!([{"group": "", "resources": ["pods"]}]));
+        assert_eq!(rules[1]["verbs"], serde_json::json!(["create"]));
+        assert_eq!(rules[1]["resources"][1], serde_json::json!({"group": "events.k8s.io", "resources": ["events"]}));
+        assert_eq!(rules[2], serde_json::json!({"level": "None"}), "everything else unrecorded");
+        assert_eq!(policy["omitStages"], serde_json::json!(["RequestReceived"]));
+    }
+
+    #[test]
+    fn kubelet_registers_under_the_name_and_address_it_is_given() {
+        let args = kubelet_args(Path::new("/k.yaml"), Path::new("/k.kubeconfig"), "volguard-e2e-vm", "10.0.2.15");
+        assert!(args.contains(&"--hostname-override=volguard-e2e-vm".to_owned()), "{args:?}");
+        assert!(args.contains(&"--node-ip=10.0.2.15".to_owned()), "{args:?}");
+    }
 }

@@ -18,18 +18,21 @@ use anyhow::{Context, ensure};
 use super::{
     UPGRADE_TAG,
     kube::{Kube, helm, wait_for},
-    workload::{A_DATA, AGENT_NS, Chart, NS, claim_pod, exec, helm_with_values, pod, pod_uid, volume, volume_of},
+    workload::{
+        A_DATA, AGENT_NS, Chart, NS, Site, claim_pod, exec, helm_with_values, pod, pod_uid, volume, volume_of,
+        wait_rollout,
+    },
 };
 use crate::proc::run_cmd;
 
-pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
+pub(super) fn hostpath_readers(admin: &Kube, site: Site) -> anyhow::Result<String> {
     helm_with_values(
         &["upgrade", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"],
         UPGRADE_TAG,
         &Chart { trace_backend: Some("tracepoints"), secure_metrics: true },
         admin,
     )?;
-    run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", "--timeout=180s"]))?;
+    wait_rollout(admin)?;
     let owner = pod_uid(admin, "single-c")?;
     let pv = volume_of(admin, "single")?;
     let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/{pv}/mount");
@@ -37,22 +40,22 @@ pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
 
     // A hostPath on the owner's volume directory.
     let hostpath = "[{name: peek, hostPath: {path: TARGET, type: Directory}}]".replace("TARGET", &target);
-    admin.apply(&pod("hostpath-reader", "exec sleep 100000", "[{name: peek, mountPath: /peek}]", &hostpath))?;
+    admin.apply(&pod(site, "hostpath-reader", "exec sleep 100000", "[{name: peek, mountPath: /peek}]", &hostpath))?;
     let reader = read_or_refused(admin, "hostpath-reader", "/peek/owner")?;
     let event = access_event(admin, "hostpath-reader", "single-c")?;
 
     // A backup agent's hostPath on kubelet's pods/, as such agents mount it.
     let pods = "[{name: pods, hostPath: {path: /var/lib/kubelet/pods, type: Directory}}]";
     let mounts = "[{name: pods, mountPath: /backup, mountPropagation: HostToContainer}]";
-    admin.apply(&pod("backup-agent", "exec sleep 100000", mounts, pods))?;
+    admin.apply(&pod(site, "backup-agent", "exec sleep 100000", mounts, pods))?;
     let copy = format!("/backup/{owner}/volumes/kubernetes.io~csi/{pv}/mount/owner");
     let backup = read_or_refused(admin, "backup-agent", &copy)?;
     let backup_event = access_event(admin, "backup-agent", "single-c")?;
-    let propagated = late_publish(admin)?;
+    let propagated = late_publish(admin, site)?;
     for name in ["hostpath-reader", "backup-agent", "late-owner"] {
         admin.run(&["delete", "pod", "-n", NS, name, "--wait=true", "--timeout=90s"])?;
     }
-    let exempt = exempt_backup_agent(admin, pods, mounts, &copy)?;
+    let exempt = exempt_backup_agent(admin, site, pods, mounts, &copy)?;
     Ok(format!(
         "hostPath reader: {reader}; Event {event}. Backup agent: {backup}; Event {backup_event}. {propagated}. \
          {exempt}"
@@ -62,9 +65,9 @@ pub(super) fn hostpath_readers(admin: &Kube) -> anyhow::Result<String> {
 /// A single-pod volume published after the backup agent started: kubelet's publish
 /// propagates into the agent's namespace (HostToContainer) with no mount call there; the
 /// namespace scan that follows the publish takes the copy away.
-fn late_publish(admin: &Kube) -> anyhow::Result<String> {
-    let pv = volume(admin, "late", "ReadWriteOncePod", false)?;
-    admin.apply(&claim_pod("late-owner", "late", "echo late > /data/late && exec sleep 100000"))?;
+fn late_publish(admin: &Kube, site: Site) -> anyhow::Result<String> {
+    let pv = volume(admin, site, "late", "ReadWriteOncePod", false)?;
+    admin.apply(&claim_pod(site, "late-owner", "late", "echo late > /data/late && exec sleep 100000"))?;
     admin.wait_pod_running(NS, "late-owner", Duration::from_secs(120))?;
     let owner = pod_uid(admin, "late-owner")?;
     let copy = format!("/backup/{owner}/volumes/kubernetes.io~csi/{pv}/mount/late");
@@ -75,14 +78,14 @@ fn late_publish(admin: &Kube) -> anyhow::Result<String> {
 
 /// The same backup agent, under a ServiceAccount of its own that the chart exempts: it
 /// reads single-c's data at `copy`, and volguard says nothing about it.
-fn exempt_backup_agent(admin: &Kube, volumes: &str, mounts: &str, copy: &str) -> anyhow::Result<String> {
+fn exempt_backup_agent(admin: &Kube, site: Site, volumes: &str, mounts: &str, copy: &str) -> anyhow::Result<String> {
     const ACCOUNT: &str = "backup";
     let exempt = format!("exemptReaders={{{NS}/{ACCOUNT}}}");
     let upgrade = ["upgrade", "volguard", "deploy/helm/volguard", "--namespace", AGENT_NS, "--reuse-values"];
     run_cmd(helm(&admin.kubeconfig).args(upgrade).args(["--set", &exempt]))?;
-    run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", "--timeout=180s"]))?;
+    wait_rollout(admin)?;
     admin.apply(&format!("apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {ACCOUNT}, namespace: {NS}}}\n"))?;
-    let manifest = pod("exempt-backup", "exec sleep 100000", mounts, volumes).replacen(
+    let manifest = pod(site, "exempt-backup", "exec sleep 100000", mounts, volumes).replacen(
         "spec:\n",
         &format!("spec:\n  serviceAccountName: {ACCOUNT}\n"),
         1,
@@ -100,17 +103,27 @@ fn exempt_backup_agent(admin: &Kube, volumes: &str, mounts: &str, copy: &str) ->
 }
 
 /// Scenario 6's second half, in the VM with BPF LSM: a pod whose hostPath is the publish
-/// target of `owner` (the pod that holds claim `single`). A classic bind's source reaches
+/// target of `owner_pod` (the pod that holds `claim`). A classic bind's source reaches
 /// the LSM hook only as a string, so even in enforce mode the bind is detached at its
-/// syscall's exit; the pod gets the Event.
-pub(super) fn hostpath_reader_in_vm(admin: &Kube, owner_pod: &str, timeout: Duration) -> anyhow::Result<String> {
+/// syscall's exit; the pod gets the Event, from the agent of its node.
+pub(super) fn hostpath_reader_in_vm(
+    admin: &Kube,
+    site: Site,
+    owner_pod: &str,
+    claim: &str,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    const READER: &str = "vm-hostpath-reader";
     let owner = pod_uid(admin, owner_pod)?;
-    let pv = volume_of(admin, "single")?;
+    let pv = volume_of(admin, claim)?;
     let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/{pv}/mount");
     let hostpath = "[{name: peek, hostPath: {path: TARGET, type: Directory}}]".replace("TARGET", &target);
-    admin.apply(&pod("hostpath-reader", "exec sleep 100000", "[{name: peek, mountPath: /peek}]", &hostpath))?;
-    let reader = read_or_refused_within(admin, "hostpath-reader", "/peek/owner", timeout)?;
-    let event = access_event(admin, "hostpath-reader", owner_pod)?;
+    admin.apply(&pod(site, READER, "exec sleep 100000", "[{name: peek, mountPath: /peek}]", &hostpath))?;
+    let reader = read_or_refused_within(admin, READER, "/peek/owner", timeout)?;
+    let event = access_event(admin, READER, owner_pod)?;
+    let instances: Vec<String> =
+        admin.events_for(NS, READER)?.into_iter().filter(|e| e.controller == "volguard").map(|e| e.instance).collect();
+    ensure!(instances.iter().all(|i| i == site.node), "{READER}'s Events come from the agents of {instances:?}");
     Ok(format!("hostPath reader in enforce mode: {reader}; Event {event}"))
 }
 
@@ -142,7 +155,7 @@ fn read_or_refused_within(admin: &Kube, pod: &str, file: &str, timeout: Duration
 /// `owner`.
 fn access_event(admin: &Kube, pod: &str, owner: &str) -> anyhow::Result<String> {
     let mut found = None;
-    wait_for(&format!("volguard's access Event on {pod} naming {owner}"), Duration::from_secs(60), || {
+    wait_for(&format!("volguard's access Event on {pod} naming {owner}"), Duration::from_secs(180), || {
         let events = admin.events_for(NS, pod)?;
         found = events.into_iter().find(|e| e.reason == "SinglePodVolumeAccessDetached" && e.note.contains(owner));
         Ok(found.is_some())

@@ -14,7 +14,7 @@ use crate::proc::output;
 /// Subject and role of each client identity.
 pub struct Client {
     /// File stem and kubeconfig name.
-    pub name: &'static str,
+    pub name: String,
     common_name: String,
     organization: Option<&'static str>,
 }
@@ -39,18 +39,35 @@ impl Pki {
     pub fn kubeconfig(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}.kubeconfig"))
     }
+
+    /// The kubeconfig of the kubelet of `node`: its own client certificate, which the Node
+    /// authorizer ties to that node alone.
+    pub fn kubelet_kubeconfig(&self, node: &str) -> PathBuf {
+        self.kubeconfig(&kubelet_identity(node))
+    }
 }
 
-pub fn clients(node_name: &str) -> Vec<Client> {
-    let client = |name, cn: &str, organization| Client { name, common_name: cn.to_owned(), organization };
-    vec![
+/// The file stem of a kubelet's certificate and kubeconfig.
+fn kubelet_identity(node: &str) -> String {
+    format!("kubelet-{node}")
+}
+
+/// The control plane's identities, and one kubelet identity per node (`system:node:<name>`
+/// in `system:nodes`, as the Node authorizer expects).
+pub fn clients(node_names: &[&str]) -> Vec<Client> {
+    let client =
+        |name: &str, cn: &str, organization| Client { name: name.to_owned(), common_name: cn.to_owned(), organization };
+    let mut all = vec![
         client("admin", "kubernetes-admin", Some("system:masters")),
         client("kube-controller-manager", "system:kube-controller-manager", None),
         client("kube-scheduler", "system:kube-scheduler", None),
-        client("kubelet", &format!("system:node:{node_name}"), Some("system:nodes")),
         // The API server's identity towards kubelets (exec, logs).
         client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", Some("system:masters")),
-    ]
+    ];
+    for node in node_names {
+        all.push(client(&kubelet_identity(node), &format!("system:node:{node}"), Some("system:nodes")));
+    }
+    all
 }
 
 fn openssl(args: &[&str]) -> anyhow::Result<()> {
@@ -62,9 +79,10 @@ fn path(p: &Path) -> &str {
     p.to_str().expect("the node's paths are UTF-8")
 }
 
-/// Writes every certificate, key and kubeconfig into `dir`; `server_names` are the API
-/// server's subject alternative names, `api_url` the address the kubeconfigs name.
-pub fn create(dir: &Path, node_name: &str, server_names: &[&str], api_url: &str) -> anyhow::Result<Pki> {
+/// Writes every certificate, key and kubeconfig into `dir` (a kubelet's for each of
+/// `node_names`); `server_names` are the API server's subject alternative names, `api_url`
+/// the address the kubeconfigs name.
+pub fn create(dir: &Path, node_names: &[&str], server_names: &[&str], api_url: &str) -> anyhow::Result<Pki> {
     fs::create_dir_all(dir)?;
     let pki = Pki { dir: dir.to_owned() };
     let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "7"];
@@ -118,13 +136,13 @@ pub fn create(dir: &Path, node_name: &str, server_names: &[&str], api_url: &str)
         "/CN=kube-apiserver",
         &[format!("subjectAltName = {}", sans.join(",")), "extendedKeyUsage = serverAuth".to_owned()],
     )?;
-    for client in clients(node_name) {
+    for client in clients(node_names) {
         let subject = match client.organization {
             Some(o) => format!("/O={o}/CN={}", client.common_name),
             None => format!("/CN={}", client.common_name),
         };
-        signed(client.name, &subject, &["extendedKeyUsage = clientAuth".to_owned()])?;
-        fs::write(pki.kubeconfig(client.name), kubeconfig(&pki, client.name, api_url))?;
+        signed(&client.name, &subject, &["extendedKeyUsage = clientAuth".to_owned()])?;
+        fs::write(pki.kubeconfig(&client.name), kubeconfig(&pki, &client.name, api_url))?;
     }
     // The service-account token signing key pair.
     openssl(&[
@@ -150,4 +168,30 @@ fn kubeconfig(pki: &Pki, name: &str, api_url: &str) -> String {
         cert = pki.cert(name).display(),
         key = pki.key(name).display(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_node_gets_a_kubelet_identity_of_its_own_that_the_node_authorizer_accepts() {
+        let clients = clients(&["volguard-e2e", "volguard-e2e-vm"]);
+        let kubelets: Vec<(&str, &str, Option<&str>)> = clients
+            .iter()
+            .filter(|c| c.name.starts_with("kubelet"))
+            .map(|c| (c.name.as_str(), c.common_name.as_str(), c.organization))
+            .collect();
+        assert_eq!(
+            kubelets,
+            [
+                ("kubelet-volguard-e2e", "system:node:volguard-e2e", Some("system:nodes")),
+                ("kubelet-volguard-e2e-vm", "system:node:volguard-e2e-vm", Some("system:nodes")),
+            ]
+        );
+        let pki = Pki { dir: PathBuf::from("/pki") };
+        assert_eq!(pki.kubelet_kubeconfig("volguard-e2e-vm"), Path::new("/pki/kubelet-volguard-e2e-vm.kubeconfig"));
+        let names: std::collections::BTreeSet<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names.len(), clients.len(), "one file stem per identity");
+    }
 }

@@ -11,116 +11,52 @@ use std::{
 use anyhow::{Context, bail, ensure};
 
 use super::{
-    TAG, UPGRADE_TAG,
-    hostpath_driver::{self, DRIVER},
+    NODE_NAME, UPGRADE_TAG,
+    hostpath_driver::{self, DRIVER, Deployment},
     kube::{Kube, helm, wait_for},
     node::{self, Node},
     prometheus,
+    runner::Runner,
     workload::{
-        A_DATA, AGENT_NS, AGENT_SELECTOR, Chart, NS, agent_logs, agent_mode, agent_pod, claim_pod, conflicts_total,
-        exec, helm_with_values, install_volguard, masks, pod, pod_uid, volume, volume_of, wait_event,
-        wait_event_within, wait_value,
+        A_DATA, AGENT_NS, AGENT_SELECTOR, Chart, NS, ROLLOUT, Site, agent_logs, agent_mode, agent_pod, claim_pod,
+        conflicts_total, exec, helm_with_values, install_volguard, masks, pod, pod_uid, volume, volume_of, wait_event,
+        wait_rollout, wait_value,
     },
 };
 use crate::proc::{output, run_cmd, target_dir};
 
+/// Scenarios 1-5, 7 and 8 on the node in these namespaces, the driver deployed as on one
+/// node.
 pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow::Result<()> {
     let admin = node.admin();
     let chart = Chart { trace_backend, secure_metrics: true };
-    hostpath_driver::install(&admin, NATIVE)?;
+    hostpath_driver::install(&admin, Deployment::Central, &[NODE_NAME], NATIVE)?;
     install_volguard(&admin, &chart, NATIVE)?;
-    prometheus::start(node, &admin, Path::new(node::STATE))?;
+    prometheus::start(node, &admin, Path::new(node::STATE), &[NODE_NAME])?;
     admin.run(&["create", "namespace", NS])?;
-
-    let mut results: Vec<(&str, anyhow::Result<String>)> = Vec::new();
-    let mut scenario = |name, f: &mut dyn FnMut() -> anyhow::Result<String>| {
-        println!("\n=== e2e scenario: {name}");
-        let started = Instant::now();
-        let result = f();
-        match &result {
-            Ok(summary) => println!("=== ok ({:.1} s): {summary}", started.elapsed().as_secs_f64()),
-            Err(e) => {
-                println!("=== FAILED: {e:#}");
-                let file = logs.join(format!("agent-after-scenario-{}.log", results.len() + 1));
-                let _ = fs::write(&file, agent_logs(&admin));
-                println!("=== the agent's log: {}", file.display());
-            }
-        }
-        results.push((name, result));
-    };
-    scenario("1. a second pod asks for a single-pod volume another pod uses", &mut || second_pod(&admin));
-    scenario("8. /metrics over HTTPS: Prometheus's bound token, 401 without, 403 unbound", &mut || {
-        super::secure_metrics::only_bound_callers(&admin)
-    });
-    scenario("4. volguard's CLI inside the agent pod", &mut || cli_in_agent_pod(&admin));
-    scenario("2. no false positives", &mut || no_false_positives(node, &admin, &chart));
-    scenario("3. hand-over to a new pod", &mut || hand_over(&admin));
-    scenario("7. mounts outside kubelet's publish: a hostPath reader and a backup agent", &mut || {
-        super::out_of_band::hostpath_readers(&admin)
-    });
-    scenario("5. helm uninstall, then volguard uninstall", &mut || uninstall(&admin));
-
-    println!("\n=== e2e summary");
-    for (name, result) in &results {
-        println!("{:<6} {name}", if result.is_ok() { "ok" } else { "FAILED" });
-    }
-    let failed = results.iter().filter(|(_, r)| r.is_err()).count();
-    println!("e2e: {} passed, {failed} failed", results.len() - failed);
-    if failed > 0 {
-        for component in ["kubelet", "containerd"] {
-            println!("--- last lines of {component}'s log ---\n{}", node.log_tail(component, 15));
-        }
-        bail!("{failed} e2e scenario(s) failed");
-    }
-    Ok(())
+    let mut runner = Runner::new(&admin, logs);
+    on_the_node(&mut runner, node, &admin, Site { node: NODE_NAME, storage: Deployment::Central }, &chart);
+    runner.scenario("5. helm uninstall, then volguard uninstall", || uninstall(&admin));
+    runner.finish(node, &["kubelet", "containerd"])
 }
 
-/// How long a pod may take to start on the node (the driver's and the agent's included),
-/// and in the VM, where the node is emulated.
+/// Scenarios 1, 8, 4, 2, 3 and 7, in that order, on the node in these namespaces (`site`):
+/// later ones build on the volumes and pods of earlier ones.
+pub(super) fn on_the_node(runner: &mut Runner, node: &mut Node, admin: &Kube, site: Site, chart: &Chart) {
+    runner.scenario("1. a second pod asks for a single-pod volume another pod uses", || second_pod(admin, site));
+    runner.scenario("8. /metrics over HTTPS: Prometheus's bound token, 401 without, 403 unbound", || {
+        super::secure_metrics::only_bound_callers(admin)
+    });
+    runner.scenario("4. volguard's CLI inside the agent pod", || cli_in_agent_pod(admin));
+    runner.scenario("2. no false positives", || no_false_positives(node, admin, site, chart));
+    runner.scenario("3. hand-over to a new pod", || hand_over(admin, site));
+    runner.scenario("7. mounts outside kubelet's publish: a hostPath reader and a backup agent", || {
+        super::out_of_band::hostpath_readers(admin, site)
+    });
+}
+
+/// How long a pod may take to start on the node (the driver's and the agent's included).
 const NATIVE: Duration = Duration::from_secs(90);
-const EMULATED: Duration = Duration::from_secs(600);
-
-/// Scenario 6 on the node in the VM (vm_node.rs): the CSI driver and volguard installed
-/// as in `run`, then the refusal in the kernel and the hand-over.
-pub fn run_in_vm(node: &Node, logs: &Path) -> anyhow::Result<()> {
-    let admin = node.admin();
-    let started = Instant::now();
-    hostpath_driver::install(&admin, EMULATED)?;
-    install_volguard(&admin, &Chart { trace_backend: None, secure_metrics: false }, EMULATED)?;
-    println!("e2e: the CSI driver and volguard Ready in the VM after {:.0} s", started.elapsed().as_secs_f64());
-    admin.run(&["create", "namespace", NS])?;
-    let halves: [(&str, &dyn Fn() -> anyhow::Result<String>); 2] = [
-        ("6. the same conflict with BPF LSM, in the VM", &|| refused_in_the_kernel(&admin)),
-        // single-b holds the claim once scenario 6 has handed it over.
-        ("6b. a hostPath on the owner's volume, in the VM", &|| {
-            super::out_of_band::hostpath_reader_in_vm(&admin, "single-b", EMULATED)
-        }),
-    ];
-    for (name, run) in halves {
-        println!("\n=== e2e scenario: {name}");
-        let started = Instant::now();
-        match run() {
-            Ok(summary) => println!("=== ok ({:.1} s): {summary}", started.elapsed().as_secs_f64()),
-            Err(e) => {
-                let file = logs.join("agent-after-scenario-6.log");
-                let _ = fs::write(&file, agent_logs(&admin));
-                println!("=== FAILED: {e:#}\n=== the agent's log: {}", file.display());
-                for log in ["vm", "vm-kubelet"] {
-                    println!("--- last lines of {log}.log ---\n{}", node.log_tail(log, 15));
-                }
-                return Err(e.context(format!("scenario {name} failed")));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Whether a FailedMount note carries EBUSY as the driver's mount(8) words it: "Device or
-/// resource busy", or util-linux's "already mounted or mount point busy"
-/// (csi-driver-host-path's image).
-fn says_ebusy(note: &str) -> bool {
-    note.to_lowercase().contains("busy")
-}
 
 /// Scenario 1: a second pod, placed on the node by `spec.nodeName` (no scheduler), asks
 /// for a single-pod volume that pod A uses.
@@ -133,12 +69,12 @@ fn says_ebusy(note: &str) -> bool {
 ///    B never sees A's data; B gets volguard's Warning Event, created under the chart's
 ///    RBAC; the conflict counter rises in a Prometheus that found the agent through
 ///    Kubernetes service discovery.
-fn second_pod(admin: &Kube) -> anyhow::Result<String> {
-    let before = conflicts_total()?;
-    volume(admin, "rwop", "ReadWriteOncePod", false)?;
-    admin.apply(&claim_pod("rwop-a", "rwop", &format!("echo {A_DATA} > /data/owner && exec sleep 100000")))?;
+fn second_pod(admin: &Kube, site: Site) -> anyhow::Result<String> {
+    let before = conflicts_total(site.node)?;
+    volume(admin, site, "rwop", "ReadWriteOncePod", false)?;
+    admin.apply(&claim_pod(site, "rwop-a", "rwop", &format!("echo {A_DATA} > /data/owner && exec sleep 100000")))?;
     admin.wait_pod_running(NS, "rwop-a", Duration::from_secs(90))?;
-    admin.apply(&claim_pod("rwop-b", "rwop", "cat /data/owner; exec sleep 100000"))?;
+    admin.apply(&claim_pod(site, "rwop-b", "rwop", "cat /data/owner; exec sleep 100000"))?;
     let mut refusal = None;
     wait_for("kubelet's FailedMount Event on rwop-b", Duration::from_secs(60), || {
         refusal = admin.events_for(NS, "rwop-b")?.into_iter().find(|e| {
@@ -153,12 +89,17 @@ fn second_pod(admin: &Kube) -> anyhow::Result<String> {
         volguard_events.is_empty(),
         "volguard reported a conflict kubelet had already stopped: {volguard_events:?}"
     );
-    ensure!(conflicts_total()? == before, "volguard counted a conflict kubelet had already stopped");
+    ensure!(conflicts_total(site.node)? == before, "volguard counted a conflict kubelet had already stopped");
 
-    let pv = volume(admin, "single", "ReadWriteOnce", true)?;
-    admin.apply(&claim_pod("single-a", "single", &format!("echo {A_DATA} > /data/owner && exec sleep 100000")))?;
+    let pv = volume(admin, site, "single", "ReadWriteOnce", true)?;
+    admin.apply(&claim_pod(
+        site,
+        "single-a",
+        "single",
+        &format!("echo {A_DATA} > /data/owner && exec sleep 100000"),
+    ))?;
     admin.wait_pod_running(NS, "single-a", Duration::from_secs(90))?;
-    admin.apply(&claim_pod("single-b", "single", "ls -la /data; cat /data/owner; exec sleep 100000"))?;
+    admin.apply(&claim_pod(site, "single-b", "single", "ls -la /data; cat /data/owner; exec sleep 100000"))?;
     let b_uid = pod_uid(admin, "single-b")?;
     // B's publish is quarantined (no BPF LSM here: the container starts on the mask) or
     // refused (with BPF LSM: B stays in ContainerCreating). Either way the Event says so.
@@ -168,6 +109,12 @@ fn second_pod(admin: &Kube) -> anyhow::Result<String> {
         "the Event does not name the volume, the claim and the owner: {event:?}"
     );
     ensure!(event.controller == "volguard", "the Event's reporting controller is {:?}", event.controller);
+    ensure!(event.instance == site.node, "the Event comes from the agent of {:?}, not {}'s", event.instance, site.node);
+    // Handled in the node's mode: refused in the kernel where the agent enforces,
+    // quarantined where it does not.
+    let mode = agent_mode(site.node)?;
+    let expected = if mode == "enforce" { "SinglePodVolumeRefused" } else { "SinglePodVolumeQuarantined" };
+    ensure!(event.reason == expected, "in {mode} mode B's publish ended as {}, not {expected}", event.reason);
     let owner = exec(admin, "single-a", &["cat", "/data/owner"])?;
     ensure!(owner.trim() == A_DATA, "pod A reads {owner:?} from its own volume");
     let b_sees = if event.reason == "SinglePodVolumeQuarantined" {
@@ -181,7 +128,7 @@ fn second_pod(admin: &Kube) -> anyhow::Result<String> {
         );
         "B waits in ContainerCreating (its publish was refused in the kernel)".to_owned()
     };
-    let after = wait_value("volguard_conflicts_total to rise", || Ok(conflicts_total()? > before))?;
+    let after = wait_value(site.node, "volguard_conflicts_total to rise", || Ok(conflicts_total(site.node)? > before))?;
     Ok(format!(
         "RWOP: kubelet refused B ({:?}), volguard silent; single-pod RWO: {}: {b_sees}; Event {:?}; conflicts {before} -> {after}",
         refusal.map(|e| e.note).unwrap_or_default(),
@@ -190,124 +137,10 @@ fn second_pod(admin: &Kube) -> anyhow::Result<String> {
     ))
 }
 
-/// Scenario 6: scenario 1b's conflict on a kernel with BPF LSM, where volguard (the
-/// chart's `mode: auto`) enforces: B's NodePublish fails in the kernel with EBUSY, so
-/// kubelet keeps B in ContainerCreating and retries, and volguard's Event explains; once A
-/// is deleted, a retry goes through and B starts with A's data (measured). Before that,
-/// scenario 2's "no gap in enforcement across an agent restart", which only enforce mode
-/// can keep, with the gap made as long as it takes.
-fn refused_in_the_kernel(admin: &Kube) -> anyhow::Result<String> {
-    let pv = volume(admin, "single", "ReadWriteOnce", true)?;
-    admin.apply(&claim_pod("single-a", "single", &format!("echo {A_DATA} > /data/owner && exec sleep 100000")))?;
-    let a_took = admin.wait_pod_running(NS, "single-a", EMULATED)?;
-    let asked = Instant::now();
-    admin.apply(&claim_pod("single-b", "single", "cat /data/owner && exec sleep 100000"))?;
-    let event = wait_event_within(admin, "single-b", EMULATED)?;
-    let refused_after = asked.elapsed();
-    ensure!(event.reason == "SinglePodVolumeRefused", "volguard did not refuse in the kernel: {event:?}");
-    ensure!(
-        event.note.contains(&pv) && event.note.contains("single") && event.note.contains("single-a"),
-        "the Event does not name the volume, the claim and the owner: {event:?}"
-    );
-    // kubelet's own account: the driver's publish failed with EBUSY, and kubelet retried.
-    let mut attempts = 0;
-    let mut kubelet_says = String::new();
-    wait_for("kubelet to retry B's mount after EBUSY", EMULATED, || {
-        let failed: Vec<serde_json::Value> = admin.get_json(&[
-            "events.v1.events.k8s.io",
-            "-n",
-            NS,
-            "--field-selector",
-            "regarding.name=single-b,reason=FailedMount",
-        ])?["items"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let busy: Vec<&serde_json::Value> =
-            failed.iter().filter(|e| e["note"].as_str().is_some_and(says_ebusy)).collect();
-        attempts =
-            busy.iter().map(|e| e["series"]["count"].as_u64().or(e["deprecatedCount"].as_u64()).unwrap_or(1)).sum();
-        // The driver's mount output, the last line of kubelet's note.
-        kubelet_says = busy
-            .first()
-            .and_then(|e| e["note"].as_str())
-            .and_then(|n| n.trim_end().lines().last())
-            .unwrap_or_default()
-            .to_owned();
-        Ok(attempts >= 2)
-    })?;
-    let waiting = admin.get_json(&["pod", "-n", NS, "single-b"])?;
-    let creating = &waiting["status"]["containerStatuses"][0]["state"]["waiting"]["reason"];
-    ensure!(
-        waiting["status"]["phase"] == "Pending" && creating == "ContainerCreating",
-        "B is not held in ContainerCreating: {}",
-        waiting["status"]
-    );
-    let owner = exec(admin, "single-a", &["cat", "/data/owner"])?;
-    ensure!(owner.trim() == A_DATA, "pod A reads {owner:?} from its own volume");
-
-    // No gap while no agent runs: the agent taken off the node (helm upgrade with a node
-    // selector nothing matches), a publish of another owned volume is refused by the
-    // pinned programs alone; the agent brought back (helm upgrade to a new tag) adopts
-    // them and reports it. (Another volume: kubelet's back-off after B's refusals is per
-    // volume and would delay any new publish of this one by minutes.)
-    volume(admin, "single-2", "ReadWriteOnce", true)?;
-    admin.apply(&claim_pod("owner-2", "single-2", "exec sleep 100000"))?;
-    admin.wait_pod_running(NS, "owner-2", EMULATED)?;
-    let chart = Chart { trace_backend: None, secure_metrics: false };
-    let upgrade = ["upgrade", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"];
-    let mut away = upgrade.to_vec();
-    away.extend(["--set-string", "nodeSelector.volguard\\.dev/e2e-no-such-node=true"]);
-    helm_with_values(&away, TAG, &chart, admin)?;
-    wait_for("no agent pod on the node", EMULATED, || {
-        Ok(admin.run(&["get", "pods", "-n", AGENT_NS, "-l", AGENT_SELECTOR, "-o", "name"])?.trim().is_empty())
-    })?;
-    admin.apply(&claim_pod("pod-without-agent", "single-2", "exec sleep 100000"))?;
-    let refused_alone = wait_for("kubelet's EBUSY on pod-without-agent while no agent runs", EMULATED, || {
-        Ok(admin.events_for(NS, "pod-without-agent")?.iter().any(|e| e.reason == "FailedMount" && says_ebusy(&e.note)))
-    })?;
-    ensure!(
-        admin.run(&["get", "pods", "-n", AGENT_NS, "-l", AGENT_SELECTOR, "-o", "name"])?.trim().is_empty(),
-        "an agent pod appeared before the refusal was seen"
-    );
-    helm_with_values(&upgrade, UPGRADE_TAG, &chart, admin)?;
-    let rollout_timeout = format!("--timeout={}s", EMULATED.as_secs());
-    run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", &rollout_timeout]))?;
-    let reported = wait_event_within(admin, "pod-without-agent", EMULATED)?;
-    ensure!(
-        reported.reason == "SinglePodVolumeRefused"
-            && admin.pod_phase(NS, "pod-without-agent").as_deref() == Some("Pending"),
-        "the publish while no agent ran was not refused: {reported:?}"
-    );
-    admin.run(&["delete", "pod", "-n", NS, "pod-without-agent", "owner-2", "--wait=true", "--timeout=300s"])?;
-
-    let deleted = Instant::now();
-    admin.run(&["delete", "pod", "-n", NS, "single-a", "--wait=true", "--timeout=300s"])?;
-    let delete_took = deleted.elapsed();
-    admin.wait_pod_running(NS, "single-b", EMULATED)?;
-    let handed_over = deleted.elapsed();
-    let data = exec(admin, "single-b", &["cat", "/data/owner"])?;
-    ensure!(data.trim() == A_DATA, "B reads {data:?} after the hand-over, not A's data");
-    Ok(format!(
-        "A Running in {:.0} s; B refused in the kernel {:.1} s after it was created ({}: {:?}); kubelet retried \
-         {attempts} times ({kubelet_says:?}) with B in ContainerCreating; with no agent on the node a publish of \
-         another owned volume was refused by the pins alone ({:.1} s after it was asked), and the upgraded agent \
-         reported it ({}); A deleted in {:.1} s, B Running with A's data {:.1} s after the delete",
-        a_took.as_secs_f64(),
-        refused_after.as_secs_f64(),
-        event.reason,
-        event.note,
-        refused_alone.as_secs_f64(),
-        reported.reason,
-        delete_took.as_secs_f64(),
-        handed_over.as_secs_f64(),
-    ))
-}
-
 /// Scenario 4: `kubectl exec` into the agent pod: check finds the driver through the real
 /// registration socket and CSINode; status, volumes and conflicts answer.
 fn cli_in_agent_pod(admin: &Kube) -> anyhow::Result<String> {
-    let pod = agent_pod(admin)?;
+    let pod = agent_pod(admin, NODE_NAME)?;
     let volguard = |args: &[&str]| {
         let mut all = vec!["exec", "-n", AGENT_NS, pod.as_str(), "--", "/usr/local/bin/volguard"];
         all.extend(args);
@@ -347,17 +180,18 @@ fn cli_in_agent_pod(admin: &Kube) -> anyhow::Result<String> {
 /// restarts, a pod deleted and recreated, kubelet restarted, the agent restarted twice
 /// (helm upgrade to a new tag, kubectl delete pod): no conflict, no mask, every pod
 /// Running; and a second pod's publish during the agent's rollout is still stopped.
-fn no_false_positives(node: &mut Node, admin: &Kube, chart: &Chart) -> anyhow::Result<String> {
+fn no_false_positives(node: &mut Node, admin: &Kube, site: Site, chart: &Chart) -> anyhow::Result<String> {
     let masks_before = masks()?;
-    volume(admin, "rwo", "ReadWriteOnce", false)?;
+    volume(admin, site, "rwo", "ReadWriteOnce", false)?;
     admin.apply("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: e2e}\ndata: {mode: test}\n")?;
     admin.apply(
         "apiVersion: v1\nkind: Secret\nmetadata: {name: password, namespace: e2e}\nstringData: {password: hunter2}\n",
     )?;
     let writer = "echo $HOSTNAME >> /data/writers && exec sleep 100000";
-    admin.apply(&claim_pod("rwo-1", "rwo", writer))?;
-    admin.apply(&claim_pod("rwo-2", "rwo", writer))?;
+    admin.apply(&claim_pod(site, "rwo-1", "rwo", writer))?;
+    admin.apply(&claim_pod(site, "rwo-2", "rwo", writer))?;
     admin.apply(&pod(
+        site,
         "many-volumes",
         "cat /config/mode /secret/password /var/run/secrets/kubernetes.io/serviceaccount/token >/dev/null && exec sleep 100000",
         "[{name: scratch, mountPath: /scratch}, {name: config, mountPath: /config}, {name: secret, mountPath: /secret}, \
@@ -366,7 +200,7 @@ fn no_false_positives(node: &mut Node, admin: &Kube, chart: &Chart) -> anyhow::R
          {name: secret, secret: {secretName: password}}, {name: data, persistentVolumeClaim: {claimName: rwo}}]",
     ))?;
     // A container that exits every few seconds: kubelet restarts it in the same pod.
-    admin.apply(&claim_pod("restarter", "rwo", "sleep 3; exit 1"))?;
+    admin.apply(&claim_pod(site, "restarter", "rwo", "sleep 3; exit 1"))?;
     let pods = ["rwo-1", "rwo-2", "many-volumes"];
     for p in pods {
         admin.wait_pod_running(NS, p, Duration::from_secs(90))?;
@@ -386,7 +220,7 @@ fn no_false_positives(node: &mut Node, admin: &Kube, chart: &Chart) -> anyhow::R
 
     // Delete and recreate a pod.
     admin.run(&["delete", "pod", "-n", NS, "rwo-2", "--wait=true", "--timeout=60s"])?;
-    admin.apply(&claim_pod("rwo-2", "rwo", writer))?;
+    admin.apply(&claim_pod(site, "rwo-2", "rwo", writer))?;
     admin.wait_pod_running(NS, "rwo-2", Duration::from_secs(90))?;
 
     // kubelet restarted: its pods keep running, nothing is re-published as a conflict.
@@ -394,29 +228,28 @@ fn no_false_positives(node: &mut Node, admin: &Kube, chart: &Chart) -> anyhow::R
 
     // The agent restarted by `helm upgrade` to a new image tag, with a second pod's publish
     // of the owned single-pod volume attempted during the rollout.
-    let mode = agent_mode()?;
-    let old_agent = agent_pod(admin)?;
+    let mode = agent_mode(site.node)?;
+    let old_agent = agent_pod(admin, site.node)?;
     helm_with_values(
         &["upgrade", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"],
         UPGRADE_TAG,
         chart,
         admin,
     )?;
-    admin.apply(&claim_pod("pod-during-rollout", "single", "exec sleep 100000"))?;
-    run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", "--timeout=180s"]))?;
-    let new_agent = agent_pod(admin)?;
+    admin.apply(&claim_pod(site, "pod-during-rollout", "single", "exec sleep 100000"))?;
+    wait_rollout(admin)?;
+    let new_agent = agent_pod(admin, site.node)?;
     ensure!(new_agent != old_agent, "helm upgrade did not replace the agent pod");
-    let during_rollout = publish_during_rollout(admin, &mode)?;
+    let during_rollout = publish_during_rollout(admin, site.node, &mode)?;
     let _ = fs::write(
         target_dir().join("e2e/logs/agent-after-upgrade.log"),
         admin.run(&["logs", "-n", AGENT_NS, &new_agent, "--tail=-1"]).unwrap_or_default(),
     );
     // The agent restarted by `kubectl delete pod`.
     admin.run(&["delete", "pod", "-n", AGENT_NS, &new_agent, "--wait=true", "--timeout=60s"])?;
-    run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", "--timeout=180s"]))?;
-    wait_for("Prometheus to scrape the new agent", Duration::from_secs(60), || {
-        Ok(prometheus::query("up{job=\"volguard\"} == 1")?.len() == 1)
-    })?;
+    wait_rollout(admin)?;
+    let up = format!("up{{job=\"volguard\",node=\"{}\"}} == 1", site.node);
+    wait_for("Prometheus to scrape the new agent", Duration::from_secs(60), || Ok(prometheus::query(&up)?.len() == 1))?;
 
     for p in pods {
         ensure!(admin.pod_phase(NS, p).as_deref() == Some("Running"), "{p} is not Running");
@@ -453,7 +286,7 @@ fn no_false_positives(node: &mut Node, admin: &Kube, chart: &Chart) -> anyhow::R
 /// docs/enforcement.md states ("Not covered"), whose outcome is asserted instead: the
 /// publish stands (the pod reads the owner's data), and the new agent reports the volume
 /// as shared, with an Event naming the owner, and tears nothing down.
-fn publish_during_rollout(admin: &Kube, mode: &str) -> anyhow::Result<String> {
+fn publish_during_rollout(admin: &Kube, node: &str, mode: &str) -> anyhow::Result<String> {
     let pod = "pod-during-rollout";
     let mut reasons = Vec::new();
     let stopped = ["SinglePodVolumeRefused", "SinglePodVolumeQuarantined"];
@@ -482,7 +315,8 @@ fn publish_during_rollout(admin: &Kube, mode: &str) -> anyhow::Result<String> {
             ensure!(read.trim() == A_DATA, "the publish in the gap did not stand: {pod} reads {read:?}");
             ensure!(!masks()?.iter().any(|m| m.contains(&uid)), "the new agent masked a publish it found made");
             wait_for("the new agent to count the volume as shared", Duration::from_secs(60), || {
-                Ok(prometheus::value("sum(volguard_single_pod_volumes{state=\"shared\"})")? >= 1.0)
+                Ok(prometheus::value(&format!("sum(volguard_single_pod_volumes{{state=\"shared\",node=\"{node}\"}})"))?
+                    >= 1.0)
             })?;
             Ok(format!(
                 "the documented quarantine-mode gap: published while no agent ran, the pod reads the owner's data, \
@@ -511,16 +345,16 @@ fn runs_on_the_mask(admin: &Kube, pod: &str, uid: &str) -> anyhow::Result<()> {
 /// Scenario 3: the owner is deleted; a new pod using the claim starts with its data after
 /// its teardown (measured). Records what became of the quarantined pod B (issue 11
 /// decides what it should be) and of kubelet's waiting RWOP pod.
-fn hand_over(admin: &Kube) -> anyhow::Result<String> {
+fn hand_over(admin: &Kube, site: Site) -> anyhow::Result<String> {
     let started = Instant::now();
     admin.run(&["delete", "pod", "-n", NS, "single-a", "--wait=true", "--timeout=90s"])?;
     let deleted = started.elapsed();
-    admin.apply(&claim_pod("single-c", "single", "cat /data/owner && exec sleep 100000"))?;
+    admin.apply(&claim_pod(site, "single-c", "single", "cat /data/owner && exec sleep 100000"))?;
     admin.wait_pod_running(NS, "single-c", Duration::from_secs(120))?;
     let took = started.elapsed();
     let data = exec(admin, "single-c", &["cat", "/data/owner"])?;
     ensure!(data.trim() == A_DATA, "the new owner reads {data:?}, not A's data");
-    let quarantined = agent_mode()? == "quarantine";
+    let quarantined = agent_mode(site.node)? == "quarantine";
     let b = match exec(admin, "single-b", &["ls", "-A", "/data"]) {
         Ok(listing) if listing.trim().is_empty() => "B still sees an empty mask".to_owned(),
         Ok(listing) => format!("B now sees {listing:?}"),
@@ -567,13 +401,13 @@ fn hand_over(admin: &Kube) -> anyhow::Result<String> {
 /// Scenario 5: `helm uninstall` keeps the pinned state on the node in enforce mode, as
 /// documented (quarantine mode pins nothing); `volguard uninstall` on the node removes
 /// it; nothing of volguard is left.
-fn uninstall(admin: &Kube) -> anyhow::Result<String> {
-    let mode = agent_mode()?;
+pub(super) fn uninstall(admin: &Kube) -> anyhow::Result<String> {
+    let mode = agent_mode(NODE_NAME)?;
     let pins = Path::new("/sys/fs/bpf/volguard");
     let pinned_before = pins.is_dir();
     ensure!(pinned_before == (mode == "enforce"), "pins at {}: {pinned_before} in {mode} mode", pins.display());
     run_cmd(helm(&admin.kubeconfig).args(["uninstall", "volguard", "--namespace", "kube-system", "--wait"]))?;
-    wait_for("the agent pod gone", Duration::from_secs(60), || {
+    wait_for("every agent pod gone", ROLLOUT, || {
         Ok(admin.run(&["get", "pods", "-n", AGENT_NS, "-l", AGENT_SELECTOR, "-o", "name"])?.trim().is_empty())
     })?;
     ensure!(pins.is_dir() == pinned_before, "helm uninstall changed the pins ({mode} mode)");

@@ -10,14 +10,12 @@ use std::time::Duration;
 use anyhow::ensure;
 
 use super::{
-    NODE_IP,
+    METRICS_PORT, NODE_IP,
     kube::{Kube, wait_for},
     prometheus,
 };
 use crate::http_client::{Client, Trust};
 
-/// The chart's `metricsPort`: the agent uses the host network, so the node's address.
-const METRICS_PORT: u16 = 9728;
 const UNBOUND: &str = "e2e-unbound";
 
 pub(super) fn only_bound_callers(admin: &Kube) -> anyhow::Result<String> {

@@ -267,7 +267,7 @@ const PROCS: usize = 4;
 /// suite again with the observer, and the comparison.
 pub fn run(node: &mut Node, logs: &Path, set: SuiteSet, trace_backend: Option<&str>) -> anyhow::Result<()> {
     let admin = node.admin();
-    hostpath_driver::install(&admin, Duration::from_secs(90))?;
+    hostpath_driver::install(&admin, hostpath_driver::Deployment::Central, &[NODE_NAME], Duration::from_secs(90))?;
     let work = logs.join("storage-suite");
     fs::create_dir_all(&work)?;
     let driver_file = work.join("test-driver.json");

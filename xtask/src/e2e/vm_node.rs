@@ -3,10 +3,15 @@
 //! server, controller-manager and scheduler stay in the node's namespaces outside, at
 //! native speed.
 //!
-//! qemu's user-mode network joins the two: a connection from the guest to an address of
-//! the node's namespace (the `kubernetes` Service's 10.0.0.1:443, where the API server
-//! listens) is made by qemu from that namespace, and the API server reaches kubelet
-//! (exec, logs) at the guest's address, which qemu forwards from the namespace's loopback.
+//! qemu's user-mode network joins the two. qemu runs in a network namespace of its own,
+//! linked to the node's by a veth pair, as a second machine on the node's network: a
+//! connection from the guest to an address of the node's namespace (the `kubernetes`
+//! Service's 10.0.0.1:443, where the API server listens) is made by qemu from its
+//! namespace over the link, and the API server (exec, logs) and Prometheus (the agent's
+//! /metrics) reach the guest's address over the link, where qemu forwards kubelet's
+//! port and the agent's metrics port to the guest. In its own namespace qemu's listeners
+//! take no port of the node's: the fleet's node there (kubelet, the agent) listens on
+//! the same ports on every address.
 //! The guest's root is an initramfs holding every binary, image and certificate at the
 //! path it has outside, so the configurations written for the node serve the VM as well.
 
@@ -21,7 +26,7 @@ use std::{
 use anyhow::{Context, bail};
 
 use super::{
-    NODE_NAME, SERVICE_IP,
+    METRICS_PORT, SERVICE_IP, VM_NODE_NAME,
     components::bin,
     node::{self, API_PORT, CGROUP_ROOT, Node, Root, STATE},
 };
@@ -38,6 +43,11 @@ const GUEST_IP: &str = "10.0.2.15";
 const GATEWAY: &str = "10.0.2.2";
 /// qemu's DNS forwarder on that network (for the guest's resolv.conf; nothing resolves).
 const DNS: &str = "10.0.2.3";
+/// qemu's network namespace, and the veth pair that links it to the node's: the node's
+/// end and address, qemu's end and address.
+const NETNS: &str = "volguard-vm";
+const LINK_NODE: (&str, &str) = ("vg-node", "10.0.3.1");
+const LINK_VM: (&str, &str) = ("vg-vm", "10.0.3.2");
 /// The kernel modules the guest loads, in order (Debian's cloud kernel builds virtio as
 /// modules; `cargo xtask setup` keeps them beside the kernel).
 pub const GUEST_MODULES: &[&str] = &[
@@ -62,24 +72,36 @@ const GUEST_MEMORY_MIB: u32 = 3072;
 /// How long the emulated node may take to register and become Ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(900);
 
-/// Boots the VM as one of the node's processes (its console in `<logs>/vm.log`,
-/// containerd's and kubelet's logs on the second and third serial ports) and waits until
-/// the node is Ready.
-pub fn start(node: &mut Node, images: &[PathBuf]) -> anyhow::Result<()> {
-    let kernel = setup::find_vm_kernel().context("no VM kernel: run `cargo xtask setup` as root")?;
-    let modules = setup::vm_kernel_modules(&kernel);
-    let initrd = build_initramfs(node, images, &modules)?;
-    // qemu listens for the API server's connections to kubelet on the guest's address: a
-    // local route, not an address, so that they leave from 127.0.0.1, which qemu presents
-    // to the guest as its gateway (a source of the guest's own address would be dropped).
-    run_cmd(Command::new("ip").args(["route", "add", "local", &format!("{GUEST_IP}/32"), "dev", "lo"]).args([
-        "src",
-        "127.0.0.1",
-        "table",
-        "local",
-    ]))?;
-    let serial = |name: &str| format!("file:{}", node.logs.join(format!("{name}.log")).display());
-    let args: Vec<String> = [
+/// The network of the VM's node: qemu's namespace, linked to the node's; the guest's
+/// address routed over the link from the node's namespace, and a local route in qemu's,
+/// where its forwards listen (a route, not an address: qemu presents the connections to
+/// the guest as its gateway's, and a source of the guest's own address would be dropped).
+/// The node's namespace's end of all this goes with it.
+fn link_the_vm_network() -> anyhow::Result<()> {
+    let ((node_end, node_ip), (vm_end, vm_ip)) = (LINK_NODE, LINK_VM);
+    let script = format!(
+        "ip netns add {NETNS}
+ip link add {node_end} type veth peer name {vm_end} netns {NETNS}
+ip addr add {node_ip}/30 dev {node_end}
+ip link set {node_end} up
+ip route add {GUEST_IP}/32 via {vm_ip} dev {node_end}
+ip -n {NETNS} link set lo up
+ip -n {NETNS} addr add {vm_ip}/30 dev {vm_end}
+ip -n {NETNS} link set {vm_end} up
+ip -n {NETNS} route add default via {node_ip}
+ip -n {NETNS} route add local {GUEST_IP}/32 dev lo table local
+"
+    );
+    run_cmd(Command::new("sh").args(["-ec", &script])).context("linking the VM's network namespace to the node's")
+}
+
+/// qemu's command line after its binary: the emulated machine with the guest's kernel and
+/// root, qemu's network (kubelet's port and the agent's metrics port forwarded from the
+/// guest's address), the console and two log ports.
+fn qemu_args(kernel: &Path, initrd: &Path, logs: &Path) -> Vec<String> {
+    let serial = |name: &str| format!("file:{}", logs.join(format!("{name}.log")).display());
+    let forwards = [10250, METRICS_PORT].map(|port| format!("hostfwd=tcp:{GUEST_IP}:{port}-:{port}")).join(",");
+    [
         "-accel",
         "tcg",
         "-cpu",
@@ -97,7 +119,7 @@ pub fn start(node: &mut Node, images: &[PathBuf]) -> anyhow::Result<()> {
         "-append",
         "console=ttyS0 quiet lsm=lockdown,capability,bpf rdinit=/init panic=-1",
         "-netdev",
-        &format!("user,id=net0,hostfwd=tcp:{GUEST_IP}:10250-:10250"),
+        &format!("user,id=net0,{forwards}"),
         "-device",
         "virtio-net-pci,netdev=net0",
         "-serial",
@@ -109,16 +131,38 @@ pub fn start(node: &mut Node, images: &[PathBuf]) -> anyhow::Result<()> {
     ]
     .iter()
     .map(|a| a.to_string())
-    .collect();
+    .collect()
+}
+
+/// Boots the VM as one of the node's processes, in qemu's network namespace (its console
+/// in `<logs>/vm.log`, containerd's and kubelet's logs on the second and third serial
+/// ports), and returns when it was started; [`wait_ready`] waits for its node.
+pub fn boot(node: &mut Node, images: &[PathBuf]) -> anyhow::Result<Instant> {
+    let kernel = setup::find_vm_kernel().context("no VM kernel: run `cargo xtask setup` as root")?;
+    let modules = setup::vm_kernel_modules(&kernel);
+    let initrd = build_initramfs(node, images, &modules)?;
+    link_the_vm_network()?;
+    let mut args = vec![format!("--net=/run/netns/{NETNS}"), "--".into(), "qemu-system-x86_64".into()];
+    args.extend(qemu_args(&kernel, &initrd, &node.logs));
     println!("e2e: booting {} with BPF LSM (qemu, software emulation); console in vm.log", kernel.display());
     let started = Instant::now();
-    node.spawn("vm", Path::new("qemu-system-x86_64"), &args)?;
+    node.spawn("vm", Path::new("nsenter"), &args)?;
+    Ok(started)
+}
+
+/// Waits until the node in the VM, booted at `started`, is Ready.
+pub fn wait_ready(node: &mut Node, started: Instant) -> anyhow::Result<()> {
     let admin = node.admin();
     // Its own loop: a VM that stopped (kubelet exited) ends the wait with the console's end.
     loop {
         node.check_alive().with_context(|| format!("the VM's console ends:\n{}", node.log_tail("vm", 30)))?;
-        let ready =
-            admin.run(&["get", "node", NODE_NAME, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
+        let ready = admin.run(&[
+            "get",
+            "node",
+            VM_NODE_NAME,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
         if ready.is_ok_and(|s| s.trim() == "True") {
             break;
         }
@@ -171,15 +215,18 @@ fn build_initramfs(node: &Node, images: &[PathBuf], modules: &Path) -> anyhow::R
         copy(image, &Path::new(GUEST_IMAGES).join(image.file_name().expect("an archive file")))?;
     }
 
-    // The node's certificates and the configurations, written in the node's state
-    // directory (outside, nothing runs from them) and copied at the same paths. kubelet's
-    // kubeconfig names the API server by the `kubernetes` Service's address, which the
-    // guest reaches through qemu.
-    let state = Path::new(STATE);
+    // The node's certificates and the configurations, written in a directory of the node's
+    // state (outside, nothing runs from them; the fleet's node there has its own beside
+    // it) and copied at the same paths. kubelet's kubeconfig (its own certificate, for
+    // its own node name) names the API server by the `kubernetes` Service's address,
+    // which the guest reaches through qemu.
+    let state = Path::new(STATE).join("vm");
+    let state = state.as_path();
+    fs::create_dir_all(state)?;
     let containerd_config = node::write_containerd_config(state, Root::Initramfs)?;
     let kubelet_config = node::write_kubelet_config(state, &node.pki)?;
     let guest_kubeconfig = state.join("kubelet-in-vm.kubeconfig");
-    let kubeconfig = fs::read_to_string(node.pki.kubeconfig("kubelet"))?
+    let kubeconfig = fs::read_to_string(node.pki.kubelet_kubeconfig(VM_NODE_NAME))?
         .replace(&format!("https://127.0.0.1:{API_PORT}"), &format!("https://{SERVICE_IP}:{API_PORT}"));
     fs::write(&guest_kubeconfig, kubeconfig)?;
     let mut files = vec![containerd_config.clone(), kubelet_config.clone(), guest_kubeconfig.clone()];
@@ -197,7 +244,7 @@ fn build_initramfs(node: &Node, images: &[PathBuf], modules: &Path) -> anyhow::R
     fs::write(root.join("etc/group"), "root:x:0:\n")?;
     fs::write(root.join("etc/machine-id"), "0e2e0e2e0e2e0e2e0e2e0e2e0e2e0e2e\n")?;
 
-    let kubelet = node::kubelet_args(&kubelet_config, &guest_kubeconfig, GUEST_IP).join(" ");
+    let kubelet = node::kubelet_args(&kubelet_config, &guest_kubeconfig, VM_NODE_NAME, GUEST_IP).join(" ");
     let initrd = work.join("initrd");
     vm::pack_initramfs(&root, &init_script(&containerd_config, &kubelet), &initrd, vm::Compression::None)?;
     Ok(initrd)
@@ -243,4 +290,22 @@ poweroff -f
 "#,
         containerd = containerd_config.display(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qemu_forwards_kubelets_and_the_agents_metrics_port_from_the_guests_address() {
+        let args = qemu_args(Path::new("/k/vmlinuz"), Path::new("/t/initrd"), Path::new("/logs"));
+        let netdev = args.iter().position(|a| a == "-netdev").map(|i| args[i + 1].as_str());
+        assert_eq!(
+            netdev,
+            Some("user,id=net0,hostfwd=tcp:10.0.2.15:10250-:10250,hostfwd=tcp:10.0.2.15:9728-:9728"),
+            "{args:?}"
+        );
+        assert!(args.iter().any(|a| a.contains("lsm=lockdown,capability,bpf")), "BPF LSM on: {args:?}");
+        assert!(args.contains(&"file:/logs/vm-kubelet.log".to_owned()), "{args:?}");
+    }
 }

@@ -7,8 +7,8 @@ use std::{fs, time::Duration};
 use anyhow::{Context, ensure};
 
 use super::{
-    NODE_NAME, TAG,
-    hostpath_driver::STORAGE_CLASS,
+    TAG,
+    hostpath_driver::Deployment,
     images::{BUSYBOX_IMAGE, VOLGUARD_REPOSITORY},
     kube::{Kube, helm, wait_for},
     prometheus,
@@ -20,6 +20,17 @@ pub(super) const AGENT_NS: &str = "kube-system";
 pub(super) const AGENT_SELECTOR: &str = "app.kubernetes.io/name=volguard";
 /// What pod A writes into the single-pod volume; nobody else may read it while A owns it.
 pub(super) const A_DATA: &str = "written-by-pod-a";
+/// How long the agent's DaemonSet may take to roll: one node at a time, the VM's node
+/// emulated (its agent verifies its programs under software emulation).
+pub(super) const ROLLOUT: Duration = Duration::from_secs(600);
+
+/// Where a scenario's claims and pods go: the node its pods are pinned to, and the
+/// driver's deployment there, whose StorageClass provisions the claims.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Site {
+    pub(super) node: &'static str,
+    pub(super) storage: Deployment,
+}
 
 /// What the e2e sets on the chart besides the image values: a tracing backend, when
 /// named, and `metrics.secure` (on the host node, where Prometheus scrapes).
@@ -59,19 +70,32 @@ pub(super) fn helm_with_values(args: &[&str], tag: &str, chart: &Chart, admin: &
     run_cmd(&mut helm)
 }
 
-pub(super) fn agent_pod(admin: &Kube) -> anyhow::Result<String> {
-    let name = admin.run(&[
+/// Waits until the agent's DaemonSet has rolled out on every node.
+pub(super) fn wait_rollout(admin: &Kube) -> anyhow::Result<()> {
+    let timeout = format!("--timeout={}s", ROLLOUT.as_secs());
+    run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", &timeout]))
+}
+
+/// The agent's pod on `node`.
+pub(super) fn agent_pod(admin: &Kube, node: &str) -> anyhow::Result<String> {
+    agent_pods_on(admin, node)?.into_iter().next().with_context(|| format!("no agent pod on {node}"))
+}
+
+/// The agent's pods on `node` (none, one, or two while one terminates).
+pub(super) fn agent_pods_on(admin: &Kube, node: &str) -> anyhow::Result<Vec<String>> {
+    let names = admin.run(&[
         "get",
         "pods",
         "-n",
         AGENT_NS,
         "-l",
         AGENT_SELECTOR,
+        "--field-selector",
+        &format!("spec.nodeName={node}"),
         "-o",
-        "jsonpath={.items[0].metadata.name}",
+        "jsonpath={.items[*].metadata.name}",
     ])?;
-    ensure!(!name.trim().is_empty(), "no agent pod");
-    Ok(name.trim().to_owned())
+    Ok(names.split_whitespace().map(str::to_owned).collect())
 }
 
 pub(super) fn agent_logs(admin: &Kube) -> String {
@@ -80,20 +104,48 @@ pub(super) fn agent_logs(admin: &Kube) -> String {
         .unwrap_or_else(|e| format!("{e:#}"))
 }
 
-/// A claim of csi-driver-host-path's StorageClass, with volguard's single-pod annotation
-/// when `single_pod`, provisioned and bound; returns its PV's name. (The driver publishes
-/// every volume in mount-utils' two steps, bind then bind,remount: the race quarantine
-/// must survive.)
-pub(super) fn volume(admin: &Kube, name: &str, access_mode: &str, single_pod: bool) -> anyhow::Result<String> {
-    let annotations = if single_pod { ", annotations: {volguard.io/single-pod: \"true\"}" } else { "" };
-    admin.apply(&format!(
-        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {NS}{annotations}}}\nspec:\n  \
-         accessModes: [{access_mode}]\n  storageClassName: {STORAGE_CLASS}\n  resources: {{requests: {{storage: 1Gi}}}}\n"
-    ))?;
-    wait_for(&format!("claim {name} provisioned and Bound"), Duration::from_secs(60), || {
+/// A claim of csi-driver-host-path's StorageClass at `site`, with volguard's single-pod
+/// annotation when `single_pod`, provisioned and bound; returns its PV's name. (The driver
+/// publishes every volume in mount-utils' two steps, bind then bind,remount: the race
+/// quarantine must survive.)
+pub(super) fn volume(
+    admin: &Kube,
+    site: Site,
+    name: &str,
+    access_mode: &str,
+    single_pod: bool,
+) -> anyhow::Result<String> {
+    admin.apply(&claim(site, name, access_mode, single_pod))?;
+    // On the emulated node its own provisioner provisions, as slow as the rest of it.
+    let timeout = match site.node {
+        super::VM_NODE_NAME => super::vm_scenarios::EMULATED,
+        _ => Duration::from_secs(60),
+    };
+    wait_for(&format!("claim {name} provisioned and Bound"), timeout, || {
         Ok(admin.run(&["get", "pvc", "-n", NS, name, "-o", "jsonpath={.status.phase}"])?.trim() == "Bound")
     })?;
     volume_of(admin, name)
+}
+
+/// The claim's manifest. A class that binds at the first consumer provisions once the
+/// claim names its node (`volume.kubernetes.io/selected-node`), which the scheduler writes
+/// for a pod it places; the scenarios' pods are placed by `spec.nodeName`, so the claim
+/// is given the node they will run on, as the scheduler would give it.
+fn claim(site: Site, name: &str, access_mode: &str, single_pod: bool) -> String {
+    let mut annotations = Vec::new();
+    if single_pod {
+        annotations.push("volguard.io/single-pod: \"true\"".to_owned());
+    }
+    if site.storage == Deployment::Distributed {
+        annotations.push(format!("volume.kubernetes.io/selected-node: {}", site.node));
+    }
+    let annotations =
+        if annotations.is_empty() { String::new() } else { format!(", annotations: {{{}}}", annotations.join(", ")) };
+    format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}, namespace: {NS}{annotations}}}\nspec:\n  \
+         accessModes: [{access_mode}]\n  storageClassName: {class}\n  resources: {{requests: {{storage: 1Gi}}}}\n",
+        class = site.storage.storage_class(),
+    )
 }
 
 /// The PV bound to claim `name` (`pvc-<uid>`, as the provisioner names it).
@@ -103,24 +155,36 @@ pub(super) fn volume_of(admin: &Kube, claim: &str) -> anyhow::Result<String> {
     Ok(pv.trim().to_owned())
 }
 
-/// A busybox pod pinned to the node with `spec.nodeName` (no scheduler, as static and
-/// hand-placed pods reach kubelet), running `script` with `volumes` mounted.
-pub(super) fn pod(name: &str, script: &str, mounts: &str, volumes: &str) -> String {
+/// A busybox pod pinned to the site's node with `spec.nodeName` (no scheduler, as static
+/// and hand-placed pods reach kubelet), running `script` with `volumes` mounted.
+pub(super) fn pod(site: Site, name: &str, script: &str, mounts: &str, volumes: &str) -> String {
+    pod_placed(Some(site.node), name, script, mounts, volumes)
+}
+
+/// A pod pinned to `node`, or placed by the scheduler when None.
+fn pod_placed(node: Option<&str>, name: &str, script: &str, mounts: &str, volumes: &str) -> String {
+    let placed = node.map(|n| format!("  nodeName: {n}\n")).unwrap_or_default();
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n  nodeName: {NODE_NAME}\n  \
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: {NS}}}\nspec:\n{placed}  \
          hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n    - name: main\n      \
          image: {BUSYBOX_IMAGE}\n      imagePullPolicy: Never\n      command: [sh, -c, '{script}']\n      \
          volumeMounts: {mounts}\n  volumes: {volumes}\n"
     )
 }
 
-pub(super) fn claim_pod(name: &str, claim: &str, script: &str) -> String {
-    pod(
-        name,
-        script,
-        "[{name: data, mountPath: /data}]",
-        &format!("[{{name: data, persistentVolumeClaim: {{claimName: {claim}}}}}]"),
-    )
+const DATA_MOUNT: &str = "[{name: data, mountPath: /data}]";
+
+fn data_volume(claim: &str) -> String {
+    format!("[{{name: data, persistentVolumeClaim: {{claimName: {claim}}}}}]")
+}
+
+pub(super) fn claim_pod(site: Site, name: &str, claim: &str, script: &str) -> String {
+    pod(site, name, script, DATA_MOUNT, &data_volume(claim))
+}
+
+/// A pod of `claim` that the scheduler places (no `spec.nodeName`).
+pub(super) fn scheduled_claim_pod(name: &str, claim: &str, script: &str) -> String {
+    pod_placed(None, name, script, DATA_MOUNT, &data_volume(claim))
 }
 
 pub(super) fn exec(admin: &Kube, pod: &str, command: &[&str]) -> anyhow::Result<String> {
@@ -144,21 +208,24 @@ pub(super) fn masks() -> anyhow::Result<Vec<String>> {
         .collect())
 }
 
-/// The agent's enforcement mode, as its metrics say (`enforce`, `quarantine`, `audit`).
-pub(super) fn agent_mode() -> anyhow::Result<String> {
-    let series = prometheus::query("volguard_enforcement_mode == 1")?;
+/// The enforcement mode of the agent on `node`, as its metrics say (`enforce`,
+/// `quarantine`, `audit`; Prometheus labels each series with its node).
+pub(super) fn agent_mode(node: &str) -> anyhow::Result<String> {
+    let series = prometheus::query(&format!("volguard_enforcement_mode{{node=\"{node}\"}} == 1"))?;
     series
         .first()
         .and_then(|s| s["metric"]["mode"].as_str())
         .map(str::to_owned)
-        .context("Prometheus has no volguard_enforcement_mode == 1")
+        .with_context(|| format!("Prometheus has no volguard_enforcement_mode == 1 of {node}"))
 }
 
-/// Every conflict the agents counted. The counter has no series before its first
-/// conflict, so 0 then, but only while Prometheus scrapes an agent (its mode gauge): a
+/// Every conflict the agent on `node` counted. The counter has no series before its first
+/// conflict, so 0 then, but only while Prometheus scrapes that agent (its mode gauge): a
 /// renamed or unscraped metric is an error, not 0.
-pub(super) fn conflicts_total() -> anyhow::Result<f64> {
-    prometheus::value("sum(volguard_conflicts_total) or on() (0 * count(volguard_enforcement_mode))")
+pub(super) fn conflicts_total(node: &str) -> anyhow::Result<f64> {
+    prometheus::value(&format!(
+        "sum(volguard_conflicts_total{{node=\"{node}\"}}) or on() (0 * count(volguard_enforcement_mode{{node=\"{node}\"}}))"
+    ))
 }
 
 pub(super) fn wait_event(admin: &Kube, pod: &str) -> anyhow::Result<super::kube::Event> {
@@ -176,7 +243,50 @@ pub(super) fn wait_event_within(admin: &Kube, pod: &str, timeout: Duration) -> a
     Ok(event)
 }
 
-pub(super) fn wait_value(what: &str, mut check: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<f64> {
+pub(super) fn wait_value(
+    node: &str,
+    what: &str,
+    mut check: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<f64> {
     wait_for(what, Duration::from_secs(30), &mut check)?;
-    conflicts_total()
+    conflicts_total(node)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    fn parsed(yaml: &str) -> Value {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_claim_of_a_class_that_binds_at_first_consumer_is_given_its_node() {
+        let site = Site { node: "volguard-e2e-vm", storage: Deployment::Distributed };
+        let given = parsed(&claim(site, "single", "ReadWriteOnce", true));
+        assert_eq!(given["metadata"]["annotations"]["volume.kubernetes.io/selected-node"], "volguard-e2e-vm");
+        assert_eq!(given["metadata"]["annotations"]["volguard.io/single-pod"], "true");
+        assert_eq!(given["spec"]["storageClassName"], "csi-hostpath-fast");
+        assert_eq!(given["spec"]["accessModes"][0], "ReadWriteOnce");
+
+        let site = Site { node: "volguard-e2e", storage: Deployment::Central };
+        let at_once = parsed(&claim(site, "rwop", "ReadWriteOncePod", false));
+        assert!(at_once["metadata"].get("annotations").is_none(), "{at_once}");
+        assert_eq!(at_once["spec"]["storageClassName"], "csi-hostpath-sc");
+    }
+
+    #[test]
+    fn pods_are_pinned_to_their_sites_node_or_left_to_the_scheduler() {
+        let site = Site { node: "volguard-e2e-vm", storage: Deployment::Distributed };
+        let pinned = parsed(&claim_pod(site, "a", "single", "exec sleep 1"));
+        assert_eq!(pinned["spec"]["nodeName"], "volguard-e2e-vm");
+        assert_eq!(pinned["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"], "single");
+        assert_eq!(pinned["spec"]["containers"][0]["command"][2], "exec sleep 1");
+        let scheduled = parsed(&scheduled_claim_pod("b", "single", "exec sleep 1"));
+        assert!(scheduled["spec"].get("nodeName").is_none(), "{scheduled}");
+        assert_eq!(scheduled["spec"]["hostNetwork"], true);
+        assert_eq!(scheduled["metadata"]["namespace"], NS);
+    }
 }

@@ -1,0 +1,57 @@
+//! The real-node scenarios run one after another: each one's verdict and time, the
+//! agents' logs after a failure, and a summary that fails the run if any failed.
+
+use std::{fs, path::Path, time::Instant};
+
+use anyhow::bail;
+
+use super::{kube::Kube, node::Node, workload::agent_logs};
+
+pub(super) struct Runner<'a> {
+    admin: &'a Kube,
+    logs: &'a Path,
+    results: Vec<(String, anyhow::Result<String>)>,
+}
+
+impl<'a> Runner<'a> {
+    pub(super) fn new(admin: &'a Kube, logs: &'a Path) -> Self {
+        Self { admin, logs, results: Vec::new() }
+    }
+
+    /// Runs one scenario and records its verdict; after a failure, every agent's log is
+    /// kept in `agent-after-scenario-<n>.log`. Returns whether it passed.
+    pub(super) fn scenario(&mut self, name: &str, run: impl FnOnce() -> anyhow::Result<String>) -> bool {
+        println!("\n=== e2e scenario: {name}");
+        let started = Instant::now();
+        let result = run();
+        match &result {
+            Ok(summary) => println!("=== ok ({:.1} s): {summary}", started.elapsed().as_secs_f64()),
+            Err(e) => {
+                println!("=== FAILED ({:.1} s): {e:#}", started.elapsed().as_secs_f64());
+                let file = self.logs.join(format!("agent-after-scenario-{}.log", self.results.len() + 1));
+                let _ = fs::write(&file, agent_logs(self.admin));
+                println!("=== the agents' logs: {}", file.display());
+            }
+        }
+        let passed = result.is_ok();
+        self.results.push((name.to_owned(), result));
+        passed
+    }
+
+    /// The summary; fails if a scenario failed, with the last lines of `components`' logs.
+    pub(super) fn finish(self, node: &Node, components: &[&str]) -> anyhow::Result<()> {
+        println!("\n=== e2e summary");
+        for (name, result) in &self.results {
+            println!("{:<6} {name}", if result.is_ok() { "ok" } else { "FAILED" });
+        }
+        let failed = self.results.iter().filter(|(_, r)| r.is_err()).count();
+        println!("e2e: {} passed, {failed} failed", self.results.len() - failed);
+        if failed > 0 {
+            for component in components {
+                println!("--- last lines of {component}'s log ---\n{}", node.log_tail(component, 15));
+            }
+            bail!("{failed} e2e scenario(s) failed");
+        }
+        Ok(())
+    }
+}
