@@ -351,7 +351,8 @@ fn boot_and_judge(
     let append = format!("console=ttyS0 quiet lsm={} rdinit=/init panic=-1", boot.lsm);
     let mut child = Command::new("qemu-system-x86_64")
         // KVM is present on these machines but fails with an emulation error.
-        .args(["-accel", "tcg", "-cpu", boot.kernel.qemu_cpu(), "-m", "1024", "-nographic", "-no-reboot"])
+        .args(["-accel", boot.kernel.qemu_accel(boot.cpus), "-cpu", boot.kernel.qemu_cpu()])
+        .args(["-m", "1024", "-nographic", "-no-reboot"])
         .args(["-smp", &boot.cpus.to_string()])
         .arg("-kernel")
         .arg(kernel)

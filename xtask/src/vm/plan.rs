@@ -68,6 +68,19 @@ impl VmKernel {
         }
     }
 
+    /// qemu's `-accel` for a boot of this kernel with `cpus` CPUs. 7.3 with two CPUs gets
+    /// one TCG thread for both: with a thread per CPU (qemu 7.2) its bench boot oopsed on
+    /// `int3` at `trace_syscall_enter+0xa`, the static branch the syscall tracepoints flip
+    /// each time an agent attaches or detaches them; our reading is that one CPU still ran
+    /// the breakpoint the kernel's code patching had already taken out. 6.1 and 6.12 never
+    /// did. With one thread every CPU sees a code change at once.
+    pub(super) fn qemu_accel(self, cpus: u32) -> &'static str {
+        match self {
+            Self::Linux73 if cpus > 1 => "tcg,thread=single",
+            _ => "tcg",
+        }
+    }
+
     /// Whether the tracing programs park each call by thread id here rather than in the
     /// thread's storage: 7.3's BPF local storage allocates with `kmalloc_nolock`, which
     /// has nothing to give on a CPU without CMPXCHG16B ([`Self::qemu_cpu`]).
