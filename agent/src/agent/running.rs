@@ -270,8 +270,9 @@ impl Running<'_> {
         let action = decision::decide(self.decision, ownership, reporter);
         let transition = action.is_transition();
         self.act(action, &change, by);
-        // A publish propagates into every namespace that receives kubelet's tree. Only a
-        // single-pod volume can be owned; the scan reads which are.
+        // A publish propagates into every namespace that receives kubelet's tree. Owned
+        // volumes are single-pod ones (one that just left the set keeps its owner until its
+        // publish goes; the reconciliation's scan covers that); the scan reads which are.
         if let PublishChange::Published(t, _) = &change
             && self.model.single_pod().contains_key(&t.volume)
             && self.scans.wanted(Instant::now())
