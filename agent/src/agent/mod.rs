@@ -22,6 +22,7 @@ mod out_of_band;
 mod own_calls;
 mod propagated;
 mod running;
+mod scan_schedule;
 mod startup;
 mod table_namespace;
 mod unnamed;

@@ -90,7 +90,7 @@ pub(super) struct Running<'a> {
     /// thread group, volume): the same call's exit check does not report them again.
     pub(super) kernel_audited_clones: std::collections::HashSet<(u32, String)>,
     /// When the propagated-copies scan after publishes runs.
-    pub(super) scans: super::propagated::ScanSchedule,
+    pub(super) scans: super::scan_schedule::ScanSchedule,
 }
 
 /// What told the agent about a mount.
@@ -468,7 +468,7 @@ enum Step {
     Tick,
     /// A change of ownership or quarantine the view held back (see `view::URGENT_GAP`).
     UrgentView,
-    /// The propagated-copies scan a burst of publishes held back (see `propagated::SCAN_GAP`).
+    /// The propagated-copies scan a burst of publishes held back (see `scan_schedule::SCAN_GAP`).
     Scan,
     ReconcileTick,
     Reconcile(NodeRead),

@@ -25,10 +25,9 @@ use super::{
     node::{self, Node},
     prometheus,
     runner::Runner,
-    scenarios,
-    vm_scenarios::{self, EMULATED},
+    scenarios, vm_scenarios,
     workload::{
-        A_DATA, AGENT_NS, Chart, NS, Site, agent_mode, agent_pods_on, claim_pod, conflicts_total, exec,
+        A_DATA, AGENT_NS, Chart, EMULATED, NS, Site, agent_mode, agent_pods_on, claim_pod, conflicts_total, exec,
         install_volguard, pod_uid, scheduled_claim_pod, volume,
     },
 };

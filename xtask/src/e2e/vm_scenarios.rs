@@ -3,7 +3,7 @@
 //! one node) or as the fleet's second node. Its claims and pods are named `vm-...`: in the
 //! fleet they share the namespace with the other node's scenarios.
 
-use std::{path::Path, time::Duration, time::Instant};
+use std::{path::Path, time::Instant};
 
 use anyhow::ensure;
 
@@ -14,13 +14,11 @@ use super::{
     node::Node,
     runner::Runner,
     workload::{
-        A_DATA, Chart, NS, Site, agent_pods_on, claim_pod, exec, helm_with_values, install_volguard, volume,
+        A_DATA, Chart, EMULATED, NS, Site, agent_pods_on, claim_pod, exec, helm_with_values, install_volguard, volume,
         wait_event_within, wait_rollout,
     },
 };
 
-/// How long a pod may take to start on the emulated node.
-pub(super) const EMULATED: Duration = Duration::from_secs(600);
 /// Scenario 6's claims and pods: A owns CLAIM, B asks for it; OWNER_2 owns CLAIM_2 while
 /// WITHOUT_AGENT asks for it with no agent on the node.
 const CLAIM: &str = "vm-single";

@@ -24,6 +24,9 @@ pub(super) const A_DATA: &str = "written-by-pod-a";
 /// emulated (its agent verifies its programs under software emulation).
 pub(super) const ROLLOUT: Duration = Duration::from_secs(600);
 
+/// How long a pod may take to start on the emulated node (the VM's).
+pub(super) const EMULATED: Duration = Duration::from_secs(600);
+
 /// Where a scenario's claims and pods go: the node its pods are pinned to, and the
 /// driver's deployment there, whose StorageClass provisions the claims.
 #[derive(Clone, Copy, Debug)]
@@ -118,7 +121,7 @@ pub(super) fn volume(
     admin.apply(&claim(site, name, access_mode, single_pod))?;
     // On the emulated node its own provisioner provisions, as slow as the rest of it.
     let timeout = match site.node {
-        super::VM_NODE_NAME => super::vm_scenarios::EMULATED,
+        super::VM_NODE_NAME => EMULATED,
         _ => Duration::from_secs(60),
     };
     wait_for(&format!("claim {name} provisioned and Bound"), timeout, || {
