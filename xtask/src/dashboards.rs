@@ -25,7 +25,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::{
-    proc::{output, run_cmd, workspace_root},
+    proc::{output, run_logged, workspace_root},
     promql::{Exported, metric_names},
 };
 
@@ -60,8 +60,12 @@ pub fn install_tools() -> anyhow::Result<()> {
         "dependencies": { "typescript": TYPESCRIPT_VERSION, "@grafana/schema": GRAFANA_SCHEMA_VERSION },
     });
     fs::write(dir.join("package.json"), serde_json::to_string_pretty(&manifest)? + "\n")?;
-    run_cmd(Command::new("npm").current_dir(dir).args(["install", "--no-audit", "--no-fund", "--loglevel=error"]))
-        .context("installing the dashboard check's npm packages")
+    run_logged(
+        Command::new("npm").current_dir(dir).args(["install", "--no-audit", "--no-fund", "--loglevel=error"]),
+        "dashboards: npm install",
+        "setup/npm-dashboards",
+    )
+    .context("installing the dashboard check's npm packages")
 }
 
 pub fn check_node() -> anyhow::Result<()> {

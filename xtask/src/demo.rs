@@ -23,14 +23,14 @@ pub struct Options {
 
 pub fn run(options: &Options) -> anyhow::Result<()> {
     require_root("demo")?;
-    println!("== set up (skips what is installed)");
-    setup::run_without_real_node()?;
+    println!("== set up what the demo plays with (skips what is installed)");
+    setup::for_demo(options.vm)?;
     if options.vm {
         println!("\n== build volguard and play the demo in the VM");
         return vm::demo(Duration::from_secs(900));
     }
     println!("\n== build volguard (the eBPF programs are embedded in the binary)");
-    run_cmd(cargo().args(["build", "--release", "-p", "volguard"]))?;
+    run_cmd(cargo().args(["build", "--locked", "--release", "-p", "volguard"]))?;
     let agent = target_dir().join("release/volguard");
     let mut demo = Command::new(&agent);
     demo.arg("demo");

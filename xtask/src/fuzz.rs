@@ -89,6 +89,10 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     // libFuzzer catches without a sanitizer; leaving ASan out halves the build and run time.
     // `run` rebuilds unless given the same profile flag as `build`.
     let profile = if options.dev { "--dev" } else { "--release" };
+    // cargo-fuzz has no --locked (rust-fuzz/cargo-fuzz#312): a locked fetch first fails
+    // where fuzz/Cargo.lock is stale, instead of the build resolving crates afresh.
+    run_cmd(crate::proc::cargo().args(["fetch", "--locked", "--manifest-path", "fuzz/Cargo.toml"]))
+        .context("fuzz/Cargo.lock is not up to date with fuzz/Cargo.toml (run `cargo fetch --manifest-path fuzz/Cargo.toml` and commit it)")?;
     run_cmd(fuzz_command(&toolchain).args(["build", profile, "--sanitizer", "none"]))?;
     // libFuzzer runs a target on one core: as many targets at once as there are cores.
     let outcomes =

@@ -20,6 +20,7 @@ mod proc;
 mod promql;
 mod setup;
 mod test;
+mod timings;
 mod vm;
 
 use std::process::ExitCode;
@@ -39,6 +40,9 @@ enum Command {
     Setup,
     /// Set up if needed, then run the unit, host eBPF and VM tests (as root).
     Test,
+    /// Copy the last `cargo xtask test`'s step table (target/test-steps.md) into
+    /// docs/testing.md.
+    Timings,
     /// Boot the VM kernel under qemu and run the BPF LSM tests inside.
     VmTest(vm::Options),
     /// Set up and build if needed, then trace every mount on this host.
@@ -108,6 +112,7 @@ fn run() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Setup => setup::run(),
         Command::Test => test::run(),
+        Command::Timings => timings::run(),
         Command::VmTest(options) => vm::run(&options),
         Command::Demo(options) => demo::run(&options),
         Command::Bench { only, base } => bench::run(only.as_deref(), base.as_deref()),

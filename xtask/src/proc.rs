@@ -8,6 +8,7 @@ use std::{
         Mutex,
         atomic::{AtomicUsize, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use anyhow::{Context, bail};
@@ -76,6 +77,51 @@ pub fn run_cmd(cmd: &mut Command) -> anyhow::Result<()> {
     if !status.success() {
         bail!("`{line}` failed ({status})");
     }
+    Ok(())
+}
+
+/// Runs a long, loud `cmd` (a download, a build) with its output in `target/logs/<log>.log`
+/// instead of the console: a progress line every half minute, and on failure the log's
+/// last lines and its path.
+pub fn run_logged(cmd: &mut Command, what: &str, log: &str) -> anyhow::Result<()> {
+    const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+    const TAIL_LINES: usize = 30;
+    let line = describe(cmd);
+    let path = target_dir().join("logs").join(format!("{log}.log"));
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let file = fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    println!("{what}: `{line}`, its output in {}", path.display());
+    let started = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .spawn()
+        .with_context(|| format!("could not start `{line}`"))?;
+    let mut shown = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        if shown.elapsed() >= PROGRESS_EVERY {
+            shown = Instant::now();
+            let lines = fs::read_to_string(&path).map(|t| t.lines().count()).unwrap_or(0);
+            println!("  … {what}: {:.0} s, {lines} lines of output so far", started.elapsed().as_secs_f64());
+        }
+    };
+    let took = started.elapsed().as_secs_f64();
+    if !status.success() {
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(TAIL_LINES).collect();
+        for l in tail.iter().rev() {
+            println!("  | {l}");
+        }
+        bail!("{what} failed after {took:.0} s ({status}): `{line}`; its whole output: {}", path.display());
+    }
+    println!("{what}: done in {took:.0} s");
     Ok(())
 }
 

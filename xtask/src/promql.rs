@@ -13,9 +13,17 @@ pub struct Exported(Vec<(String, String)>);
 
 impl Exported {
     pub fn from_agent() -> anyhow::Result<Self> {
-        let listing =
-            output(crate::proc::cargo().args(["run", "-q", "-p", "volguard", "--", "metrics-reference", "--names"]))
-                .context("asking the agent for its metrics (cargo run -p volguard -- metrics-reference --names)")?;
+        let listing = output(crate::proc::cargo().args([
+            "run",
+            "-q",
+            "--locked",
+            "-p",
+            "volguard",
+            "--",
+            "metrics-reference",
+            "--names",
+        ]))
+        .context("asking the agent for its metrics (cargo run -p volguard -- metrics-reference --names)")?;
         Ok(Self::parse(&listing))
     }
 

@@ -47,8 +47,8 @@ impl Running<'_> {
             return;
         }
         let reader_pod = self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id);
-        // The owner's own runtime binding its volume into its containers: nothing to read.
-        if reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| &t.owner == pod)) {
+        // A runtime binding a pod's own publishes into its containers: nothing new to read.
+        if reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| t.published_to(pod))) {
             return;
         }
         // A plain bind onto a path attaches one mount: its filesystem, from a stat through
@@ -72,7 +72,9 @@ impl Running<'_> {
         let exempt = reader_pod.as_deref().is_some_and(|pod| self.is_exempt(pod));
         for access in found {
             let reader = match &reader_pod {
-                Some(pod) if *pod == access.owner => Reader::Owner,
+                // The owner, or a pod whose own publish of the volume stands: what it
+                // binds, kubelet gave it (its publish was judged as a publish).
+                Some(pod) if access::holds_publish(&trees, &access.volume, pod) => Reader::Owner,
                 Some(_) if exempt => Reader::Exempt,
                 Some(_) => Reader::OtherPod,
                 None => Reader::NodeProcess,

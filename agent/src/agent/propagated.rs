@@ -64,7 +64,9 @@ impl Running<'_> {
             }
             scanned += 1;
             for access in access::copies_in_namespace(&table, &trees) {
-                if access.owner == pod {
+                // The pod's own publish (the owner's, or a second pod's that stands: made
+                // while no agent ran, or left in audit mode) in its containers.
+                if access::holds_publish(&trees, &access.volume, &pod) {
                     continue;
                 }
                 let key = (mnt_ns, access.mount_id, access.mount_point.clone());

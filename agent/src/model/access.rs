@@ -24,12 +24,22 @@ pub struct VolumeTree {
     pub owner: String,
     pub device: String,
     pub root: PathBuf,
+    /// Every pod kubelet's publish of the volume still shows it to, the owner first: a
+    /// second pod's publish that stands (made while no agent ran, or left in audit mode)
+    /// is that pod's own, and so are its containers' binds of it.
+    pub published_to: Vec<String>,
 }
 
 impl VolumeTree {
     /// Whether `mount` shows this volume's data (the whole tree or a directory in it).
     pub fn shown_by(&self, mount: &Mount) -> bool {
         mount.device == self.device && mount.root.starts_with(&self.root)
+    }
+
+    /// Whether `pod` has a publish of its own that shows this volume: a copy in its mount
+    /// namespace is what kubelet gave it, not a way around kubelet's publish.
+    pub fn published_to(&self, pod: &str) -> bool {
+        self.published_to.iter().any(|p| p == pod)
     }
 }
 
@@ -44,6 +54,7 @@ pub fn owned_trees(table: &MountTable, kubelet_root: &Path, owners: &BTreeMap<St
         }
         let tree = VolumeTree {
             volume: target.volume,
+            published_to: vec![target.pod_uid.clone()],
             owner: target.pod_uid,
             device: mount.device.clone(),
             root: mount.root.clone(),
@@ -52,7 +63,22 @@ pub fn owned_trees(table: &MountTable, kubelet_root: &Path, owners: &BTreeMap<St
             trees.push(tree);
         }
     }
+    // The other pods whose publish of an owned volume still shows its data (a quarantined
+    // publish shows the mask instead, a refused one nothing).
+    for mount in &table.mounts {
+        let Some(target) = classify(kubelet_root, &mount.mount_point).publish_target() else { continue };
+        for tree in trees.iter_mut().filter(|t| t.volume == target.volume && t.shown_by(mount)) {
+            if !tree.published_to(&target.pod_uid) {
+                tree.published_to.push(target.pod_uid.clone());
+            }
+        }
+    }
     trees
+}
+
+/// Whether `pod` holds a publish of its own of `volume` (see [`VolumeTree::published_to`]).
+pub fn holds_publish(trees: &[VolumeTree], volume: &str, pod: &str) -> bool {
+    trees.iter().any(|t| t.volume == volume && t.published_to(pod))
 }
 
 /// How a mount outside kubelet's publish reached a volume.
@@ -262,8 +288,34 @@ mod tests {
     fn only_the_owners_publish_makes_a_tree() {
         assert_eq!(
             trees(),
-            [VolumeTree { volume: "pv-1".into(), owner: "pod-a".into(), device: "8:16".into(), root: "/pv-1".into() }]
+            [VolumeTree {
+                volume: "pv-1".into(),
+                owner: "pod-a".into(),
+                device: "8:16".into(),
+                root: "/pv-1".into(),
+                published_to: vec!["pod-a".into()],
+            }]
         );
+    }
+
+    #[test]
+    fn a_second_pods_publish_that_stands_is_its_own_and_a_masked_one_is_not() {
+        let second = "/var/lib/kubelet/pods/pod-b/volumes/kubernetes.io~csi/pv-1/mount";
+        let masked = "/var/lib/kubelet/pods/pod-c/volumes/kubernetes.io~csi/pv-1/mount";
+        let text = [
+            line(20, 1, "8:1", "/", "/"),
+            line(40, 20, "8:16", "/pv-1", A_TARGET),
+            line(41, 20, "8:16", "/pv-1", second),
+            line(42, 20, "0:99", "/", masked),
+        ]
+        .concat();
+        let owners = BTreeMap::from([("pv-1".to_owned(), "pod-a".to_owned())]);
+        let trees = owned_trees(&MountTable::parse(text.as_bytes()), Path::new(KUBELET), &owners);
+        assert_eq!(trees.len(), 1);
+        assert_eq!(trees[0].published_to, ["pod-a", "pod-b"]);
+        assert!(holds_publish(&trees, "pv-1", "pod-b"));
+        assert!(!holds_publish(&trees, "pv-1", "pod-c"), "a masked publish shows no data");
+        assert!(!holds_publish(&trees, "pv-2", "pod-b"));
     }
 
     #[test]

@@ -53,15 +53,18 @@ impl CallerPods {
         }
         // A live process's own cgroup file is the answer (pod or not); only a process that
         // has gone needs the walk from its cgroup ID.
-        let found = match std::fs::read(self.proc_root.join(tgid.to_string()).join("cgroup")) {
-            Ok(live) => cgroup::parse_proc_file(&live),
+        let (found, keyed_by_id) = match std::fs::read(self.proc_root.join(tgid.to_string()).join("cgroup")) {
+            Ok(live) => (cgroup::parse_proc_file(&live), cgroup::id_tells_pod(&live)),
             Err(_) if cgroup_id != 0 => {
-                self.path_of(cgroup_id).and_then(|p| cgroup::parse_path(p.as_os_str().as_bytes()))
+                (self.path_of(cgroup_id).and_then(|p| cgroup::parse_path(p.as_os_str().as_bytes())), true)
             }
-            Err(_) => None,
+            Err(_) => (None, false),
         };
         let uid = found.map(|PodCgroup { pod_uid, .. }| pod_uid);
-        if cgroup_id != 0 {
+        // The kernel's cgroup ID is the unified hierarchy's: where a pod is placed in v1
+        // alone, its processes share their ID with others (the unified root's, often), and
+        // an answer cached by it would be given to every one of them.
+        if cgroup_id != 0 && keyed_by_id {
             if self.by_cgroup_id.len() >= CACHE_ENTRIES {
                 self.by_cgroup_id.clear();
             }
@@ -124,5 +127,28 @@ mod tests {
         assert_eq!(pods.pod_uid(4242, container_id).as_deref(), Some(POD), "cached");
         assert_eq!(pods.pod_uid(4243, 1), None, "an unknown cgroup is no pod");
         assert_eq!(pods.pod_uid(4244, 0), None, "no ID and no process: unknown");
+    }
+
+    /// Two live processes with the same cgroup ID (the unified root's, as the kernel gives
+    /// it on a hybrid host whose runtime places pods in v1 alone): a pod's and a node
+    /// process's. Neither answer may be given to the other, in either order.
+    #[test]
+    fn processes_of_a_v1_only_pod_and_of_the_node_sharing_a_cgroup_id_are_told_apart() {
+        const ROOT_ID: u64 = 1;
+        let tmp = tempfile::tempdir().unwrap();
+        let write = |pid: u32, content: String| {
+            let dir = tmp.path().join(format!("proc/{pid}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("cgroup"), content).unwrap();
+        };
+        write(10, format!("12:memory:/kubepods/besteffort/pod{POD}/abc\n1:name=systemd:/kubepods\n0::/\n"));
+        write(20, "12:memory:/system.slice/ssh.service\n1:name=systemd:/system.slice\n0::/\n".to_owned());
+        for order in [[10, 20], [20, 10]] {
+            let mut pods = CallerPods::new(&tmp.path().join("proc"), None);
+            for pid in order.into_iter().chain(order) {
+                let expected = (pid == 10).then_some(POD);
+                assert_eq!(pods.pod_uid(pid, ROOT_ID).as_deref(), expected, "pid {pid}, asked in the order {order:?}");
+            }
+        }
     }
 }

@@ -74,6 +74,15 @@ pub fn parse_proc_file(content: &[u8]) -> Option<PodCgroup> {
     unified.or_else(|| lines.filter_map(parse).next())
 }
 
+/// Whether the kernel's cgroup ID of the process whose `/proc/<pid>/cgroup` this is (its
+/// unified hierarchy's cgroup) tells its pod: the unified line names the pod, or there is
+/// no v1 hierarchy that could place a pod elsewhere.
+pub fn id_tells_pod(content: &[u8]) -> bool {
+    let mut lines = content.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+    let unified_names_pod = lines.clone().find(|l| l.starts_with(b"0::")).and_then(parse).is_some();
+    unified_names_pod || lines.all(|l| l.starts_with(b"0::"))
+}
+
 /// Parses a bare cgroup path. When several pod levels appear (a node running inside a
 /// pod), the innermost wins: that is the pod the process most directly belongs to, and the
 /// one its own node's kubelet knows.

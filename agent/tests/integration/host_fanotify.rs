@@ -199,3 +199,13 @@ fn a_publish_propagated_into_another_pods_namespace_is_detached_there_with_fanot
         crate::host_out_of_band::propagated_copies_are_detached(TEST, &["--trace-backend", "fanotify"]);
     }
 }
+
+/// With fanotify the namespace scan is the only check: it must leave a pod's own publish,
+/// made while no agent ran, in that pod's container.
+#[test]
+fn a_second_pods_publish_made_while_no_agent_ran_stays_readable_with_fanotify() {
+    const TEST: &str = "a_second_pods_publish_made_while_no_agent_ran_stays_readable_with_fanotify";
+    if fanotify_works(TEST) {
+        crate::host_out_of_band::publish_made_in_the_gap_stays(TEST, &["--trace-backend", "fanotify"]);
+    }
+}

@@ -50,6 +50,10 @@ fn enforce_refuses_a_second_pod_on_every_route_and_settles_claims() {
     );
     assert_eq!(ns.clone_and_move(&rwop, &b), Err(Errno::EBUSY), "open_tree + move_mount into another pod");
     assert_eq!(ns.mount_tmpfs(&b), Err(Errno::EBUSY), "a new mount (not a bind) into another pod");
+    let staging = tree.tmp.path().join("to-move");
+    fs::create_dir_all(&staging).unwrap();
+    assert_eq!(ns.move_onto(&staging, &b), Err(Errno::EBUSY), "mount(2) MS_MOVE into another pod");
+    assert_eq!(ns.fsmount_and_move(&b), Err(Errno::EBUSY), "fsmount + move_mount into another pod");
     assert_eq!(ns.mount_at(&b), None, "nothing was mounted on pod-b's target");
     agent.wait_for_line("the conflict", |l| {
         l.contains("CONFLICT blocked") && l.contains("\"pv-rwop\"") && l.contains("pod-a") && l.contains("pod-b")

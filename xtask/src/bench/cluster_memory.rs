@@ -15,7 +15,19 @@ const BUDGET_MIB: f64 = 5.0;
 
 impl Bench {
     pub(super) fn cluster_memory(&mut self) -> anyhow::Result<Option<Loaded>> {
-        let args = ["test", "-p", "volguard", "--release", "--test", "integration", TEST, "--", "--ignored", "--exact"];
+        let args = [
+            "test",
+            "--locked",
+            "-p",
+            "volguard",
+            "--release",
+            "--test",
+            "integration",
+            TEST,
+            "--",
+            "--ignored",
+            "--exact",
+        ];
         let out = cargo()
             .args(args)
             .arg("--nocapture")

@@ -9,7 +9,7 @@ use std::{
 
 use crate::{
     go::{self, Stamp},
-    proc::{output, run_cmd, workspace_root},
+    proc::{output, run_logged, workspace_root},
 };
 
 /// The module that pins helm, relative to the workspace.
@@ -48,12 +48,14 @@ pub(super) fn ensure(check_dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
     println!("deploy: building helm {version} from its Go module ({MODULE_DIR})");
     let started = std::time::Instant::now();
-    run_cmd(
+    run_logged(
         go::go(&module)?
             .env("GOFLAGS", "-mod=mod")
             .args(["build", "-trimpath", "-ldflags", &ldflags, "-o"])
             .arg(&helm)
             .arg("tool"),
+        "deploy: building helm",
+        "setup/helm",
     )?;
     let said = output(Command::new(&helm).args(["version", "--short"]))?;
     anyhow::ensure!(said.starts_with(&version), "the built helm says {said:?}, not {version}");

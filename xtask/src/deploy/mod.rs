@@ -38,6 +38,7 @@ mod dashboard_copies;
 mod helm;
 mod helm_build;
 mod manifests;
+mod pod_security;
 mod rbac;
 mod schemas;
 mod tools;

@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::Context;
 
-use crate::proc::run_cmd;
+use crate::proc::{run_cmd, run_logged};
 
 pub const CHECK_DIR: &str = "/var/cache/volguard-dev/deploy-check";
 pub const KUBERNETES_VALIDATE_VERSION: &str = "1.37.0";
@@ -79,10 +79,14 @@ pub fn install_tools() -> anyhow::Result<()> {
     run_cmd(Command::new(SYSTEM_PYTHON).args(["-m", "venv"]).arg(&venv))
         .context("creating the venv (Debian package python3-venv: run `cargo xtask setup`)")?;
     let pip = venv.join("bin/pip");
-    run_cmd(Command::new(&pip).args(["install", "-q", "--disable-pip-version-check"]).args([
-        format!("kubernetes-validate=={KUBERNETES_VALIDATE_VERSION}"),
-        format!("yamllint=={YAMLLINT_VERSION}"),
-    ]))?;
+    run_logged(
+        Command::new(&pip).args(["install", "-q", "--disable-pip-version-check"]).args([
+            format!("kubernetes-validate=={KUBERNETES_VALIDATE_VERSION}"),
+            format!("yamllint=={YAMLLINT_VERSION}"),
+        ]),
+        "deploy: pip install",
+        "setup/pip",
+    )?;
     let npm = npm_dir();
     fs::create_dir_all(&npm)?;
     let manifest = serde_json::json!({
@@ -95,8 +99,12 @@ pub fn install_tools() -> anyhow::Result<()> {
         },
     });
     fs::write(npm.join("package.json"), serde_json::to_string_pretty(&manifest)? + "\n")?;
-    run_cmd(Command::new("npm").current_dir(&npm).args(["install", "--no-audit", "--no-fund", "--loglevel=error"]))
-        .context("installing the deploy check's npm packages")?;
+    run_logged(
+        Command::new("npm").current_dir(&npm).args(["install", "--no-audit", "--no-fund", "--loglevel=error"]),
+        "deploy: npm install",
+        "setup/npm-deploy",
+    )
+    .context("installing the deploy check's npm packages")?;
     fs::write(&stamp_file, stamp())?;
     Ok(())
 }

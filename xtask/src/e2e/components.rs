@@ -13,7 +13,7 @@ use anyhow::bail;
 
 use crate::{
     go::{self, Stamp},
-    proc::{output, run_cmd, workspace_root},
+    proc::{output, run_logged, workspace_root},
 };
 
 /// Where the built binaries live (outside target/, so `cargo clean` keeps them).
@@ -90,7 +90,11 @@ pub fn ensure() -> anyhow::Result<()> {
     // Every tool in go.mod in one `go build`, so that its binaries share Kubernetes'
     // packages in the build cache.
     let out_arg = format!("{}/", out.display());
-    run_cmd(&mut go(&["build", "-trimpath", "-tags", "no_btrfs", "-ldflags", &ldflags, "-o", &out_arg, "tool"])?)?;
+    run_logged(
+        &mut go(&["build", "-trimpath", "-tags", "no_btrfs", "-ldflags", &ldflags, "-o", &out_arg, "tool"])?,
+        "e2e: building the node's components",
+        "setup/kubernetes",
+    )?;
     // etcd's main package is the module root: it comes out named after it.
     if out.join("server").is_file() {
         fs::rename(out.join("server"), bin("etcd"))?;

@@ -69,8 +69,8 @@ pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow:
 }
 
 /// F1: one release; its DaemonSet scheduled, updated and Ready on both nodes, one agent
-/// pod on each; each agent in the mode its kernel allows (enforce where `bpf` is among
-/// the kernel's active LSMs, which auto then proves with its probe), as its metrics say.
+/// pod on each; each agent in the mode its kernel allows (enforce where BPF LSM programs
+/// run: the VM's kernel; here, what `volguard lsm-probe` finds), as its metrics say.
 fn one_install(admin: &Kube) -> anyhow::Result<String> {
     let releases: serde_json::Value =
         serde_json::from_str(&output(helm(&admin.kubeconfig).args(["list", "--all-namespaces", "-o", "json"]))?)?;
@@ -89,26 +89,28 @@ fn one_install(admin: &Kube) -> anyhow::Result<String> {
     for node in NODES {
         let pods = agent_pods_on(admin, node)?;
         ensure!(pods.len() == 1, "agent pods on {node}: {pods:?}");
-        // The VM boots with `bpf` in `lsm=` on a kernel that runs BPF LSM programs. A
-        // kernel may list `bpf` and still refuse the programs (this project's machine
-        // does): there the agent's own probe decides, and either mode is the node's.
-        let expected: &[&str] = match node == VM_NODE_NAME {
-            true => &["enforce"],
-            false if host_has_bpf_lsm()? => &["enforce", "quarantine"],
-            false => &["quarantine"],
+        // The VM boots with `bpf` in `lsm=` on a kernel that runs BPF LSM programs. This
+        // host's kernel may list `bpf` and still refuse the programs (this project's
+        // machine does): `volguard lsm-probe`, run here, says which, as the agent's own
+        // probe must have found it.
+        let expected = match node == VM_NODE_NAME {
+            true => "enforce",
+            false if host_runs_bpf_lsm()? => "enforce",
+            false => "quarantine",
         };
         let mode = agent_mode(node)?;
-        ensure!(expected.contains(&mode.as_str()), "the agent on {node} runs in {mode} mode, not {expected:?}");
+        ensure!(mode == expected, "the agent on {node} runs in {mode} mode, not {expected}");
         modes.push(format!("{node}: {} ({mode})", pods[0]));
     }
     Ok(format!("one release, DaemonSet Ready on {} nodes: {}", NODES.len(), modes.join(", ")))
 }
 
-/// Whether `bpf` is among this kernel's active LSMs (securityfs is mounted in the node's
-/// namespace).
-fn host_has_bpf_lsm() -> anyhow::Result<bool> {
-    let lsm = fs::read_to_string("/sys/kernel/security/lsm").context("reading the active LSMs")?;
-    Ok(lsm.trim().split(',').any(|l| l == "bpf"))
+/// Whether this kernel runs BPF LSM programs, as `volguard lsm-probe` finds (a probe bind
+/// refused in the kernel).
+fn host_runs_bpf_lsm() -> anyhow::Result<bool> {
+    let volguard = crate::proc::target_dir().join("release/volguard");
+    let said = output(std::process::Command::new(&volguard).arg("lsm-probe"))?;
+    Ok(said.lines().any(|l| l.starts_with("BPF LSM: active")))
 }
 
 const CLAIM: &str = "fleet-rwop";

@@ -53,7 +53,7 @@ fn build(containerfile: &Path, context: &Path, tag: &str, out: &Path, file: &str
 /// The volguard image as a user builds it (README "Install on a cluster"): the release
 /// binary and the libraries `ldd` names, in deploy/Containerfile's context.
 pub fn volguard(repository: &str, tag: &str, out: &Path) -> anyhow::Result<PathBuf> {
-    run_cmd(cargo().args(["build", "--release", "-p", "volguard"]))?;
+    run_cmd(cargo().args(["build", "--locked", "--release", "-p", "volguard"]))?;
     let context = out.join("volguard-context");
     image_context(&target_dir().join("release/volguard"), &context)?;
     build(

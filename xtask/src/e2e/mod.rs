@@ -97,6 +97,18 @@ pub struct Options {
     pub storage_suite: Option<storage_suite::SuiteSet>,
 }
 
+impl Options {
+    /// The run's name, and its logs' folder under `target/e2e/logs`.
+    pub fn run_name(&self) -> String {
+        match (self.fleet, self.vm, self.storage_suite) {
+            (true, _, _) => "fleet".to_owned(),
+            (_, true, _) => "vm".to_owned(),
+            (_, _, Some(set)) => format!("storage-suite-{}", set.name()),
+            _ => "node".to_owned(),
+        }
+    }
+}
+
 /// Builds what the node runs (`cargo xtask setup`, and the e2e before it starts): the
 /// Kubernetes components from their Go modules, the CSI driver and sidecars from
 /// upstream's released sources.
@@ -115,7 +127,9 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let started = Instant::now();
     build_components()?;
     let out = target_dir().join("e2e");
-    let logs = out.join("logs");
+    // A folder per kind of run: `cargo xtask test` runs several, and a failed one's logs
+    // must outlive the runs after it.
+    let logs = out.join("logs").join(options.run_name());
     let _ = fs::remove_dir_all(&logs);
     fs::create_dir_all(&logs)?;
     println!("e2e: building the images (buildah, FROM scratch)");

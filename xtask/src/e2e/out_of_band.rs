@@ -72,7 +72,11 @@ fn late_publish(admin: &Kube, site: Site) -> anyhow::Result<String> {
     let owner = pod_uid(admin, "late-owner")?;
     let copy = format!("/backup/{owner}/volumes/kubernetes.io~csi/{pv}/mount/late");
     let event = access_event(admin, "backup-agent", "late-owner")?;
-    ensure!(exec(admin, "backup-agent", &["cat", &copy]).is_err(), "the backup agent reads the late volume at {copy}");
+    let late = exec(admin, "backup-agent", &["cat", &copy]);
+    ensure!(
+        late.as_ref().is_err_and(|e| format!("{e:#}").contains("No such file or directory")),
+        "the backup agent's read of the late volume at {copy}: {late:?}, not `No such file or directory`"
+    );
     Ok(format!("Published after it started: the backup agent finds nothing at {copy}; Event {event}"))
 }
 
@@ -127,19 +131,19 @@ pub(super) fn hostpath_reader_in_vm(
     Ok(format!("hostPath reader in enforce mode: {reader}; Event {event}"))
 }
 
-/// What `pod` found at `file` (one of single-c's files): it must not be A's data. A pod
-/// running without it, or one whose container never started, both pass; which one is said.
+/// What `pod` found at `file` (one of single-c's files): it must not be A's data. The pod
+/// must run (a pod that never started proves nothing), and `cat` must fail because the
+/// file is not there, not for another reason (an exec that failed reads nothing either).
 fn read_or_refused(admin: &Kube, pod: &str, file: &str) -> anyhow::Result<String> {
     read_or_refused_within(admin, pod, file, Duration::from_secs(90))
 }
 
 /// As [`read_or_refused`], waiting up to `timeout` for the pod to run.
 fn read_or_refused_within(admin: &Kube, pod: &str, file: &str, timeout: Duration) -> anyhow::Result<String> {
-    let running = admin.wait_pod_running(NS, pod, timeout);
-    if running.is_err() {
+    admin.wait_pod_running(NS, pod, timeout).with_context(|| {
         let phase = admin.pod_phase(NS, pod).unwrap_or_default();
-        return Ok(format!("{pod} did not start (phase {phase:?})"));
-    }
+        format!("{pod} never ran (phase {phase:?}): nothing was tried")
+    })?;
     // The detach comes at most a timed drain (100 ms) after the runtime's bind.
     std::thread::sleep(Duration::from_secs(1));
     match exec(admin, pod, &["cat", file]) {
@@ -147,7 +151,14 @@ fn read_or_refused_within(admin: &Kube, pod: &str, file: &str, timeout: Duration
             ensure!(data.trim() != A_DATA, "{pod} reads single-c's data through {file}");
             Ok(format!("{pod} runs and reads {:?} at {file}, not the owner's data", data.trim()))
         }
-        Err(_) => Ok(format!("{pod} runs and finds nothing at {file}")),
+        Err(e) => {
+            let why = format!("{e:#}");
+            ensure!(
+                why.contains("No such file or directory"),
+                "`cat {file}` in {pod} failed for another reason: {why}"
+            );
+            Ok(format!("{pod} runs and finds nothing at {file}"))
+        }
     }
 }
 

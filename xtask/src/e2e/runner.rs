@@ -5,7 +5,11 @@ use std::{fs, path::Path, time::Instant};
 
 use anyhow::bail;
 
-use super::{kube::Kube, node::Node, workload::agent_logs};
+use super::{
+    kube::Kube,
+    node::Node,
+    workload::{NS, agent_logs},
+};
 
 pub(super) struct Runner<'a> {
     admin: &'a Kube,
@@ -19,10 +23,13 @@ impl<'a> Runner<'a> {
     }
 
     /// Runs one scenario and records its verdict; after a failure, every agent's log is
-    /// kept in `agent-after-scenario-<n>.log`. Returns whether it passed.
+    /// kept in `agent-after-scenario-<n>.log`, and the pods the scenario made are deleted
+    /// (a pod a failed scenario left, holding a volume, would fail the ones after it for
+    /// a reason that is not theirs). Returns whether it passed.
     pub(super) fn scenario(&mut self, name: &str, run: impl FnOnce() -> anyhow::Result<String>) -> bool {
         println!("\n=== e2e scenario: {name}");
         let started = Instant::now();
+        let pods_before = self.pods();
         let result = run();
         match &result {
             Ok(summary) => println!("=== ok ({:.1} s): {summary}", started.elapsed().as_secs_f64()),
@@ -31,11 +38,33 @@ impl<'a> Runner<'a> {
                 let file = self.logs.join(format!("agent-after-scenario-{}.log", self.results.len() + 1));
                 let _ = fs::write(&file, agent_logs(self.admin));
                 println!("=== the agents' logs: {}", file.display());
+                self.delete_pods_made_since(&pods_before);
             }
         }
         let passed = result.is_ok();
         self.results.push((name.to_owned(), result));
         passed
+    }
+
+    /// The scenarios' pods (namespace `NS`) by name; none where the namespace is not there yet.
+    fn pods(&self) -> Vec<String> {
+        self.admin
+            .run(&["get", "pods", "-n", NS, "-o", "jsonpath={.items[*].metadata.name}"])
+            .map(|names| names.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+
+    fn delete_pods_made_since(&self, before: &[String]) {
+        let made: Vec<String> = self.pods().into_iter().filter(|p| !before.contains(p)).collect();
+        if made.is_empty() {
+            return;
+        }
+        println!("=== deleting the pods the failed scenario made: {}", made.join(", "));
+        let mut args = vec!["delete", "pod", "-n", NS, "--wait=true", "--timeout=180s"];
+        args.extend(made.iter().map(String::as_str));
+        if let Err(e) = self.admin.run(&args) {
+            println!("=== could not delete them: {e:#}");
+        }
     }
 
     /// The summary; fails if a scenario failed, with the last lines of `components`' logs.

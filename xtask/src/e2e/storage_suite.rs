@@ -40,7 +40,7 @@ use super::{
 };
 use crate::{
     go::{self, Stamp},
-    proc::{output, run_cmd, workspace_root},
+    proc::{output, run_logged, workspace_root},
 };
 
 /// The module that pins the test binary's sources, relative to the workspace.
@@ -91,31 +91,43 @@ pub fn ensure() -> anyhow::Result<()> {
     let e2e_test = bin("e2e.test").display().to_string();
     // -vet=off: for a test binary go runs vet over the package and every dependency
     // first (over 15 minutes here); this builds the suite, it does not test it.
-    run_cmd(&mut go(&[
-        "test",
-        "-c",
-        "-vet=off",
-        "-trimpath",
-        "-ldflags",
-        &ldflags,
-        "-o",
-        &e2e_test,
-        "k8s.io/kubernetes/test/e2e",
-    ])?)?;
+    run_logged(
+        &mut go(&[
+            "test",
+            "-c",
+            "-vet=off",
+            "-trimpath",
+            "-ldflags",
+            &ldflags,
+            "-o",
+            &e2e_test,
+            "k8s.io/kubernetes/test/e2e",
+        ])?,
+        "e2e: building e2e.test",
+        "setup/e2e.test",
+    )?;
     let out_arg = format!("{}/", out.display());
-    run_cmd(&mut go(&[
-        "build",
-        "-trimpath",
-        "-ldflags",
-        "-s -w",
-        "-o",
-        &out_arg,
-        "github.com/onsi/ginkgo/v2/ginkgo",
-        "k8s.io/kubernetes/test/images/agnhost",
-    ])?)?;
+    run_logged(
+        &mut go(&[
+            "build",
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            &out_arg,
+            "github.com/onsi/ginkgo/v2/ginkgo",
+            "k8s.io/kubernetes/test/images/agnhost",
+        ])?,
+        "e2e: building ginkgo and agnhost",
+        "setup/ginkgo-agnhost",
+    )?;
     // The CNI plugins: every tool of their own module.
     let mut cni = go::go(&workspace_root().join(CNI_MODULE_DIR))?;
-    run_cmd(cni.env("GOFLAGS", "-mod=mod").args(["build", "-trimpath", "-ldflags", "-s -w", "-o", &out_arg, "tool"]))?;
+    run_logged(
+        cni.env("GOFLAGS", "-mod=mod").args(["build", "-trimpath", "-ldflags", "-s -w", "-o", &out_arg, "tool"]),
+        "e2e: building the CNI plugins",
+        "setup/cni",
+    )?;
     for output in &outputs {
         ensure!(output.is_file(), "the build left no {}", output.display());
     }

@@ -15,7 +15,7 @@ use anyhow::{Context, bail, ensure};
 
 use crate::{
     go::{self, Stamp},
-    proc::{output, run_cmd, workspace_root},
+    proc::{output, run_cmd, run_logged, workspace_root},
 };
 
 /// Where the built binaries live (outside target/, so `cargo clean` keeps them).
@@ -178,13 +178,19 @@ fn build(source: &Source) -> anyhow::Result<()> {
     let archive = source.verified_archive()?;
     println!("e2e: building {} {} from {} (offline, vendored modules)", source.binary(), source.tag, archive.display());
     let started = std::time::Instant::now();
+    // Every component is built in the same directory: Go's build cache keys a package
+    // built without -trimpath by its directory too, so the sidecars' vendored copies of
+    // the same modules (client-go, grpc, ...) compile once for all of them.
     let src = Path::new(UPSTREAM_DIR).join("src");
-    let tree = src.join(source.top());
+    let tree = src.join("build");
     let _ = fs::remove_dir_all(&tree);
+    let _ = fs::remove_dir_all(src.join(source.top()));
     fs::create_dir_all(&src)?;
     run_cmd(Command::new("tar").arg("-xzf").arg(&archive).arg("-C").arg(&src))?;
+    fs::rename(src.join(source.top()), &tree)
+        .with_context(|| format!("moving {} to {}", source.top(), tree.display()))?;
     fs::create_dir_all(binary.parent().expect("a bin folder"))?;
-    let built = run_cmd(
+    let built = run_logged(
         go::go(&tree)?
             .env("GOFLAGS", "-mod=vendor")
             .env("GOPROXY", "off")
@@ -193,6 +199,8 @@ fn build(source: &Source) -> anyhow::Result<()> {
             .args(["build", "-ldflags", &ldflags, "-o"])
             .arg(&binary)
             .arg(&source.package),
+        &format!("e2e: building {}", source.binary()),
+        &format!("setup/{}", source.binary()),
     );
     // The vendored tree is large and only the build reads it.
     let _ = fs::remove_dir_all(&tree);

@@ -12,7 +12,7 @@ use std::{
 use anyhow::{Context, bail};
 
 use super::CACHE_ROOT;
-use crate::proc::{output, run_cmd};
+use crate::proc::{output, run_cmd, run_logged};
 
 /// Where VM kernels are kept (outside target/, so `cargo clean` keeps them).
 pub const VM_KERNEL_DIR: &str = "/var/cache/volguard-dev/vm-kernels";
@@ -129,12 +129,18 @@ pub fn vm_kernel_modules(kernel: &Path) -> PathBuf {
 
 /// Fetches every kernel of [`KERNELS`] not yet kept, with one apt update for them all.
 pub fn install() -> anyhow::Result<()> {
+    install_only(|_| true)
+}
+
+/// The kernels of the matrix whose version `wanted` picks (the demo's `--vm`: 6.1 alone).
+pub fn install_only(wanted: impl Fn(&str) -> bool) -> anyhow::Result<()> {
     if Path::new(OLD_BACKPORTS_SOURCES).exists() {
         println!("setup: removing {OLD_BACKPORTS_SOURCES} (kernels now come from an apt run of their own)");
         fs::remove_file(OLD_BACKPORTS_SOURCES).with_context(|| format!("removing {OLD_BACKPORTS_SOURCES}"))?;
     }
-    let missing: Vec<&PinnedKernel> = KERNELS.iter().filter(|k| !k.fetched()).collect();
-    for kernel in KERNELS.iter().filter(|k| k.fetched()) {
+    let kernels = || KERNELS.iter().filter(|k| wanted(k.version));
+    let missing: Vec<&PinnedKernel> = kernels().filter(|k| !k.fetched()).collect();
+    for kernel in kernels().filter(|k| k.fetched()) {
         println!("setup: VM kernel {} present ({})", kernel.version, kernel.image_path().display());
     }
     if missing.is_empty() {
@@ -192,7 +198,8 @@ impl OwnApt {
         if let Some(cwd) = cwd {
             cmd.current_dir(cwd);
         }
-        run_cmd(cmd.args(["-q"]).args(args))
+        let what = format!("setup: apt-get {}", args.first().copied().unwrap_or_default());
+        run_logged(cmd.args(["-q"]).args(args), &what, "setup/vm-kernels-apt")
     }
 }
 

@@ -7,32 +7,51 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use crate::proc::{output, require_root, run_cmd};
+use crate::proc::{output, require_root, run_logged};
 
 mod kernels;
 pub use kernels::{VM_KERNEL_DIR, kernel_image, vm_kernel_modules};
 
-/// Debian packages, each with why we need it.
-const APT_PACKAGES: &[(&str, &str)] = &[
-    ("rustc-web", "Debian's rustc, which has a prebuilt core for the BPF targets"),
-    ("libstd-rust-web-dev-bpf", "that prebuilt core for bpfel-unknown-none"),
-    ("llvm-22-dev", "LLVM 22, the same major as rustc-web, to build bpf-linker"),
-    ("libpolly-22-dev", "needed to link bpf-linker against LLVM 22"),
-    ("libzstd-dev", "needed to link bpf-linker"),
-    ("zlib1g-dev", "needed to link bpf-linker"),
-    ("qemu-system-x86", "boots the VM kernel for BPF LSM tests"),
-    ("busybox-static", "the VM's userland"),
-    ("cpio", "packs the VM initramfs"),
-    ("gzip", "compresses the VM initramfs"),
-    ("binutils", "strips test binaries for the VM"),
-    ("buildah", "builds the container images of the real-node test (no registry: FROM scratch)"),
-    ("runc", "the OCI runtime under containerd in the real-node test"),
-    ("curl", "health checks of the real-node test's components and Prometheus queries"),
-    ("iproute2", "the real-node test's loopback addresses in its network namespace"),
-    ("prometheus", "promtool parses the dashboards' PromQL; the server scrapes the agent in the metrics tests"),
-    ("nodejs", "runs tsc for the dashboards' and the deploy checks (Debian 12: node 18; typescript 5 needs >= 14.17)"),
-    ("npm", "installs typescript, @grafana/schema and prometheus-operator's CRD models for those checks"),
-    ("python3-venv", "a venv for the deploy check's PyPI tools (kubernetes-validate, yamllint)"),
+/// What a Debian package is installed for: the demo installs only what it plays.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum For {
+    /// Building the agent and its eBPF programs (everything needs it).
+    Build,
+    /// Booting a VM kernel (the VM tests, the e2e's second node, `demo --vm`).
+    Vm,
+    /// The tests alone.
+    Tests,
+}
+
+/// Debian packages, each with what it is for and why we need it.
+const APT_PACKAGES: &[(&str, For, &str)] = &[
+    ("rustc-web", For::Build, "Debian's rustc, which has a prebuilt core for the BPF targets"),
+    ("libstd-rust-web-dev-bpf", For::Build, "that prebuilt core for bpfel-unknown-none"),
+    ("llvm-22-dev", For::Build, "LLVM 22, the same major as rustc-web, to build bpf-linker"),
+    ("libpolly-22-dev", For::Build, "needed to link bpf-linker against LLVM 22"),
+    ("libzstd-dev", For::Build, "needed to link bpf-linker"),
+    ("zlib1g-dev", For::Build, "needed to link bpf-linker"),
+    ("qemu-system-x86", For::Vm, "boots the VM kernel for BPF LSM tests"),
+    ("busybox-static", For::Vm, "the VM's userland"),
+    ("cpio", For::Vm, "packs the VM initramfs"),
+    ("gzip", For::Vm, "compresses the VM initramfs"),
+    ("binutils", For::Vm, "strips test binaries for the VM"),
+    ("buildah", For::Tests, "builds the container images of the real-node test (no registry: FROM scratch)"),
+    ("runc", For::Tests, "the OCI runtime under containerd in the real-node test"),
+    ("curl", For::Tests, "health checks of the real-node test's components and Prometheus queries"),
+    ("iproute2", For::Tests, "the real-node test's loopback addresses in its network namespace"),
+    (
+        "prometheus",
+        For::Tests,
+        "promtool parses the dashboards' PromQL; the server scrapes the agent in the metrics tests",
+    ),
+    (
+        "nodejs",
+        For::Tests,
+        "runs tsc for the dashboards' and the deploy checks (Debian 12: node 18; typescript 5 needs >= 14.17)",
+    ),
+    ("npm", For::Tests, "installs typescript, @grafana/schema and prometheus-operator's CRD models for those checks"),
+    ("python3-venv", For::Tests, "a venv for the deploy check's PyPI tools (kubernetes-validate, yamllint)"),
 ];
 
 /// Installed without their Recommends: we need the binaries, not services.
@@ -56,11 +75,10 @@ pub fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Everything but the real node's Kubernetes components (the demo needs no cluster, and
-/// their cold build takes about 11 minutes).
+/// Everything but the real node's Kubernetes components.
 pub fn run_without_real_node() -> anyhow::Result<()> {
     require_root("setup")?;
-    install_apt_packages()?;
+    install_apt_packages(&[For::Build, For::Vm, For::Tests])?;
     install_bpf_linker()?;
     install_cargo_fuzz()?;
     crate::dashboards::install_tools()?;
@@ -69,6 +87,21 @@ pub fn run_without_real_node() -> anyhow::Result<()> {
     println!("setup: done");
     Ok(())
 }
+
+/// What the demo plays with: the eBPF toolchain, and with `vm` qemu and the demo's kernel.
+pub fn for_demo(vm: bool) -> anyhow::Result<()> {
+    require_root("demo")?;
+    install_apt_packages(if vm { &[For::Build, For::Vm] } else { &[For::Build] })?;
+    install_bpf_linker()?;
+    if vm {
+        kernels::install_only(|version| version == DEMO_KERNEL)?;
+    }
+    println!("setup: the demo's tools are present");
+    Ok(())
+}
+
+/// The kernel `cargo xtask demo --vm` boots ([`find_vm_kernel`]).
+const DEMO_KERNEL: &str = "6.1";
 
 fn is_installed(package: &str) -> bool {
     if let Some((_, command)) = PRESENT_AS_COMMAND.iter().find(|(p, _)| *p == package)
@@ -87,29 +120,32 @@ fn is_installed(package: &str) -> bool {
         .is_ok_and(|o| o.status.success() && o.stdout == b"installed")
 }
 
-fn install_apt_packages() -> anyhow::Result<()> {
-    let missing: Vec<_> = APT_PACKAGES.iter().filter(|(p, _)| !is_installed(p)).collect();
+fn install_apt_packages(wanted: &[For]) -> anyhow::Result<()> {
+    let packages = || APT_PACKAGES.iter().filter(|(_, used, _)| wanted.contains(used));
+    let missing: Vec<_> = packages().filter(|(p, _, _)| !is_installed(p)).collect();
     if missing.is_empty() {
-        println!("setup: apt packages present ({})", APT_PACKAGES.len());
+        println!("setup: apt packages present ({})", packages().count());
         return Ok(());
     }
-    for (package, why) in &missing {
+    for (package, _, why) in &missing {
         println!("setup: will install {package}: {why}");
     }
-    run_cmd(Command::new("apt-get").arg("update"))?;
+    run_logged(Command::new("apt-get").arg("update"), "setup: apt-get update", "setup/apt-update")?;
     // Recommends of these would add daemons (prometheus: node-exporter and friends).
     let (lean, full): (Vec<&str>, Vec<&str>) =
-        missing.iter().map(|(p, _)| *p).partition(|p| WITHOUT_RECOMMENDS.contains(p));
+        missing.iter().map(|(p, _, _)| *p).partition(|p| WITHOUT_RECOMMENDS.contains(p));
     for (packages, extra) in [(full, None), (lean, Some("--no-install-recommends"))] {
         if packages.is_empty() {
             continue;
         }
-        run_cmd(
+        run_logged(
             Command::new("apt-get")
                 .env("DEBIAN_FRONTEND", "noninteractive")
                 .args(["install", "-y", "-q"])
                 .args(extra)
                 .args(&packages),
+            &format!("setup: installing {} apt package(s)", packages.len()),
+            "setup/apt-install",
         )
         .context("installing apt packages")?;
     }
@@ -134,7 +170,7 @@ fn install_crate(
     let mut cmd = crate::proc::cargo();
     cmd.args(["install", krate, "--version", version, "--locked", "--force"]);
     configure(&mut cmd);
-    run_cmd(&mut cmd)?;
+    run_logged(&mut cmd, &format!("setup: building {krate} {version}"), &format!("setup/{krate}"))?;
     match present() {
         Some(v) if v.contains(version) => Ok(()),
         other => {
@@ -173,5 +209,5 @@ fn install_cargo_fuzz() -> anyhow::Result<()> {
 /// The VM kernel of the demo, the e2e's VM node and the tests' default boots (6.1), once
 /// `cargo xtask setup` fetched it.
 pub fn find_vm_kernel() -> Option<PathBuf> {
-    kernels::kernel_image("6.1")
+    kernels::kernel_image(DEMO_KERNEL)
 }

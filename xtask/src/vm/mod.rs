@@ -187,7 +187,7 @@ enum Profile {
 /// paths by target name.
 fn build_test_binaries(profile: Profile) -> anyhow::Result<BTreeMap<String, PathBuf>> {
     let mut cmd = cargo();
-    cmd.args(["test", "--no-run", "--message-format=json", "-p", "volguard", "--test", TEST_BINARY]);
+    cmd.args(["test", "--locked", "--no-run", "--message-format=json", "-p", "volguard", "--test", TEST_BINARY]);
     if profile == Profile::Release {
         cmd.arg("--release");
     }
@@ -200,7 +200,9 @@ fn build_test_binaries(profile: Profile) -> anyhow::Result<BTreeMap<String, Path
 /// against 72 s).
 fn build_release_agent() -> anyhow::Result<PathBuf> {
     let json = output(
-        cargo().args(["build", "--release", "--message-format=json", "-p", "volguard"]).stderr(Stdio::inherit()),
+        cargo()
+            .args(["build", "--locked", "--release", "--message-format=json", "-p", "volguard"])
+            .stderr(Stdio::inherit()),
     )?;
     let mut found = executables(&json, &[AGENT_BINARY])?;
     found.remove(AGENT_BINARY).context("cargo built no agent binary")

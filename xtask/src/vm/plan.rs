@@ -190,6 +190,9 @@ const QUARANTINE_WITHOUT_BPF: Run = (
 const QUARANTINE: Run = ("host_quarantine", Tracing::Both, &["host_quarantine::"]);
 const TRACE: Run = ("host_trace", Tracing::Both, &["host_trace::"]);
 const TRACE_BACKEND: Run = ("host_trace_backend", Tracing::Auto, &["host_trace_backend::"]);
+/// Mounts outside kubelet's publish: detached at syscall exit, another pod's clone refused
+/// in the kernel (on every kernel with BPF LSM: the compatibility table claims it there).
+const OUT_OF_BAND: Run = ("host_out_of_band", Tracing::Auto, &["host_out_of_band::"]);
 
 /// What `cargo xtask vm-test` boots. Lanes (one per core) take the boots in this order,
 /// the longest first. 6.1 runs every area, split over two boots; 6.12 and 7.3 what differs
@@ -233,6 +236,7 @@ pub(super) const BOOTS: &[Boot] = &[
             // `VmKernel::parks_calls_by_thread`).
             TRACE,
             TRACE_BACKEND,
+            OUT_OF_BAND,
         ],
         agent_runs: &[],
         cpus: 1,
@@ -242,7 +246,15 @@ pub(super) const BOOTS: &[Boot] = &[
         kernel: VmKernel::Linux612,
         part: None,
         lsm: LSM_BPF,
-        runs: &[LSM_ACTIVE, AUTO_WITH_BPF, ("vm_enforce", Tracing::Auto, ENFORCE), UPGRADE, TRACE, TRACE_BACKEND],
+        runs: &[
+            LSM_ACTIVE,
+            AUTO_WITH_BPF,
+            ("vm_enforce", Tracing::Auto, ENFORCE),
+            UPGRADE,
+            TRACE,
+            TRACE_BACKEND,
+            OUT_OF_BAND,
+        ],
         agent_runs: &[],
         cpus: 1,
     },

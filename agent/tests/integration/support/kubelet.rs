@@ -20,7 +20,10 @@ use nix::{
     mount::{MntFlags, MsFlags, mount, umount2},
     sched::{CloneFlags, unshare},
 };
-use volguard_common::mount_api::{AT_FDCWD, MOVE_MOUNT_F_EMPTY_PATH, OPEN_TREE_CLOEXEC, OPEN_TREE_CLONE};
+use volguard_common::mount_api::{
+    AT_FDCWD, FSCONFIG_CMD_CREATE, FSMOUNT_CLOEXEC, FSOPEN_CLOEXEC, MOVE_MOUNT_F_EMPTY_PATH, OPEN_TREE_CLOEXEC,
+    OPEN_TREE_CLONE,
+};
 
 /// `<tmp>/kubelet` laid out as kubelet does, and volume contents under `<tmp>/volumes`.
 pub struct KubeletTree {
@@ -135,6 +138,54 @@ impl MountNs {
     pub fn umount_detach(&self, target: &Path) -> nix::Result<()> {
         let t = target.to_path_buf();
         self.run(move || umount2(&t, MntFlags::MNT_DETACH))
+    }
+
+    /// A tmpfs mounted at `staging`, then moved onto `target` with `mount(2)`'s `MS_MOVE`;
+    /// the move's result (the tmpfs is taken down again where the move failed).
+    pub fn move_onto(&self, staging: &Path, target: &Path) -> nix::Result<()> {
+        let (s, t) = (staging.to_path_buf(), target.to_path_buf());
+        self.run(move || {
+            mount(Some("vg-test"), &s, Some("tmpfs"), MsFlags::empty(), None::<&str>)?;
+            let moved = mount(Some(&s), &t, None::<&str>, MsFlags::MS_MOVE, None::<&str>);
+            if moved.is_err() {
+                let _ = umount2(&s, MntFlags::MNT_DETACH);
+            }
+            moved
+        })
+    }
+
+    /// A new tmpfs made with the new mount API (fsopen, fsconfig, fsmount), attached at
+    /// `target` with move_mount; the move_mount result.
+    pub fn fsmount_and_move(&self, target: &Path) -> nix::Result<()> {
+        let t = cstr(target);
+        self.run(move || {
+            let null = std::ptr::null::<libc::c_char>();
+            // SAFETY: raw syscalls with valid NUL-terminated strings; each fd is closed.
+            unsafe {
+                let fs = libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC);
+                if fs < 0 {
+                    return Err(Errno::last());
+                }
+                let mnt = match libc::syscall(libc::SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, null, null, 0) {
+                    0 => libc::syscall(libc::SYS_fsmount, fs, FSMOUNT_CLOEXEC, 0),
+                    _ => -1,
+                };
+                let made = if mnt < 0 { Err(Errno::last()) } else { Ok(()) };
+                libc::close(fs as i32);
+                made?;
+                let ret = libc::syscall(
+                    libc::SYS_move_mount,
+                    mnt,
+                    c"".as_ptr(),
+                    AT_FDCWD,
+                    t.as_ptr(),
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                );
+                let result = if ret < 0 { Err(Errno::last()) } else { Ok(()) };
+                libc::close(mnt as i32);
+                result
+            }
+        })
     }
 
     /// open_tree(OPEN_TREE_CLONE) of `source`, then move_mount onto `target`, as runc does
