@@ -89,10 +89,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     // libFuzzer catches without a sanitizer; leaving ASan out halves the build and run time.
     // `run` rebuilds unless given the same profile flag as `build`.
     let profile = if options.dev { "--dev" } else { "--release" };
-    // cargo-fuzz has no --locked (rust-fuzz/cargo-fuzz#312): a locked fetch first fails
-    // where fuzz/Cargo.lock is stale, instead of the build resolving crates afresh.
-    run_cmd(crate::proc::cargo().args(["fetch", "--locked", "--manifest-path", "fuzz/Cargo.toml"]))
-        .context("fuzz/Cargo.lock is not up to date with fuzz/Cargo.toml (run `cargo fetch --manifest-path fuzz/Cargo.toml` and commit it)")?;
+    check_lock()?;
     run_cmd(fuzz_command(&toolchain).args(["build", profile, "--sanitizer", "none"]))?;
     // libFuzzer runs a target on one core: as many targets at once as there are cores.
     let outcomes =
@@ -140,6 +137,15 @@ fn fuzz_one(toolchain: &str, profile: &str, name: &str, seeds: &Seeds, options: 
     }
     print!("{report}");
     result.with_context(|| format!("fuzz target {name} failed: the input that did it is under fuzz/artifacts/{name}/"))
+}
+
+/// Fails where fuzz/Cargo.lock is stale. cargo-fuzz has no --locked
+/// (rust-fuzz/cargo-fuzz#312): without this its build would resolve crates afresh.
+pub fn check_lock() -> anyhow::Result<()> {
+    run_cmd(crate::proc::cargo().args(["fetch", "--locked", "--manifest-path", "fuzz/Cargo.toml"])).context(
+        "fuzz/Cargo.lock is not up to date with fuzz/Cargo.toml (run `cargo fetch --manifest-path fuzz/Cargo.toml` \
+         and commit it)",
+    )
 }
 
 fn names() -> Vec<&'static str> {

@@ -38,8 +38,9 @@ struct Cli {
 enum Command {
     /// Install every system dependency (as root; skips what is present).
     Setup,
-    /// Set up if needed, then run the unit, host eBPF and VM tests (as root).
-    Test,
+    /// Set up if needed, then run every kind of test (as root); `--full` adds fuzzing and
+    /// the rest of the VM boots.
+    Test(test::Options),
     /// Copy the last `cargo xtask test`'s step table (target/test-steps.md) into
     /// docs/testing.md.
     Timings,
@@ -111,7 +112,7 @@ fn run() -> anyhow::Result<()> {
     proc::put_cargo_bin_on_path();
     match Cli::parse().command {
         Command::Setup => setup::run(),
-        Command::Test => test::run(),
+        Command::Test(options) => test::run(&options),
         Command::Timings => timings::run(),
         Command::VmTest(options) => vm::run(&options),
         Command::Demo(options) => demo::run(&options),

@@ -44,6 +44,9 @@ pub struct Options {
     /// Seconds one boot may take before it counts as hung.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// Only the boots `cargo xtask test` makes without `--full` (a boot per kernel).
+    #[arg(long)]
+    pub default_set: bool,
 }
 
 /// What `syscall_bench`'s tests print for `cargo xtask bench` to read.
@@ -107,6 +110,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let chosen = |b: &&Boot| {
         (options.boots.is_empty() || options.boots.contains(&b.name))
             && (options.kernels.is_empty() || options.kernels.contains(&b.kernel))
+            && (!options.default_set || plan::in_default_run(b))
     };
     let mut planned = Vec::new();
     for boot in BOOTS.iter().filter(chosen) {

@@ -324,6 +324,19 @@ pub(super) const BOOTS: &[Boot] = &[
     },
 ];
 
+/// Whether `cargo xtask test` boots it without `--full`: a boot per kernel of the matrix,
+/// enforcement on each kernel with BPF LSM, the quarantine fallback and fanotify on the
+/// newest, the floor. Left to `--full`: 6.1's tracing half (its programs are the host
+/// tests' and 6.12's and 7.3's), and the fallback without `bpf` on 6.1 and 6.12 (7.3's
+/// boot makes it there).
+pub(super) fn in_default_run(boot: &Boot) -> bool {
+    !matches!(
+        (boot.name, boot.kernel, boot.part),
+        (BootName::LsmBpf, VmKernel::Linux61, Some("tracing"))
+            | (BootName::LsmNoBpf, VmKernel::Linux61 | VmKernel::Linux612, _)
+    )
+}
+
 /// The tracing backends a run forces, as docs/testing.md's table says them.
 #[cfg(test)]
 pub(super) fn tracing_label(tracing: Tracing) -> &'static str {
