@@ -347,7 +347,10 @@ fn runs_on_the_mask(admin: &Kube, pod: &str, uid: &str) -> anyhow::Result<()> {
     let listing = exec(admin, pod, &["ls", "-A", "/data"])?;
     ensure!(listing.trim().is_empty(), "{pod} sees files in the volume: {listing}");
     let write = exec(admin, pod, &["touch", "/data/b-was-here"]);
-    ensure!(write.is_err(), "{pod} could write to its masked target");
+    ensure!(
+        write.as_ref().is_err_and(|e| format!("{e:#}").contains("Read-only file system")),
+        "{pod}'s write to its masked target: {write:?}, not `Read-only file system`"
+    );
     let masked = masks()?;
     ensure!(masked.iter().any(|t| t.contains(uid)), "no quarantine mask at {pod}'s target (masks: {masked:?})");
     Ok(())
