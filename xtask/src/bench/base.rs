@@ -39,6 +39,7 @@ pub fn build(rev: &str) -> anyhow::Result<BaseAgent> {
     let targets = dir.join("target");
     run_cmd(cargo().current_dir(&src).env("CARGO_TARGET_DIR", &targets).args([
         "build",
+        "--locked",
         "--release",
         "-p",
         "volguard",

@@ -149,7 +149,7 @@ pub fn run(only: Option<&str>, base: Option<&str>) -> anyhow::Result<()> {
     require_root("bench")?;
     let started = Instant::now();
     println!("== build volguard (release)");
-    run_cmd(cargo().args(["build", "--release", "-p", "volguard"]))?;
+    run_cmd(cargo().args(["build", "--locked", "--release", "-p", "volguard"]))?;
     let agent = target_dir().join("release/volguard");
     let base = base.map(base::build).transpose()?;
     let built = started.elapsed();
@@ -367,7 +367,7 @@ fn table(rows: &[Row]) -> String {
 }
 
 /// The rows that missed their target, whose interval spans it, or that failed, pointing to
-/// where the manual says why and what would close each gap.
+/// where the manual says why each is short.
 fn short_of_target(rows: &[Row]) -> String {
     let mut s = String::from("## Targets not met in this run\n\n");
     let short: Vec<&Row> = rows.iter().filter(|r| r.short_of_target).collect();
@@ -376,8 +376,8 @@ fn short_of_target(rows: &[Row]) -> String {
         return s;
     }
     s.push_str(
-        "Missed, unresolved (the interval spans the target), or failed (not measured). Why each is short and \
-         what would close it: docs/performance.md, \"Targets not yet met\".\n\n| benchmark | ratio / figure | target | met? |\n\
+        "Missed, unresolved (the interval spans the target), or failed (not measured). Why each is short: \
+         docs/performance.md, \"Where the measurements miss their targets\".\n\n| benchmark | ratio / figure | target | met? |\n\
          |---|---|---|---|\n",
     );
     for r in short {

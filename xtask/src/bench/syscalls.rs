@@ -94,7 +94,7 @@ impl Measure {
 impl Bench {
     /// 1 and 8 on the host, once per backend.
     pub(super) fn host_syscalls(&mut self) -> anyhow::Result<Option<Loaded>> {
-        let args = ["test", "-p", "volguard", "--release", "--test", "integration"];
+        let args = ["test", "--locked", "-p", "volguard", "--release", "--test", "integration"];
         let _ = writeln!(
             self.report.details,
             "### 1 and 8 on the host\n\n`agent/tests/integration/syscall_bench.rs` (release) starting the release \
@@ -153,7 +153,7 @@ impl Bench {
     pub(super) fn host_regression(&mut self) -> anyhow::Result<Option<Loaded>> {
         let base = self.base.as_ref().context("1r needs --base")?;
         let (commit, binary) = (base.commit.clone(), base.binary.clone());
-        let args = ["test", "-p", "volguard", "--release", "--test", "integration"];
+        let args = ["test", "--locked", "-p", "volguard", "--release", "--test", "integration"];
         let _ = writeln!(
             self.report.details,
             "### 1r and 8r. Against the base agent (host)\n\nAs 1 and 8, but each pair is one run with a fresh \
