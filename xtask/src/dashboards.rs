@@ -25,14 +25,12 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::{
-    proc::{output, run_logged, workspace_root},
+    nodejs::{TYPESCRIPT_VERSION, check_node},
+    proc::{json_files, run_logged, workspace_root},
     promql::{Exported, metric_names},
 };
 
-pub const TYPESCRIPT_VERSION: &str = "5.9.3";
 pub const GRAFANA_SCHEMA_VERSION: &str = "13.2.3";
-/// typescript 5.9's `engines.node`.
-const MIN_NODE: (u32, u32) = (14, 17);
 pub const CHECK_DIR: &str = "/var/cache/volguard-dev/dashboard-check";
 
 /// Installs the pinned npm packages into [`CHECK_DIR`] unless they are there already.
@@ -66,21 +64,6 @@ pub fn install_tools() -> anyhow::Result<()> {
         "setup/npm-dashboards",
     )
     .context("installing the dashboard check's npm packages")
-}
-
-pub fn check_node() -> anyhow::Result<()> {
-    let version = output(Command::new("node").arg("--version")).context("node is missing: run `cargo xtask setup`")?;
-    let mut parts = version.trim().trim_start_matches('v').split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    if found < MIN_NODE {
-        bail!(
-            "node {} is too old for typescript {TYPESCRIPT_VERSION} (needs >= {}.{})",
-            version.trim(),
-            MIN_NODE.0,
-            MIN_NODE.1
-        );
-    }
-    Ok(())
 }
 
 /// Per dashboard: what each check found.
@@ -222,7 +205,7 @@ fn which(program: &str) -> Option<PathBuf> {
 }
 
 fn dashboard_files() -> anyhow::Result<Vec<PathBuf>> {
-    crate::deploy::json_files(&workspace_root().join("dashboards"))
+    json_files(&workspace_root().join("dashboards"))
 }
 
 /// The TypeScript whose type check is the schema check. The schema's string enums

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use crate::setup::CACHE_ROOT;
+use crate::proc::CACHE_ROOT;
 
 const GIB: u64 = 1 << 30;
 

@@ -1,8 +1,9 @@
 //! `cargo xtask layers`: the agent's layer rules, checked. The layers are the table at the
 //! top of `agent/src/lib.rs` (one row per layer, lowest first; folders named in one row
 //! are peers): a module may import from its own folder and from lower layers only, never
-//! from a peer or a higher one; the files of one folder (in agent/src and xtask/src) never
-//! import each other in a cycle; and only the kernel boundary (`agent/src/kernel/`) may
+//! from a peer or a higher one; the top-level modules of agent/src and of xtask/src (each
+//! file `x.rs` or folder `x/` under `src/`) never import each other in a cycle, nor do the
+//! files of one folder below them; and only the kernel boundary (`agent/src/kernel/`) may
 //! name aya, in the library, the binary and the tests alike.
 
 use std::{
@@ -48,9 +49,15 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
             violations.push(format!("{}: names aya (tests go through volguard::kernel)", file.display()));
         }
     }
-    for (crate_src, crate_root_is_folder) in [("agent/src", false), ("xtask/src", true)] {
+    for crate_src in ["agent/src", "xtask/src"] {
+        let src = root.join(crate_src);
         violations.extend(
-            sibling_cycles(&root.join(crate_src), crate_root_is_folder)?.into_iter().map(|cycle| {
+            top_level_cycles(&src)?
+                .into_iter()
+                .map(|cycle| format!("{crate_src}: an import cycle between top-level modules: {}", cycle.join(" -> "))),
+        );
+        violations.extend(
+            sibling_cycles(&src)?.into_iter().map(|cycle| {
                 format!("{crate_src}: an import cycle between files of one folder: {}", cycle.join(" -> "))
             }),
         );
@@ -60,8 +67,8 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     }
     let layers = ranks.values().collect::<std::collections::BTreeSet<_>>().len();
     println!(
-        "layers: {} folders in {layers} layers, every import points down, no import cycle inside a folder \
-         (agent/src, xtask/src); aya only in agent/src/{KERNEL_BOUNDARY}/",
+        "layers: {} folders in {layers} layers, every import points down; no import cycle between the \
+         top-level modules nor inside a folder (agent/src, xtask/src); aya only in agent/src/{KERNEL_BOUNDARY}/",
         ranks.len()
     );
     Ok(())
@@ -85,12 +92,39 @@ fn layer_ranks(lib: &str) -> anyhow::Result<BTreeMap<String, usize>> {
     Ok(ranks)
 }
 
-/// Cycles of imports between the sibling files of each folder under `src` (a folder's
-/// `mod.rs` is its parent, not a sibling; a child folder is one sibling). A file names a
-/// sibling `x` as `super::x`, or as `crate::<folder>::x` in a top-level folder; where
-/// `crate_root_is_folder` (a binary's `src/`), top-level files name each other `crate::x`.
-/// Each cycle once, as the files' module names in order.
-fn sibling_cycles(src: &Path, crate_root_is_folder: bool) -> anyhow::Result<Vec<Vec<String>>> {
+/// Cycles of imports between the top-level modules of the crate at `src`: each file `x.rs`
+/// or folder `x/` directly under it (the crate roots main.rs, lib.rs and build.rs are none).
+/// `x` imports `y` where any file of `x` names `crate::y`, or its own root file (`x.rs`,
+/// `x/mod.rs`) names `super::y`. Each cycle once, as the modules' names in order.
+fn top_level_cycles(src: &Path) -> anyhow::Result<Vec<Vec<String>>> {
+    let mut modules: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in crate::proc::rust_files(src)? {
+        let relative = file.strip_prefix(src).unwrap_or(&file).to_owned();
+        let Some(first) = relative.components().next().and_then(|c| c.as_os_str().to_str()) else { continue };
+        let at_top = relative.parent() == Some(Path::new(""));
+        let name = if at_top { first.strip_suffix(".rs").unwrap_or(first) } else { first };
+        let stem = relative.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        // The crate roots declare every module; a folder's `tests.rs` is its unit tests.
+        if (at_top && ["main", "lib", "build"].contains(&name)) || (!at_top && stem == "tests") {
+            continue;
+        }
+        let source = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        let source = source.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        let mut named = paths_after(source, "crate::");
+        if at_top || relative == Path::new(first).join("mod.rs") {
+            named.extend(paths_after(source, "super::"));
+        }
+        modules.entry(name.to_owned()).or_default().extend(named);
+    }
+    Ok(cycles_among(&modules))
+}
+
+/// Cycles of imports between the sibling files of each folder below the top-level modules
+/// of `src` (those are [`top_level_cycles`]'s). A folder's `mod.rs` is its parent, not a
+/// sibling; a child folder is one sibling. A file names a sibling `x` as `super::x`, or as
+/// `crate::<folder>::x` in a top-level folder. Each cycle once, as the files' module names
+/// in order.
+fn sibling_cycles(src: &Path) -> anyhow::Result<Vec<Vec<String>>> {
     let mut folders: BTreeMap<PathBuf, BTreeMap<String, Vec<String>>> = BTreeMap::new();
     for file in crate::proc::rust_files(src)? {
         let relative = file.strip_prefix(src).unwrap_or(&file).to_owned();
@@ -107,44 +141,45 @@ fn sibling_cycles(src: &Path, crate_root_is_folder: bool) -> anyhow::Result<Vec<
             Some(parent) => (parent.to_owned(), stem.to_owned()),
             None => continue,
         };
-        if ["main", "lib", "build"].contains(&stem) && folder == Path::new("") {
+        if folder == Path::new("") {
             continue;
         }
         let source = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
         // A file's unit tests may use a sibling to build their inputs: not the code's imports.
         let source = source.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
         let mut named = paths_after(source, "super::");
-        if folder == Path::new("") {
-            if crate_root_is_folder {
-                named.extend(paths_after(source, "crate::"));
-            }
-        } else if folder.components().count() == 1 {
+        if folder.components().count() == 1 {
             named.extend(paths_after(source, &format!("crate::{}::", folder.display())));
         }
         folders.entry(folder).or_default().entry(name).or_default().extend(named);
     }
     let mut cycles = Vec::new();
     for (folder, files) in &folders {
-        let edges: BTreeMap<&str, Vec<&str>> = files
-            .iter()
-            .map(|(name, named)| {
-                let mut to: Vec<&str> =
-                    named.iter().map(String::as_str).filter(|n| *n != name && files.contains_key(*n)).collect();
-                to.sort_unstable();
-                to.dedup();
-                (name.as_str(), to)
-            })
-            .collect();
-        for cycle in find_cycles(&edges) {
-            let prefix = if folder == Path::new("") { String::new() } else { format!("{}/", folder.display()) };
-            cycles.push(cycle.iter().map(|n| format!("{prefix}{n}")).collect());
+        for cycle in cycles_among(files) {
+            cycles.push(cycle.iter().map(|n| format!("{}/{n}", folder.display())).collect());
         }
     }
     Ok(cycles)
 }
 
+/// The import cycles among `modules` (each with the names it imports; a name of no module
+/// in `modules`, or its own, is no edge), each once.
+fn cycles_among(modules: &BTreeMap<String, Vec<String>>) -> Vec<Vec<String>> {
+    let edges: BTreeMap<&str, Vec<&str>> = modules
+        .iter()
+        .map(|(name, named)| {
+            let mut to: Vec<&str> =
+                named.iter().map(String::as_str).filter(|n| *n != name && modules.contains_key(*n)).collect();
+            to.sort_unstable();
+            to.dedup();
+            (name.as_str(), to)
+        })
+        .collect();
+    find_cycles(&edges).into_iter().map(|cycle| cycle.into_iter().map(str::to_owned).collect()).collect()
+}
+
 /// Each elementary cycle of `edges` once, starting at its smallest node (depth-first; the
-/// graphs are a folder's files: small).
+/// graphs are small: a crate's top-level modules, a folder's files).
 fn find_cycles<'a>(edges: &BTreeMap<&'a str, Vec<&'a str>>) -> Vec<Vec<&'a str>> {
     fn walk<'a>(
         edges: &BTreeMap<&'a str, Vec<&'a str>>,
@@ -262,6 +297,30 @@ mod tests {
         assert_eq!(paths_after(source, "crate::csi::"), ["rules"]);
         let edges = BTreeMap::from([("a", vec!["b"]), ("b", vec!["c", "a"]), ("c", vec!["b"]), ("d", vec!["a"])]);
         assert_eq!(find_cycles(&edges), [vec!["a", "b", "a"], vec!["b", "c", "b"]]);
+    }
+
+    #[test]
+    fn top_level_modules_import_each_other_through_any_of_their_files() {
+        let src = std::env::temp_dir().join(format!("volguard-layers-test-{}", std::process::id()));
+        let files = [
+            // The crate root names every module: no edges.
+            ("main.rs", "mod a;\nmod b;\nmod c;\nfn main() { crate::a::f(); crate::c::f(); }\n"),
+            ("a.rs", "use crate::b::inner::g;\n"),
+            // A folder imports through a file below its mod.rs.
+            ("b/mod.rs", "pub mod inner;\n"),
+            ("b/inner.rs", "use crate::{a, proc::x};\n"),
+            // A top-level file's `super::` is the crate's; its unit tests import nothing.
+            ("c.rs", "use super::b;\n#[cfg(test)]\nmod tests {\n    use crate::a;\n}\n"),
+            ("b/tests.rs", "use crate::c;\n"),
+        ];
+        for (path, text) in files {
+            let path = src.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        let cycles = top_level_cycles(&src);
+        fs::remove_dir_all(&src).unwrap();
+        assert_eq!(cycles.unwrap(), [vec!["a", "b", "a"]]);
     }
 
     #[test]

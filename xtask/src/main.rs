@@ -16,12 +16,14 @@ mod go;
 #[allow(dead_code, reason = "the agent's tests trust one certificate (Trust::Certificate); xtask trusts any")]
 mod http_client;
 mod layers;
+mod nodejs;
 mod proc;
 mod promql;
 mod setup;
 mod test;
 mod timings;
 mod vm;
+mod vm_kernels;
 
 use std::process::ExitCode;
 

@@ -18,6 +18,9 @@ pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask/ lives in the workspace").to_path_buf()
 }
 
+/// Where setup keeps what it downloads and builds (kept between runs).
+pub const CACHE_ROOT: &str = "/var/cache/volguard-dev";
+
 /// Cargo's target directory.
 pub fn target_dir() -> PathBuf {
     env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from)
@@ -149,6 +152,17 @@ pub fn rust_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
             }
         }
     }
+    files.sort();
+    Ok(files)
+}
+
+/// The `.json` files directly in `dir`, sorted.
+pub fn json_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
     files.sort();
     Ok(files)
 }

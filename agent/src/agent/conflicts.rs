@@ -130,7 +130,7 @@ impl Running<'_> {
     }
 
     /// A conflict the LSM programs saw (refused in enforce mode, allowed in audit).
-    pub(super) fn kernel_conflict(&mut self, c: &decode::Conflict) {
+    pub(super) fn kernel_conflict(&mut self, c: &decode::LsmConflict) {
         warn!("{}", render::conflict(c));
         let action = if c.blocked { ConflictAction::Refused } else { ConflictAction::Audited };
         let text = |s: &RawString| String::from_utf8_lossy(s.as_bytes()).into_owned();

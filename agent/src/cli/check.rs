@@ -65,7 +65,7 @@ pub struct CheckArgs {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum CliError {
+pub enum CheckError {
     #[error(transparent)]
     Inventory(#[from] InventoryError),
     #[error("the Kubernetes API: {0}")]
@@ -79,7 +79,7 @@ pub enum CliError {
 }
 
 /// Runs the checks and prints the report; `Ok(false)` when an error-severity finding exists.
-pub async fn run(args: CheckArgs) -> Result<bool, CliError> {
+pub async fn run(args: CheckArgs) -> Result<bool, CheckError> {
     // With the facts, why they may lack the kubelet's version.
     let (facts, no_kubelet_version) = match (&args.inventory, &args.node_name) {
         (Some(path), _) => (Some(inventory::load(path)?), "the inventory has no `node: {kubeletVersion: ...}`".into()),
@@ -90,7 +90,7 @@ pub async fn run(args: CheckArgs) -> Result<bool, CliError> {
         _ => (None, "no facts: --kubernetes reads it from this node's Node".into()),
     };
     let table = MountTable::read(&args.mountinfo)
-        .map_err(|source| CliError::MountTable { path: args.mountinfo.display().to_string(), source })?;
+        .map_err(|source| CheckError::MountTable { path: args.mountinfo.display().to_string(), source })?;
     let mounts = Mounts::from_table(&table, &args.kubelet_root);
     let opts = CheckOptions {
         kubelet_root: args.kubelet_root.clone(),
@@ -129,9 +129,9 @@ fn running_agent_mode(address: SocketAddr) -> Option<Mode> {
 /// watchers (the source stops when the receiver is dropped), then one GET of this node's
 /// Node. The Node is only for the kubelet's version: without it the check goes on, and the
 /// second value says why the version is missing.
-async fn api_facts(node_name: &str, timeout: Duration) -> Result<(Facts, String), CliError> {
-    let config = kube::Config::infer().await.map_err(|e| CliError::Api(e.to_string()))?;
-    let client = crate::facts::k8s::client::http2_client(config).map_err(|e| CliError::Api(e.to_string()))?;
+async fn api_facts(node_name: &str, timeout: Duration) -> Result<(Facts, String), CheckError> {
+    let config = kube::Config::infer().await.map_err(|e| CheckError::Api(e.to_string()))?;
+    let client = crate::facts::k8s::client::http2_client(config).map_err(|e| CheckError::Api(e.to_string()))?;
     let mut facts = listed_facts(client.clone(), node_name, timeout).await?;
     let why = match tokio::time::timeout(timeout, crate::facts::k8s::node::get(client, node_name)).await {
         Ok(Ok(Some(node))) => {
@@ -145,7 +145,7 @@ async fn api_facts(node_name: &str, timeout: Duration) -> Result<(Facts, String)
     Ok((facts, why))
 }
 
-async fn listed_facts(client: kube::Client, node_name: &str, timeout: Duration) -> Result<Facts, CliError> {
+async fn listed_facts(client: kube::Client, node_name: &str, timeout: Duration) -> Result<Facts, CheckError> {
     let (tx, mut rx) = watch::channel(Snapshot::empty(Origin::KubernetesApi));
     let source = tokio::spawn(crate::facts::k8s::source::run(client, node_name.to_owned(), tx));
     let complete = async {
@@ -157,13 +157,13 @@ async fn listed_facts(client: kube::Client, node_name: &str, timeout: Duration) 
                 }
             }
             if rx.changed().await.is_err() {
-                return Err(CliError::Api("the API source stopped before a complete list".into()));
+                return Err(CheckError::Api("the API source stopped before a complete list".into()));
             }
         }
     };
     let result = tokio::time::timeout(timeout, complete).await.unwrap_or_else(|_| {
         let why = rx.borrow().stale.clone().unwrap_or_else(|| "no answer".into());
-        Err(CliError::Api(format!("no complete list within {} s: {why}", timeout.as_secs())))
+        Err(CheckError::Api(format!("no complete list within {} s: {why}", timeout.as_secs())))
     });
     source.abort();
     result

@@ -24,7 +24,7 @@ use super::proto::{
 /// Which call failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Call {
+pub enum CsiCall {
     /// Opening the socket and the HTTP/2 connection.
     Connect,
     /// `pluginregistration.Registration/GetInfo` on a registration socket.
@@ -51,17 +51,17 @@ pub enum FailureKind {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CallFailure {
-    pub call: Call,
+    pub call: CsiCall,
     pub kind: FailureKind,
     pub message: String,
 }
 
 impl CallFailure {
-    fn timeout(call: Call, deadline: Duration) -> Self {
+    fn timeout(call: CsiCall, deadline: Duration) -> Self {
         Self { call, kind: FailureKind::Timeout, message: format!("no answer within {deadline:?}") }
     }
 
-    fn status(call: Call, status: &Status) -> Self {
+    fn status(call: CsiCall, status: &Status) -> Self {
         let message = with_causes(format!("{:?}: {}", status.code(), status.message()), status);
         Self { call, kind: FailureKind::Status, message }
     }
@@ -91,10 +91,10 @@ pub async fn connect(socket: PathBuf, deadline: Duration) -> Result<Channel, Cal
         async move { UnixStream::connect(socket).await.map(TokioIo::new) }
     });
     match tokio::time::timeout(deadline, endpoint.connect_with_connector(connector)).await {
-        Err(_) => Err(CallFailure::timeout(Call::Connect, deadline)),
+        Err(_) => Err(CallFailure::timeout(CsiCall::Connect, deadline)),
         Ok(Ok(channel)) => Ok(channel),
         Ok(Err(e)) => Err(CallFailure {
-            call: Call::Connect,
+            call: CsiCall::Connect,
             kind: FailureKind::Unreachable,
             message: with_causes(e.to_string(), &e),
         }),
@@ -103,7 +103,7 @@ pub async fn connect(socket: PathBuf, deadline: Duration) -> Result<Channel, Cal
 
 /// One unary call under the deadline.
 async fn call<T, R>(
-    call: Call,
+    call: CsiCall,
     deadline: Duration,
     send: impl AsyncFnOnce(Request<R>) -> Result<tonic::Response<T>, Status>,
     request: R,
@@ -135,7 +135,7 @@ fn is_timeout(status: &Status) -> bool {
 pub async fn registration_info(socket: PathBuf, deadline: Duration) -> Result<PluginInfo, CallFailure> {
     let channel = connect(socket, deadline).await?;
     let mut client = RegistrationClient::new(channel);
-    call(Call::RegistrationGetInfo, deadline, async |r| client.get_info(r).await, InfoRequest {}).await
+    call(CsiCall::RegistrationGetInfo, deadline, async |r| client.get_info(r).await, InfoRequest {}).await
 }
 
 /// A node service capability (`NodeServiceCapability.RPC.Type`).
@@ -199,21 +199,21 @@ pub async fn ask_driver(socket: PathBuf, deadline: Duration) -> DriverAnswers {
     );
     let (mut node1, mut node2) = (NodeClient::new(channel.clone()), NodeClient::new(channel));
     let (info, caps, probe, node_caps, node_info) = tokio::join!(
-        call(Call::GetPluginInfo, deadline, async |r| id1.get_plugin_info(r).await, GetPluginInfoRequest {}),
+        call(CsiCall::GetPluginInfo, deadline, async |r| id1.get_plugin_info(r).await, GetPluginInfoRequest {}),
         call(
-            Call::GetPluginCapabilities,
+            CsiCall::GetPluginCapabilities,
             deadline,
             async |r| id2.get_plugin_capabilities(r).await,
             GetPluginCapabilitiesRequest {}
         ),
-        call(Call::Probe, deadline, async |r| id3.probe(r).await, ProbeRequest {}),
+        call(CsiCall::Probe, deadline, async |r| id3.probe(r).await, ProbeRequest {}),
         call(
-            Call::NodeGetCapabilities,
+            CsiCall::NodeGetCapabilities,
             deadline,
             async |r| node1.node_get_capabilities(r).await,
             NodeGetCapabilitiesRequest {}
         ),
-        call(Call::NodeGetInfo, deadline, async |r| node2.node_get_info(r).await, NodeGetInfoRequest {}),
+        call(CsiCall::NodeGetInfo, deadline, async |r| node2.node_get_info(r).await, NodeGetInfoRequest {}),
     );
     match info {
         Ok(info) => {

@@ -72,7 +72,7 @@ impl FsGroupPolicy {
 /// What happens to a pod's fsGroup on one volume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Ownership {
+pub enum FsGroupOwnership {
     /// Kubelet changes ownership and permissions recursively after NodePublish.
     KubeletChanges,
     /// The driver has VOLUME_MOUNT_GROUP: kubelet passes the fsGroup in NodePublish and
@@ -102,27 +102,36 @@ pub struct FsGroupInput<'a> {
 /// Otherwise `None` never changes, `File` always does, and `ReadWriteOnceWithFSType` only
 /// with an fsType and, for a PV, access modes that *contain* ReadWriteOnce: a PV that is
 /// only ReadWriteOncePod is left unchanged.
-pub fn fs_group_ownership(input: FsGroupInput<'_>) -> (Ownership, &'static str) {
+pub fn fs_group_ownership(input: FsGroupInput<'_>) -> (FsGroupOwnership, &'static str) {
     if input.block {
-        return (Ownership::Unchanged, "raw block volume: mapped, never mounted by kubelet");
+        return (FsGroupOwnership::Unchanged, "raw block volume: mapped, never mounted by kubelet");
     }
     if input.driver_has_volume_mount_group {
-        return (Ownership::DriverApplies, "driver has VOLUME_MOUNT_GROUP: kubelet passes the fsGroup to NodePublish");
+        return (
+            FsGroupOwnership::DriverApplies,
+            "driver has VOLUME_MOUNT_GROUP: kubelet passes the fsGroup to NodePublish",
+        );
     }
     match input.policy {
-        FsGroupPolicy::None => (Ownership::Unchanged, "fsGroupPolicy None: kubelet never changes ownership"),
-        FsGroupPolicy::File => (Ownership::KubeletChanges, "fsGroupPolicy File: kubelet always changes ownership"),
+        FsGroupPolicy::None => (FsGroupOwnership::Unchanged, "fsGroupPolicy None: kubelet never changes ownership"),
+        FsGroupPolicy::File => {
+            (FsGroupOwnership::KubeletChanges, "fsGroupPolicy File: kubelet always changes ownership")
+        }
         FsGroupPolicy::ReadWriteOnceWithFSType => {
             match (input.fs_type.filter(|t| !t.is_empty()), input.pv_access_modes) {
-                (None, _) => (Ownership::Unchanged, "fsGroupPolicy ReadWriteOnceWithFSType and no fsType: unchanged"),
-                (Some(_), None) => {
-                    (Ownership::KubeletChanges, "fsGroupPolicy ReadWriteOnceWithFSType, inline volume (always RWO)")
+                (None, _) => {
+                    (FsGroupOwnership::Unchanged, "fsGroupPolicy ReadWriteOnceWithFSType and no fsType: unchanged")
                 }
-                (Some(_), Some(modes)) if modes.contains(&AccessMode::ReadWriteOnce) => {
-                    (Ownership::KubeletChanges, "fsGroupPolicy ReadWriteOnceWithFSType, fsType set and ReadWriteOnce")
-                }
+                (Some(_), None) => (
+                    FsGroupOwnership::KubeletChanges,
+                    "fsGroupPolicy ReadWriteOnceWithFSType, inline volume (always RWO)",
+                ),
+                (Some(_), Some(modes)) if modes.contains(&AccessMode::ReadWriteOnce) => (
+                    FsGroupOwnership::KubeletChanges,
+                    "fsGroupPolicy ReadWriteOnceWithFSType, fsType set and ReadWriteOnce",
+                ),
                 (Some(_), Some(_)) => (
-                    Ownership::Unchanged,
+                    FsGroupOwnership::Unchanged,
                     "fsGroupPolicy ReadWriteOnceWithFSType and the access modes lack ReadWriteOnce (RWOP, RWX and ROX \
                  are skipped)",
                 ),
@@ -193,8 +202,8 @@ mod tests {
 
     #[test]
     fn fs_group_rules() {
+        use FsGroupOwnership::*;
         use FsGroupPolicy as P;
-        use Ownership::*;
         let own = |i| fs_group_ownership(i).0;
         assert_eq!(own(pv(P::ReadWriteOnceWithFSType, Some("ext4"), &[ReadWriteOnce])), KubeletChanges);
         assert_eq!(own(pv(P::ReadWriteOnceWithFSType, None, &[ReadWriteOnce])), Unchanged);

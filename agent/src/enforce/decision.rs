@@ -3,7 +3,7 @@
 //! the event loop finds the inputs and carries out the [`Action`]; this table is the
 //! policy, and its tests are the policy's specification.
 
-use super::{ModeDecision, mode::Mode, ownership::Publish};
+use super::{ModeDecision, mode::Mode, ownership::PublishOutcome};
 
 /// What a publish or an unmount means for ownership, as the owner store says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -11,7 +11,7 @@ pub enum OwnershipChange {
     /// The kernel's maps keep ownership: its LSM programs already decided.
     InKernel,
     /// A successful publish, judged by the agent's own table.
-    Published(Publish),
+    Published(PublishOutcome),
     /// A successful unmount of a publish target; `released`: it was the owner's.
     Unpublished { released: bool },
 }
@@ -120,9 +120,11 @@ pub fn decide(mode: &ModeDecision, change: OwnershipChange, reporter: Reporter) 
         }
         (false, OwnershipChange::Unpublished { released: true }, _) => return Action::Released,
         (false, OwnershipChange::Unpublished { released: false }, _) => return Action::None,
-        (false, OwnershipChange::Published(Publish::Untracked | Publish::Owner), _) => return Action::None,
-        (false, OwnershipChange::Published(Publish::Claimed), _) => return Action::Claimed,
-        (false, OwnershipChange::Published(Publish::Conflict { owner }), _) => owner,
+        (false, OwnershipChange::Published(PublishOutcome::Untracked | PublishOutcome::Owner), _) => {
+            return Action::None;
+        }
+        (false, OwnershipChange::Published(PublishOutcome::Claimed), _) => return Action::Claimed,
+        (false, OwnershipChange::Published(PublishOutcome::Conflict { owner }), _) => owner,
     };
     match (mode.mode, reporter) {
         (Mode::Quarantine, Reporter::Syscall | Reporter::Notice { namespace_held: true }) => {
@@ -145,7 +147,7 @@ mod tests {
     }
 
     fn conflict() -> OwnershipChange {
-        OwnershipChange::Published(Publish::Conflict { owner: "pod-a".into() })
+        OwnershipChange::Published(PublishOutcome::Conflict { owner: "pod-a".into() })
     }
 
     fn quarantine() -> Action {
@@ -172,11 +174,11 @@ mod tests {
             (Enforce, Kernel, conflict(), syscall, Action::InformKernel),
             (Enforce, Kernel, InKernel, held, Action::None),
             // Userspace ownership: claims, the owner's own publishes, releases.
-            (Quarantine, Userspace, Published(Publish::Claimed), syscall, Action::Claimed),
-            (Quarantine, Userspace, Published(Publish::Claimed), unheld, Action::Claimed),
-            (Quarantine, Userspace, Published(Publish::Owner), syscall, Action::None),
-            (Quarantine, Userspace, Published(Publish::Untracked), syscall, Action::None),
-            (Audit, Userspace, Published(Publish::Untracked), held, Action::None),
+            (Quarantine, Userspace, Published(PublishOutcome::Claimed), syscall, Action::Claimed),
+            (Quarantine, Userspace, Published(PublishOutcome::Claimed), unheld, Action::Claimed),
+            (Quarantine, Userspace, Published(PublishOutcome::Owner), syscall, Action::None),
+            (Quarantine, Userspace, Published(PublishOutcome::Untracked), syscall, Action::None),
+            (Audit, Userspace, Published(PublishOutcome::Untracked), held, Action::None),
             (Quarantine, Userspace, Unpublished { released: true }, syscall, Action::Released),
             (Quarantine, Userspace, Unpublished { released: true }, held, Action::Released),
             (Quarantine, Userspace, Unpublished { released: false }, syscall, Action::None),

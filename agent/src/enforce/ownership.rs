@@ -8,7 +8,7 @@ use crate::node_files::kubelet::PublishTarget;
 
 /// What a successful publish means for ownership.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Publish {
+pub enum PublishOutcome {
     /// Not a single-pod volume: nothing to do.
     Untracked,
     /// The first publish: this pod now owns the volume.
@@ -32,17 +32,17 @@ impl Ownership {
     }
 
     /// Records a successful publish and says what it means.
-    pub fn published(&mut self, target: &PublishTarget) -> Publish {
+    pub fn published(&mut self, target: &PublishTarget) -> PublishOutcome {
         if !self.single_pod.contains_key(&target.volume) {
-            return Publish::Untracked;
+            return PublishOutcome::Untracked;
         }
         match self.owners.get(&target.volume) {
             None => {
                 self.owners.insert(target.volume.clone(), target.pod_uid.clone());
-                Publish::Claimed
+                PublishOutcome::Claimed
             }
-            Some(owner) if *owner == target.pod_uid => Publish::Owner,
-            Some(owner) => Publish::Conflict { owner: owner.clone() },
+            Some(owner) if *owner == target.pod_uid => PublishOutcome::Owner,
+            Some(owner) => PublishOutcome::Conflict { owner: owner.clone() },
         }
     }
 
@@ -100,9 +100,9 @@ mod tests {
     #[test]
     fn first_publish_claims_the_owner_may_republish_others_conflict() {
         let mut o = Ownership::new(rwop_only());
-        assert_eq!(o.published(&target("a", "rwop")), Publish::Claimed);
-        assert_eq!(o.published(&target("a", "rwop")), Publish::Owner);
-        assert_eq!(o.published(&target("b", "rwop")), Publish::Conflict { owner: "a".into() });
+        assert_eq!(o.published(&target("a", "rwop")), PublishOutcome::Claimed);
+        assert_eq!(o.published(&target("a", "rwop")), PublishOutcome::Owner);
+        assert_eq!(o.published(&target("b", "rwop")), PublishOutcome::Conflict { owner: "a".into() });
         assert_eq!(o.owner("rwop"), Some("a"));
     }
 
@@ -112,7 +112,7 @@ mod tests {
         o.published(&target("a", "rwop"));
         assert!(!o.unpublished(&target("b", "rwop")), "a quarantined pod's unmount releases nothing");
         assert!(o.unpublished(&target("a", "rwop")));
-        assert_eq!(o.published(&target("b", "rwop")), Publish::Claimed, "a replacement pod may publish");
+        assert_eq!(o.published(&target("b", "rwop")), PublishOutcome::Claimed, "a replacement pod may publish");
     }
 
     #[test]
@@ -123,14 +123,14 @@ mod tests {
         o.seed("rwo", "a");
         assert_eq!(o.owner("rwop"), Some("a"), "the first seed wins");
         assert_eq!(o.owner("rwo"), None, "only single-pod volumes");
-        assert_eq!(o.published(&target("b", "rwop")), Publish::Conflict { owner: "a".into() });
+        assert_eq!(o.published(&target("b", "rwop")), PublishOutcome::Conflict { owner: "a".into() });
     }
 
     #[test]
     fn other_volumes_are_never_tracked() {
         let mut o = Ownership::new(rwop_only());
-        assert_eq!(o.published(&target("a", "rwo")), Publish::Untracked);
-        assert_eq!(o.published(&target("b", "rwo")), Publish::Untracked);
+        assert_eq!(o.published(&target("a", "rwo")), PublishOutcome::Untracked);
+        assert_eq!(o.published(&target("b", "rwo")), PublishOutcome::Untracked);
         assert!(!o.unpublished(&target("a", "rwo")));
     }
 }

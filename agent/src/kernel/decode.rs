@@ -14,12 +14,12 @@ use crate::sys::clock::wall_time_of_monotonic;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
     Syscall(Event),
-    Conflict(Conflict),
+    Conflict(LsmConflict),
 }
 
 /// A publish of an owned single-pod volume into another pod, seen by an LSM hook.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Conflict {
+pub struct LsmConflict {
     /// True when refused in the kernel (enforce mode); false when only reported (audit).
     pub blocked: bool,
     /// `sb_mount` or `move_mount`.
@@ -224,13 +224,13 @@ fn read_record<T: aya::Pod>(record: &[u8]) -> Result<T, DecodeError> {
     Ok(unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<T>()) })
 }
 
-/// [`Conflict::hook`] of a clone of an owned tree taken by another pod (the new mount API).
+/// [`LsmConflict::hook`] of a clone of an owned tree taken by another pod (the new mount API).
 pub const CLONE_HOOK: &str = "move_mount of a tree inside the volume";
 
-fn parse_conflict(record: &[u8]) -> Result<Conflict, DecodeError> {
+fn parse_conflict(record: &[u8]) -> Result<LsmConflict, DecodeError> {
     let raw: ConflictEvent = read_record(record)?;
     let text = |bytes: &[u8]| RawString::from_nul_padded(bytes, false);
-    Ok(Conflict {
+    Ok(LsmConflict {
         blocked: raw.action == conflict_action::BLOCKED,
         hook: match raw.hook {
             conflict_hook::MOVE_MOUNT => "move_mount",

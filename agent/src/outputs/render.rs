@@ -7,7 +7,7 @@ use volguard_common::mount_api::{
 };
 
 use crate::{
-    kernel::decode::{Call, Conflict, Event, RawString, Record},
+    kernel::decode::{Call, Event, LsmConflict, RawString, Record},
     kernel::flags::{self, describe, dfd},
 };
 
@@ -20,7 +20,7 @@ pub fn record(record: &Record) -> String {
 }
 
 /// `CONFLICT blocked ...`: a refused (or, in audit mode, reported) publish.
-pub fn conflict(c: &Conflict) -> String {
+pub fn conflict(c: &LsmConflict) -> String {
     format!(
         "CONFLICT {action} {hook}: volume {volume} is owned by pod {owner}; pod {attempted} tried to {what} it \
          (pid={pid} comm={comm})",

@@ -100,7 +100,7 @@ const NEEDED: u64 = uapi::STATMOUNT_MNT_BASIC | uapi::STATMOUNT_MNT_POINT | uapi
 
 /// Why a statmount buffer could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DecodeError {
+pub enum StatmountDecodeError {
     #[error("statmount answered {len} bytes, less than its {need}-byte fixed part")]
     Short { len: usize, need: usize },
     #[error("statmount left out fields {missing:#x} (mask {mask:#x})")]
@@ -125,7 +125,7 @@ pub enum StatmountError {
     Decode {
         mnt_id: u64,
         #[source]
-        source: DecodeError,
+        source: StatmountDecodeError,
     },
 }
 
@@ -219,21 +219,21 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 /// Decodes a statmount answer (`buf` may be longer than the `size` it states).
-pub fn decode(buf: &[u8]) -> Result<MountFacts, DecodeError> {
+pub fn decode(buf: &[u8]) -> Result<MountFacts, StatmountDecodeError> {
     use uapi::offset;
     if buf.len() < offset::STR {
-        return Err(DecodeError::Short { len: buf.len(), need: offset::STR });
+        return Err(StatmountDecodeError::Short { len: buf.len(), need: offset::STR });
     }
     let size = (u32_at(buf, offset::SIZE) as usize).clamp(offset::STR, buf.len());
     let strings = &buf[offset::STR..size];
     let mask = u64_at(buf, offset::MASK);
     if mask & NEEDED != NEEDED {
-        return Err(DecodeError::Missing { mask, missing: NEEDED & !mask });
+        return Err(StatmountDecodeError::Missing { mask, missing: NEEDED & !mask });
     }
-    let string = |field: &'static str, at: usize| -> Result<&[u8], DecodeError> {
+    let string = |field: &'static str, at: usize| -> Result<&[u8], StatmountDecodeError> {
         let start = u32_at(buf, at) as usize;
-        let tail = strings.get(start..).ok_or(DecodeError::BadString { field })?;
-        let end = tail.iter().position(|&b| b == 0).ok_or(DecodeError::BadString { field })?;
+        let tail = strings.get(start..).ok_or(StatmountDecodeError::BadString { field })?;
+        let end = tail.iter().position(|&b| b == 0).ok_or(StatmountDecodeError::BadString { field })?;
         Ok(&tail[..end])
     };
     let path = |bytes: &[u8]| PathBuf::from(OsStr::from_bytes(bytes));
@@ -305,16 +305,16 @@ mod tests {
 
     #[test]
     fn short_missing_and_out_of_bounds_answers_are_errors_not_panics() {
-        assert_eq!(decode(&[0; 100]), Err(DecodeError::Short { len: 100, need: offset::STR }));
+        assert_eq!(decode(&[0; 100]), Err(StatmountDecodeError::Short { len: 100, need: offset::STR }));
         let no_point = answer(WANTED & !uapi::STATMOUNT_MNT_POINT, &[(offset::FS_TYPE, "ext4")]);
-        assert!(matches!(decode(&no_point), Err(DecodeError::Missing { .. })));
+        assert!(matches!(decode(&no_point), Err(StatmountDecodeError::Missing { .. })));
         let mut wild = full();
         wild[offset::MNT_POINT..offset::MNT_POINT + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
-        assert_eq!(decode(&wild), Err(DecodeError::BadString { field: "mnt_point" }));
+        assert_eq!(decode(&wild), Err(StatmountDecodeError::BadString { field: "mnt_point" }));
         let mut unterminated = full();
         let last = unterminated.len() - 1;
         unterminated[last] = b'x';
-        assert_eq!(decode(&unterminated), Err(DecodeError::BadString { field: "sb_source" }));
+        assert_eq!(decode(&unterminated), Err(StatmountDecodeError::BadString { field: "sb_source" }));
         let no_source = answer(
             WANTED & !uapi::STATMOUNT_SB_SOURCE,
             &[(offset::MNT_POINT, "/m"), (offset::FS_TYPE, "t"), (offset::MNT_ROOT, "/")],

@@ -14,7 +14,7 @@ use tonic::{Request, Response, Status, transport::Server};
 use volguard::{
     csi::{
         CheckOptions, CsiReport, check_node,
-        client::{Call, FailureKind, NodeCapability},
+        client::{CsiCall, FailureKind, NodeCapability},
         discovery::Source,
         proto::{
             csi::{
@@ -439,7 +439,7 @@ async fn a_registrar_pointing_at_a_missing_socket_is_unreachable() {
     let report = check_node(&node.options(DEADLINE), &facts(DRIVER), &Mounts::default(), None).await;
     assert_eq!(report.drivers[0].name, DRIVER);
     let failure = &report.drivers[0].errors[0];
-    assert_eq!((failure.call, failure.kind), (Call::Connect, FailureKind::Unreachable));
+    assert_eq!((failure.call, failure.kind), (CsiCall::Connect, FailureKind::Unreachable));
     assert!(find(&report, Check::CsiDriverUnreachable).is_some());
     assert!(find(&report, Check::CsiNodeDriverWithoutSocket).is_none(), "one finding for one problem");
 }

@@ -1,15 +1,10 @@
 //! Check 6: the chart's dashboards/ are byte-equal copies of dashboards/*.json (`--write`
 //! copies them).
 
-use std::{
-    collections::BTreeSet,
-    fs,
-    path::{Path, PathBuf},
-};
-
-use anyhow::Context;
+use std::{collections::BTreeSet, fs, path::Path};
 
 use super::{CHART, Outcome};
+use crate::proc::json_files;
 
 pub(super) fn dashboards_copied(root: &Path) -> Outcome {
     let names = |dir: &Path| -> Result<BTreeSet<String>, String> {
@@ -57,15 +52,4 @@ pub(super) fn write(root: &Path) -> anyhow::Result<()> {
         println!("deploy: copied dashboards/{} into the chart", name.to_string_lossy());
     }
     Ok(())
-}
-
-/// The `.json` files directly in `dir`, sorted.
-pub fn json_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    Ok(files)
 }

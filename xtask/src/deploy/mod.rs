@@ -52,7 +52,6 @@ use serde_json::Value;
 
 use crate::proc::{output, workspace_root};
 
-pub use dashboard_copies::json_files;
 pub use tools::{helm_binary, install_tools};
 
 use dashboard_copies::dashboards_copied;

@@ -10,7 +10,10 @@ use std::{
 
 use anyhow::Context;
 
-use crate::proc::{run_cmd, run_logged};
+use crate::{
+    nodejs::{TYPESCRIPT_VERSION, check_node},
+    proc::{run_cmd, run_logged},
+};
 
 pub const CHECK_DIR: &str = "/var/cache/volguard-dev/deploy-check";
 pub const KUBERNETES_VALIDATE_VERSION: &str = "1.37.0";
@@ -43,8 +46,7 @@ pub(super) fn tools() -> Tools {
 fn stamp() -> String {
     format!(
         "kubernetes-validate=={KUBERNETES_VALIDATE_VERSION} yamllint=={YAMLLINT_VERSION} {PROMETHEUS_OPERATOR_MODELS}@{PROMETHEUS_OPERATOR_MODELS_VERSION} \
-         typescript@{}\n",
-        crate::dashboards::TYPESCRIPT_VERSION
+         typescript@{TYPESCRIPT_VERSION}\n"
     )
 }
 
@@ -64,7 +66,7 @@ pub fn install_tools() -> anyhow::Result<()> {
     // checkouts sharing this cache still unpack.
     let stamp_file = dir.join("check-tools.stamp");
     let t = tools();
-    crate::dashboards::check_node()?;
+    check_node()?;
     fs::create_dir_all(dir).with_context(|| format!("creating {CHECK_DIR} (run `cargo xtask setup` as root)"))?;
     super::helm_build::ensure(dir)?;
     if fs::read_to_string(&stamp_file).is_ok_and(|s| s == stamp())
@@ -95,7 +97,7 @@ pub fn install_tools() -> anyhow::Result<()> {
         "description": "written by `cargo xtask`: prometheus-operator's CRD schemas and types, and tsc",
         "dependencies": {
             PROMETHEUS_OPERATOR_MODELS: PROMETHEUS_OPERATOR_MODELS_VERSION,
-            "typescript": crate::dashboards::TYPESCRIPT_VERSION,
+            "typescript": TYPESCRIPT_VERSION,
         },
     });
     fs::write(npm.join("package.json"), serde_json::to_string_pretty(&manifest)? + "\n")?;

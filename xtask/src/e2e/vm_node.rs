@@ -32,8 +32,8 @@ use super::{
 };
 use crate::{
     proc::{run_cmd, target_dir},
-    setup,
     vm::{self, KERNEL_FILESYSTEMS},
+    vm_kernels::{find_vm_kernel, vm_kernel_modules},
 };
 
 /// The guest's address on qemu's user-mode network (its default), which kubelet registers
@@ -138,8 +138,8 @@ fn qemu_args(kernel: &Path, initrd: &Path, logs: &Path) -> Vec<String> {
 /// in `<logs>/vm.log`, containerd's and kubelet's logs on the second and third serial
 /// ports), and returns when it was started; [`wait_ready`] waits for its node.
 pub fn boot(node: &mut Node, images: &[PathBuf]) -> anyhow::Result<Instant> {
-    let kernel = setup::find_vm_kernel().context("no VM kernel: run `cargo xtask setup` as root")?;
-    let modules = setup::vm_kernel_modules(&kernel);
+    let kernel = find_vm_kernel().context("no VM kernel: run `cargo xtask setup` as root")?;
+    let modules = vm_kernel_modules(&kernel);
     let initrd = build_initramfs(node, images, &modules)?;
     link_the_vm_network()?;
     let mut args = vec![format!("--net=/run/netns/{NETNS}"), "--".into(), "qemu-system-x86_64".into()];

@@ -1,7 +1,7 @@
-//! The VM kernels: Debian cloud kernels pinned by package, version and SHA-256 in one table,
-//! fetched by an apt run of their own (its own sources list, lists and cache under
-//! [`CACHE_ROOT`]), so the machine's apt sources are never touched. Of each only vmlinuz and
-//! the e2e VM node's modules are kept; nothing is installed.
+//! Fetching the VM kernels: the Debian cloud kernels pinned by package, version and
+//! SHA-256 in [`KERNELS`], fetched by an apt run of their own (its own sources list, lists
+//! and cache under [`CACHE_ROOT`]), so the machine's apt sources are never touched. Of each
+//! only vmlinuz and the e2e VM node's modules are kept; nothing is installed.
 
 use std::{
     fs,
@@ -11,121 +11,15 @@ use std::{
 
 use anyhow::{Context, bail};
 
-use super::CACHE_ROOT;
-use crate::proc::{output, run_cmd, run_logged};
-
-/// Where VM kernels are kept (outside target/, so `cargo clean` keeps them).
-pub const VM_KERNEL_DIR: &str = "/var/cache/volguard-dev/vm-kernels";
-
-/// One .deb of a kernel, pinned.
-pub struct Deb {
-    pub package: &'static str,
-    pub version: &'static str,
-    pub sha256: &'static str,
-}
-
-/// A VM kernel: its Debian suite, where it is kept, and the .debs that carry its vmlinuz
-/// and modules (one before 6.19; a binary and a modules package since).
-pub struct PinnedKernel {
-    /// The kernel's version, as the VM plan and the docs name it.
-    pub version: &'static str,
-    pub suite: &'static str,
-    /// The directory of [`VM_KERNEL_DIR`] it is kept in. 6.1 stays at the top and 6.12 in
-    /// `backports/`, where older checkouts (sharing this cache) look for them; every other
-    /// kernel in a directory of its own, so their "newest vmlinuz at the top" never sees it.
-    pub dir: &'static str,
-    pub debs: &'static [Deb],
-}
-
-/// Every VM kernel (`apt-cache madison linux-image-cloud-amd64` with this module's apt
-/// options names each suite's current one; checked 2026-11-27).
-pub const KERNELS: &[PinnedKernel] = &[
-    PinnedKernel {
-        version: "5.10",
-        suite: "bullseye",
-        dir: "bullseye",
-        debs: &[Deb {
-            package: "linux-image-5.10.0-32-cloud-amd64",
-            version: "5.10.223-1",
-            sha256: "fb4a1229952d892138532c1d9f40a7fd0bd408e4dcf969c12e4524b6a89fdcb8",
-        }],
-    },
-    PinnedKernel {
-        version: "6.1",
-        suite: "bookworm-security",
-        dir: "",
-        debs: &[Deb {
-            package: "linux-image-6.1.0-56-cloud-amd64",
-            version: "6.1.192-2",
-            sha256: "e7d02b943971edcb8790e256c02cfab3bca6c3d37c1bf25392a57c71300615ee",
-        }],
-    },
-    PinnedKernel {
-        version: "6.12",
-        suite: "bookworm-backports",
-        dir: "backports",
-        debs: &[Deb {
-            package: "linux-image-6.12.95+deb12-cloud-amd64",
-            version: "6.12.95-1~bpo12+1",
-            sha256: "69c92f43b23821de79576fa4d7c86e2924ae2c1b247a47cc5ed9339e220fbcb7",
-        }],
-    },
-    PinnedKernel {
-        version: "7.3",
-        suite: "trixie-backports",
-        dir: "trixie-backports",
-        debs: &[
-            Deb {
-                package: "linux-binary-7.3.4+deb13-cloud-amd64",
-                version: "7.3.4-1~bpo13+1",
-                sha256: "c4fbc8e404958693b28825474c20742d70594d65ca58aea7be6a279c81eb6fa0",
-            },
-            Deb {
-                package: "linux-modules-7.3.4+deb13-cloud-amd64",
-                version: "7.3.4-1~bpo13+1",
-                sha256: "359f04c363b7d3c5f9ce999ccb7351e00cc8eec0a30d6bc1cda37734987fc43d",
-            },
-        ],
-    },
-];
+use crate::{
+    proc::{CACHE_ROOT, output, run_cmd, run_logged},
+    vm_kernels::{KERNELS, MODULES_STAMP, PinnedKernel, VM_KERNEL_DIR, vm_kernel_modules},
+};
 
 /// The apt sources file that earlier setups added to the machine's sources for 6.12.
 const OLD_BACKPORTS_SOURCES: &str = "/etc/apt/sources.list.d/volguard-dev-backports.sources";
 /// The machine's own Debian sources: the mirror, components and keyring to use.
 const DEBIAN_SOURCES: &str = "/etc/apt/sources.list.d/debian.sources";
-/// Written last beside a kernel's modules: the kernel is complete (and which modules it
-/// ships as modules; the rest of the e2e's list are built in).
-const MODULES_STAMP: &str = "kept";
-
-impl PinnedKernel {
-    /// The kernel release (`uname -r`), from the first package's name.
-    fn release(&self) -> &'static str {
-        let package = self.debs[0].package;
-        package.trim_start_matches("linux-image-").trim_start_matches("linux-binary-")
-    }
-
-    /// Where its vmlinuz is kept.
-    pub fn image_path(&self) -> PathBuf {
-        Path::new(VM_KERNEL_DIR).join(self.dir).join(format!("vmlinuz-{}", self.release()))
-    }
-
-    fn fetched(&self) -> bool {
-        let image = self.image_path();
-        image.exists() && vm_kernel_modules(&image).join(MODULES_STAMP).exists()
-    }
-}
-
-/// The kernel named `version` in [`KERNELS`], once `cargo xtask setup` fetched it.
-pub fn kernel_image(version: &str) -> Option<PathBuf> {
-    KERNELS.iter().find(|k| k.version == version).filter(|k| k.fetched()).map(PinnedKernel::image_path)
-}
-
-/// Where the kernel modules that the e2e's VM node loads are kept beside `kernel`
-/// (`modules-<release>/<name>.ko`).
-pub fn vm_kernel_modules(kernel: &Path) -> PathBuf {
-    let name = kernel.file_name().map(|n| n.to_string_lossy().replacen("vmlinuz-", "modules-", 1));
-    kernel.with_file_name(name.unwrap_or_default())
-}
 
 /// Fetches every kernel of [`KERNELS`] not yet kept, with one apt update for them all.
 pub fn install() -> anyhow::Result<()> {
@@ -321,7 +215,7 @@ fn find_files(dir: &Path, found: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{KERNELS, sources_line};
+    use super::sources_line;
 
     #[test]
     fn a_suite_takes_the_machines_mirror_and_the_security_archive_its_own() {
@@ -341,13 +235,5 @@ mod tests {
             sources_line("", "bullseye"),
             "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main\n"
         );
-    }
-
-    #[test]
-    fn each_kernel_is_kept_in_a_place_of_its_own() {
-        let mut paths: Vec<_> = KERNELS.iter().map(|k| k.image_path()).collect();
-        paths.sort();
-        paths.dedup();
-        assert_eq!(paths.len(), KERNELS.len());
     }
 }

@@ -1,16 +1,15 @@
 //! `cargo xtask setup`: installs every system dependency, idempotently, as root.
 
-use std::{
-    path::PathBuf,
-    process::{Command, Stdio},
-};
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::proc::{output, require_root, run_logged};
+use crate::{
+    proc::{output, require_root, run_logged},
+    vm_kernels::DEMO_KERNEL,
+};
 
 mod kernels;
-pub use kernels::{VM_KERNEL_DIR, kernel_image, vm_kernel_modules};
 
 /// What a Debian package is installed for: the demo installs only what it plays.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -64,9 +63,6 @@ const PRESENT_AS_COMMAND: &[(&str, &str)] = &[("nodejs", "node"), ("npm", "npm")
 const BPF_LINKER_VERSION: &str = "0.13.0";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
-/// Where setup keeps what it downloads and builds (kept between runs).
-pub const CACHE_ROOT: &str = "/var/cache/volguard-dev";
-
 /// Everything every command and test needs, the real node's components included.
 pub fn run() -> anyhow::Result<()> {
     run_without_real_node()?;
@@ -99,9 +95,6 @@ pub fn for_demo(vm: bool) -> anyhow::Result<()> {
     println!("setup: the demo's tools are present");
     Ok(())
 }
-
-/// The kernel `cargo xtask demo --vm` boots ([`find_vm_kernel`]).
-const DEMO_KERNEL: &str = "6.1";
 
 fn is_installed(package: &str) -> bool {
     if let Some((_, command)) = PRESENT_AS_COMMAND.iter().find(|(p, _)| *p == package)
@@ -204,10 +197,4 @@ fn install_cargo_fuzz() -> anyhow::Result<()> {
         "runs the fuzz targets (`cargo xtask fuzz`; nightly where rustup has it, else stable)",
         |_| {},
     )
-}
-
-/// The VM kernel of the demo, the e2e's VM node and the tests' default boots (6.1), once
-/// `cargo xtask setup` fetched it.
-pub fn find_vm_kernel() -> Option<PathBuf> {
-    kernels::kernel_image(DEMO_KERNEL)
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::setup;
+use crate::vm_kernels::{VM_KERNEL_DIR, kernel_image};
 
 /// What a boot's `lsm=` makes of the kernel, and so what it tests (`--boot`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -37,7 +37,7 @@ pub enum VmKernel {
 }
 
 impl VmKernel {
-    /// The kernel's version, as rows, logs and `setup`'s table name it.
+    /// The kernel's version, as rows, logs and [`KERNELS`](crate::vm_kernels::KERNELS) name it.
     pub fn version(self) -> &'static str {
         match self {
             Self::Linux510 => "5.10",
@@ -49,8 +49,8 @@ impl VmKernel {
 
     /// The kernel image `cargo xtask setup` fetched, or an error saying to run it.
     pub(super) fn image(self) -> anyhow::Result<PathBuf> {
-        setup::kernel_image(self.version()).with_context(|| {
-            format!("no {} VM kernel in {}: run `cargo xtask setup` as root", self.version(), setup::VM_KERNEL_DIR)
+        kernel_image(self.version()).with_context(|| {
+            format!("no {} VM kernel in {VM_KERNEL_DIR}: run `cargo xtask setup` as root", self.version())
         })
     }
 

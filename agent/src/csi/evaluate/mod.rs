@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use super::{
-    client::{Call, FailureKind, NodeCapability},
+    client::{CsiCall, FailureKind, NodeCapability},
     driver_report::DriverReport,
     kubelet::{KubeletReport, KubeletRwop},
-    rules::{self, CsiAccessMode, FsGroupInput, FsGroupPolicy, Ownership},
+    rules::{self, CsiAccessMode, FsGroupInput, FsGroupOwnership, FsGroupPolicy},
 };
 use crate::{
     enforce::Mode,
@@ -39,7 +39,7 @@ pub struct VolumeReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rwop_weakened_by: Option<RwopWeakenedBy>,
     /// Whether a pod's fsGroup changes ownership; `None` while capabilities are unknown.
-    pub fs_group: Option<Ownership>,
+    pub fs_group: Option<FsGroupOwnership>,
     pub fs_group_reason: String,
 }
 
@@ -197,7 +197,7 @@ fn decide(
     fs_type: Option<&str>,
     pv_access_modes: Option<&[AccessMode]>,
     block: bool,
-) -> (Option<CsiAccessMode>, Option<Ownership>, String) {
+) -> (Option<CsiAccessMode>, Option<FsGroupOwnership>, String) {
     let Some(caps) = driver.and_then(|d| d.node_capabilities.as_ref()) else {
         return (None, None, "driver's node capabilities unknown".into());
     };
@@ -298,7 +298,7 @@ pub fn driver_findings(ctx: &Context<'_>) -> Vec<Finding> {
             && d.node_id.is_none();
         let mut reported_silence = false;
         for failure in &d.errors {
-            if answered_nothing && failure.call != Call::RegistrationGetInfo && failure.call != Call::Connect {
+            if answered_nothing && failure.call != CsiCall::RegistrationGetInfo && failure.call != CsiCall::Connect {
                 if !std::mem::replace(&mut reported_silence, true) {
                     let place = d.endpoint.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
                     push(
@@ -311,13 +311,13 @@ pub fn driver_findings(ctx: &Context<'_>) -> Vec<Finding> {
                 continue;
             }
             let (check, what) = match (failure.call, failure.kind) {
-                (Call::RegistrationGetInfo, _) => (Check::CsiRegistrationFailed, "registration socket"),
-                (Call::Connect, _) => (Check::CsiDriverUnreachable, "socket unreachable"),
+                (CsiCall::RegistrationGetInfo, _) => (Check::CsiRegistrationFailed, "registration socket"),
+                (CsiCall::Connect, _) => (Check::CsiDriverUnreachable, "socket unreachable"),
                 (_, FailureKind::Timeout) => (Check::CsiCallFailed, "call timed out"),
                 (_, _) => (Check::CsiCallFailed, "call failed"),
             };
             let place = match failure.call {
-                Call::RegistrationGetInfo => d.registration_socket.as_deref(),
+                CsiCall::RegistrationGetInfo => d.registration_socket.as_deref(),
                 _ => d.endpoint.as_deref(),
             };
             let place = place.map(|p| p.display().to_string()).unwrap_or_default();
@@ -513,7 +513,7 @@ pub fn volume_findings(ctx: &Context<'_>, v: &VolumeReport) -> Vec<Finding> {
             &subject,
             format!("driver {} has an unknown fsGroupPolicy {policy:?}: kubelet's behaviour is undefined", v.driver),
         ),
-        (Some(p), Some(Ownership::Unchanged)) if p != FsGroupPolicy::None && v.published => push(
+        (Some(p), Some(FsGroupOwnership::Unchanged)) if p != FsGroupPolicy::None && v.published => push(
             Check::CsiFsGroupNotApplied,
             Severity::Info,
             &subject,

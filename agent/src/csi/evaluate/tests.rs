@@ -236,7 +236,7 @@ fn driver_health() {
     d.ready = Some(false);
     d.plugin_name = Some("impostor.csi.io".into());
     d.errors.push(CallFailure {
-        call: Call::NodeGetInfo,
+        call: CsiCall::NodeGetInfo,
         kind: FailureKind::Timeout,
         message: "no answer within 2s".into(),
     });
@@ -301,12 +301,15 @@ fn fs_group_per_volume() {
     let mounts = published(&[("p", "rwo-ext4"), ("p", "rwo-nofs")]);
     let report = judge(&facts, &mounts, vec![driver(&[])], None);
     let ownership: Vec<_> = report.volumes.iter().map(|v| (v.name.as_str(), v.fs_group)).collect();
-    assert_eq!(ownership, [("rwo-ext4", Some(Ownership::KubeletChanges)), ("rwo-nofs", Some(Ownership::Unchanged))]);
+    assert_eq!(
+        ownership,
+        [("rwo-ext4", Some(FsGroupOwnership::KubeletChanges)), ("rwo-nofs", Some(FsGroupOwnership::Unchanged))]
+    );
     assert_eq!(checks(&report), [(Check::CsiFsGroupNotApplied, Severity::Info)]);
     assert_eq!(report.findings[0].subject, "volume rwo-nofs");
 
     let group = judge(&facts, &mounts, vec![driver(&[NodeCapability::VolumeMountGroup])], None);
-    assert!(group.volumes.iter().all(|v| v.fs_group == Some(Ownership::DriverApplies)));
+    assert!(group.volumes.iter().all(|v| v.fs_group == Some(FsGroupOwnership::DriverApplies)));
 
     let odd = Facts { csi_drivers: vec![object(&["Persistent"], "Sometimes")], ..facts };
     let report = judge(&odd, &mounts, vec![driver(&[])], None);

@@ -12,7 +12,7 @@ use std::{fs, os::unix::fs::MetadataExt, path::PathBuf, time::Duration};
 
 use volguard::{
     cli::client,
-    kernel::decode::{Call, Conflict, Event, Record},
+    kernel::decode::{Call, Event, LsmConflict, Record},
     kernel::{
         loader::LoadedObject,
         reader::EventReader,
@@ -126,7 +126,7 @@ fn attach_syscall_backend(ebpf: &mut LoadedObject) {
 pub struct Recorder {
     reader: EventReader,
     seen: Vec<Event>,
-    conflicts: Vec<Conflict>,
+    conflicts: Vec<LsmConflict>,
 }
 
 impl Recorder {
