@@ -2,6 +2,7 @@
 
 mod alert_rules;
 mod bench;
+mod claims;
 mod dashboards;
 mod demo;
 mod deploy;
