@@ -3,6 +3,7 @@
 //! tmpfs, writes an inventory, starts a stand-in CSI driver and the real agent, then plays
 //! what a new user needs to see, and cleans up every mount and pin however it ends.
 
+mod backup_pod;
 mod standin;
 
 use std::{
@@ -31,7 +32,8 @@ use crate::{
     node_files::mount_table::MountTable,
 };
 
-/// The demo's node: two pods sharing an RWOP claim, two sharing an RWO one.
+/// The demo's node: two pods sharing an RWOP claim, two sharing an RWO one, and a backup
+/// pod with no claim.
 pub const INVENTORY: &str = "\
 nodeName: demo-node
 pods:
@@ -39,6 +41,7 @@ pods:
   - {uid: pod-b, namespace: shop, name: db-1, volumes: [{name: data, persistentVolumeClaim: data}]}
   - {uid: web-0, namespace: shop, name: web-0, volumes: [{name: cache, persistentVolumeClaim: cache}]}
   - {uid: web-1, namespace: shop, name: web-1, volumes: [{name: cache, persistentVolumeClaim: cache}]}
+  - {uid: 0c3c2d5e-0000-4a6e-9f00-00000000b0c0, namespace: shop, name: backup-0, volumes: []}
 persistentVolumes:
   - {name: pv-data, accessModes: [ReadWriteOncePod], claimRef: shop/data, csi: {driver: demo.csi.volguard.io, volumeHandle: data-1}}
   - {name: pv-cache, accessModes: [ReadWriteOnce], claimRef: shop/cache, csi: {driver: demo.csi.volguard.io, volumeHandle: cache-1}}
@@ -53,7 +56,9 @@ csiNode:
 
 const DRIVER: &str = "demo.csi.volguard.io";
 const PIN_ROOT: &str = "/sys/fs/bpf/volguard-demo";
-const STEPS: usize = 6;
+const STEPS: usize = 7;
+/// The backup pod's UID (its cgroup is named after it, as kubelet names a pod's).
+const BACKUP_UID: &str = "0c3c2d5e-0000-4a6e-9f00-00000000b0c0";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
@@ -376,6 +381,9 @@ async fn play(stage: &Stage, agent: &mut RunningAgent, show: &mut Show) -> Resul
         conflict["conflicts"][0]["message"].as_str().unwrap_or("")
     ));
 
+    show.step("Pod shop/backup-0 reaches db-0's volume without kubelet (a hostPath)");
+    backup_pod_reads(stage, agent)?;
+
     show.step("Pods shop/web-0 and shop/web-1 share pv-cache (ReadWriteOnce)");
     stage.publish("web-0", "pv-cache")?.map_err(sys("publishing pv-cache into web-0"))?;
     stage.publish("web-1", "pv-cache")?.map_err(sys("publishing pv-cache into web-1"))?;
@@ -418,6 +426,43 @@ async fn play(stage: &Stage, agent: &mut RunningAgent, show: &mut Show) -> Resul
         "   Debug API: http://{}/debug/volumes (and /debug/conflicts, /debug/mounts, /debug/csi, /debug/config)",
         agent.debug
     );
+    Ok(())
+}
+
+/// A container of another pod binds db-0's publish target (what a hostPath on that
+/// directory amounts to): kubelet never sees it; volguard knows the mount by what it shows
+/// and takes it away.
+fn backup_pod_reads(stage: &Stage, agent: &mut RunningAgent) -> Result<(), DemoError> {
+    let Some(hierarchy) = crate::node_files::caller_pod::unified_root() else {
+        say("No cgroup v2 hierarchy on this host: volguard reads a caller's pod from its cgroup v2 path, so the\n\
+             backup pod cannot be told from the node here.");
+        return Ok(());
+    };
+    let a_target = stage.target("pod-a", "pv-data")?;
+    let pod = backup_pod::BackupPod::start(&hierarchy, BACKUP_UID, &stage.dir.join("backup-rootfs"), &a_target)
+        .map_err(io("starting the backup pod's container"))?;
+    say(&format!(
+        "Its container (pid {}) has db-0's volume directory bound at {} — no NodePublishVolume, no kubelet check.",
+        pod.pid(),
+        backup_pod::MOUNT_POINT
+    ));
+    let line =
+        agent.wait_line("the backup pod's access", |l| l.contains("CONFLICT detached") && l.contains(BACKUP_UID))?;
+    let route = line.split("CONFLICT detached: a ").nth(1).and_then(|r| r.split(' ').next()).unwrap_or("?");
+    let readme = format!("{}/README", backup_pod::MOUNT_POINT);
+    let read = std::fs::read_to_string(pod.path(&readme));
+    say(&format!(
+        "volguard knows a mount by what it shows (its filesystem and directory), not by where it lands: the\n\
+         mount reached pv-data, owned by db-0, so it was detached in the backup pod's namespace (route `{route}`).\n\
+         backup-0 {} — and gets a SinglePodVolumeAccessDetached Event with a Kubernetes API.",
+        match &read {
+            Err(_) => format!("finds nothing at {readme}"),
+            Ok(text) => format!("STILL READS {readme}: {:?}", text.trim()),
+        }
+    ));
+    if read.is_ok() {
+        return Err(DemoError::Agent(format!("the backup pod still reads db-0's data at {readme}")));
+    }
     Ok(())
 }
 

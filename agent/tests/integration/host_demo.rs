@@ -14,9 +14,10 @@ fn the_demo_plays_every_step_and_cleans_up() {
     let out = Command::new(agent_binary()).arg("demo").env("NO_COLOR", "1").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "the demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    for step in 1..=6 {
-        assert!(stdout.contains(&format!("── {step}/6")), "step {step} missing:\n{stdout}");
+    for step in 1..=7 {
+        assert!(stdout.contains(&format!("── {step}/7")), "step {step} missing:\n{stdout}");
     }
+    assert!(stdout.contains("backup-0 finds nothing at /data/README"), "the backup pod's access:\n{stdout}");
     let enforce = stdout.contains("The agent started: mode=enforce");
     if std::env::var_os("VOLGUARD_IN_VM").is_some() {
         assert_eq!(enforce, bpf_in_lsm_list(), "enforce exactly when BPF LSM is active:\n{stdout}");
@@ -81,12 +82,17 @@ fn ctrl_c_at_any_point_cleans_up() {
     if !have_root("ctrl_c_at_any_point_cleans_up") {
         return;
     }
-    for marker in ["── 2/6", "Ctrl-C to finish."] {
+    for marker in ["── 2/7", "── 4/7", "Ctrl-C to finish."] {
         let (status, printed) = interrupt_demo_after(marker);
         assert!(status.success() || status.code() == Some(130), "after {marker:?}: {status}\n{printed}");
         assert!(printed.contains("Cleaned up"), "after {marker:?}:\n{printed}");
         let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
         assert!(!host.contains("volguard-demo"), "after {marker:?}: a demo mount leaked into the host's table");
         assert!(!std::path::Path::new("/sys/fs/bpf/volguard-demo").exists(), "after {marker:?}: pins left behind");
+        let hierarchy =
+            volguard::node_files::caller_pod::unified_root().expect("the demo's backup pod needs cgroup v2");
+        let left = std::fs::read_dir(hierarchy).unwrap().flatten().map(|e| e.file_name());
+        let left: Vec<_> = left.filter(|n| n.to_string_lossy().starts_with("volguard-demo-")).collect();
+        assert!(left.is_empty(), "after {marker:?}: the backup pod's cgroup was left behind: {left:?}");
     }
 }
