@@ -132,7 +132,7 @@ fn events_from_their_nodes(
 /// The volumes in the view of the agent on `node` (its `/debug/volumes`).
 pub(super) fn debug_volumes(admin: &Kube, node: &str) -> anyhow::Result<Vec<Value>> {
     let pod = agent_pod(admin, node)?;
-    let text = admin.run(&["exec", "-n", AGENT_NS, &pod, "--", "/usr/local/bin/volguard", "volumes", "--json"])?;
+    let text = admin.run(&["exec", "-n", AGENT_NS, &pod, "--", super::images::AGENT_IN_IMAGE, "volumes", "--json"])?;
     let body: Value = serde_json::from_str(&text).with_context(|| format!("{pod}'s volguard volumes --json"))?;
     Ok(body["volumes"].as_array().cloned().unwrap_or_default())
 }

@@ -24,6 +24,9 @@ const PAUSE_VERSION: &str = "3.10";
 /// buildah's storage for these builds (vfs: works in any mount namespace, needs no fuse).
 const BUILDAH_ROOT: &str = "/var/cache/volguard-dev/buildah";
 /// The busybox applets the workload uses.
+/// Where the image keeps the agent (deploy/Containerfile's ENTRYPOINT).
+pub(super) const AGENT_IN_IMAGE: &str = "/usr/local/bin/volguard";
+
 const APPLETS: &[&str] = &["sh", "sleep", "cat", "echo", "ls", "mount", "umount", "touch", "test", "date", "stat"];
 /// What the hostpath plugin runs (k8s.io/mount-utils: mount, umount; its health check:
 /// findmnt; block volumes: losetup, blockdev, fallocate, dd; snapshots and clones: tar
@@ -70,7 +73,7 @@ pub fn volguard(repository: &str, tag: &str, out: &Path) -> anyhow::Result<PathB
 pub fn image_context(binary: &Path, context: &Path) -> anyhow::Result<()> {
     let _ = fs::remove_dir_all(context);
     let rootfs = context.join("rootfs");
-    copy_into(&rootfs, binary, Path::new("/usr/local/bin/volguard"))?;
+    copy_into(&rootfs, binary, Path::new(AGENT_IN_IMAGE))?;
     for library in crate::vm::shared_libraries(binary)? {
         copy_into(&rootfs, &library, &library)?;
     }

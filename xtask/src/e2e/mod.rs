@@ -349,7 +349,7 @@ fn nothing_left_behind() -> anyhow::Result<()> {
             && (target.starts_with(components::COMPONENTS_DIR)
                 || target.starts_with(upstream::UPSTREAM_DIR)
                 || target.starts_with(suite_files::SUITE_DIR)
-                || target.ends_with("volguard")
+                || is_the_nodes_agent(&target)
                 || (target.ends_with("qemu-system-x86_64")
                     && fs::read(process.join("cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&our_vm))))
         {
@@ -366,6 +366,13 @@ fn nothing_left_behind() -> anyhow::Result<()> {
     }
     println!("e2e: nothing left behind (processes, mounts, cgroups, sysctls checked)");
     Ok(())
+}
+
+/// The agent as the node ran it: its image's binary, or this checkout's build. Another
+/// checkout's agent (a developer's test beside the run) is not the node's.
+fn is_the_nodes_agent(exe: &Path) -> bool {
+    exe.file_name().is_some_and(|n| n == "volguard")
+        && (exe == Path::new(images::AGENT_IN_IMAGE) || exe.starts_with(target_dir()))
 }
 
 /// rmdir, deepest first; cgroups of processes that just died may need a moment.

@@ -142,7 +142,7 @@ fn second_pod(admin: &Kube, site: Site) -> anyhow::Result<String> {
 fn cli_in_agent_pod(admin: &Kube) -> anyhow::Result<String> {
     let pod = agent_pod(admin, NODE_NAME)?;
     let volguard = |args: &[&str]| {
-        let mut all = vec!["exec", "-n", AGENT_NS, pod.as_str(), "--", "/usr/local/bin/volguard"];
+        let mut all = vec!["exec", "-n", AGENT_NS, pod.as_str(), "--", super::images::AGENT_IN_IMAGE];
         all.extend(args);
         // check exits 2 on an error-severity finding; keep its report either way.
         let out = admin.kubectl().args(&all).output()?;
