@@ -38,10 +38,12 @@ impl BackupPod {
         let procs = cstr(&cgroup.join("cgroup.procs"))?;
         let (root, at, old_root) = (cstr(rootfs)?, cstr(&rootfs.join("data"))?, cstr(&rootfs.join("old-root"))?);
         let source = cstr(volume_dir)?;
-        // SAFETY: the child makes only async-signal-safe calls (open, write, unshare, mount,
-        // mkdir, pivot_root, chdir, chroot, pause, _exit) on strings made before the fork.
+        // SAFETY: the child makes only async-signal-safe calls (prctl, open, write, unshare,
+        // mount, mkdir, pivot_root, chdir, chroot, pause, _exit) on strings made before the fork.
         let pid = match unsafe { fork() }.map_err(std::io::Error::from)? {
             ForkResult::Child => unsafe {
+                // Dies with the demo, even when the demo is killed with no clean-up of its own.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 let null = std::ptr::null();
                 let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
                 let joined = fd >= 0 && libc::write(fd, c"0".as_ptr().cast(), 1) == 1;

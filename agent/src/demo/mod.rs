@@ -183,7 +183,16 @@ impl Stage {
         let socket = self.kubelet().join(format!("plugins/{DRIVER}/csi.sock"));
         standin::serve(&socket, standin::StandIn { name: DRIVER.into(), node_id: "demo-node".into() })
             .map_err(io("starting the stand-in CSI driver"))?;
-        let mut child = Command::new(binary)
+        let mut command = Command::new(binary);
+        // SAFETY: prctl is async-signal-safe. The agent is told to stop (SIGTERM: it
+        // removes its pins) when the demo dies, even by SIGKILL, which runs no clean-up of
+        // ours. The signal follows the thread that forks: the one that drives the demo.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command
             .args(["run", "--kubelet-root"])
             .arg(self.kubelet())
             .arg("--inventory")
