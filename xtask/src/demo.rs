@@ -7,7 +7,7 @@ use std::{process::Command, time::Duration};
 use anyhow::Context;
 
 use crate::{
-    proc::{cargo, require_root, run_cmd, target_dir},
+    proc::{cargo, require_root, run_cmd, run_logged, target_dir},
     setup, vm,
 };
 
@@ -33,7 +33,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     // built sooner than a release build from nothing, and already there after `cargo
     // xtask test`. The demo's few mounts do not need optimized userspace code.
     println!("\n== build volguard (the eBPF programs are embedded in the binary)");
-    run_cmd(cargo().args(["build", "--locked", "-p", "volguard"]))?;
+    run_logged(cargo().args(["build", "--locked", "-p", "volguard"]), "demo: building volguard", "demo/build")?;
     let agent = target_dir().join("debug/volguard");
     let mut demo = Command::new(&agent);
     demo.arg("demo");

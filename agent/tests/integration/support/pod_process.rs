@@ -1,0 +1,235 @@
+//! What a pod's processes do in the tests: mounts made by a forked child that joins the
+//! pod's cgroup ([`PodCgroup`]) and a mount namespace, and containers made as a runtime
+//! makes them (a namespace of their own, a pivot into a new root).
+
+use std::{
+    ffi::CString,
+    os::{
+        fd::AsRawFd,
+        unix::{ffi::OsStrExt, fs::MetadataExt},
+    },
+    path::{Path, PathBuf},
+};
+
+use super::{kubelet::MountNs, pod_cgroup::PodCgroup};
+
+/// What a pod's processes do in these tests: mounts made by a forked child in its cgroup.
+impl PodCgroup {
+    /// A bind (`MS_BIND`, plus `MS_REC` where `recursive`) of `source` onto `target`, made in
+    /// `ns` by a process of this pod.
+    pub fn bind(&self, ns: &MountNs, source: &Path, target: &Path, recursive: bool) {
+        let (s, t) = (cstr(source), cstr(target));
+        let flags = libc::MS_BIND | if recursive { libc::MS_REC } else { 0 };
+        self.run_in(ns, move || {
+            // SAFETY: valid NUL-terminated strings.
+            unsafe { libc::mount(s.as_ptr(), t.as_ptr(), std::ptr::null(), flags, std::ptr::null()) }
+        });
+    }
+
+    /// A bind of `source` onto `/proc/thread-self/fd/N` for an `O_PATH` fd of `target`, as
+    /// runc binds a container's volumes (a hostPath among them), in `ns` by this pod.
+    pub fn bind_via_fd(&self, ns: &MountNs, source: &Path, target: &Path) {
+        let (s, t) = (cstr(source), cstr(target));
+        let through_fd = CString::new(format!("/proc/thread-self/fd/{FD_FOR_BIND}")).unwrap();
+        self.run_in(ns, move || {
+            // SAFETY: raw syscalls with valid NUL-terminated strings.
+            unsafe {
+                let fd = libc::open(t.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+                if fd < 0 || libc::dup2(fd, FD_FOR_BIND) < 0 {
+                    return -1;
+                }
+                libc::mount(s.as_ptr(), through_fd.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
+            }
+        });
+    }
+
+    /// A clone of `source` (`open_tree(OPEN_TREE_CLONE)`) moved onto `target`
+    /// (`move_mount`), in `ns` by a process of this pod.
+    pub fn clone_tree(&self, ns: &MountNs, source: &Path, target: &Path) {
+        assert_eq!(self.try_clone_tree(ns, source, target), 0, "the pod's clone failed");
+    }
+
+    /// As [`Self::clone_tree`]; the errno the clone failed with (0: it went through).
+    pub fn try_clone_tree(&self, ns: &MountNs, source: &Path, target: &Path) -> i32 {
+        let (s, t) = (cstr(source), cstr(target));
+        self.exit_code_in(ns, move || {
+            // SAFETY: raw syscalls with valid NUL-terminated strings.
+            unsafe {
+                let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, s.as_ptr(), OPEN_TREE_CLONE);
+                if fd < 0 {
+                    return -1;
+                }
+                let empty = c"";
+                let moved = libc::syscall(
+                    libc::SYS_move_mount,
+                    fd,
+                    empty.as_ptr(),
+                    libc::AT_FDCWD,
+                    t.as_ptr(),
+                    MOVE_MOUNT_F_EMPTY_PATH,
+                );
+                if moved < 0 { *libc::__errno_location() } else { 0 }
+            }
+        })
+    }
+
+    /// Runs `op` (raw syscalls only: it runs in a forked child of a threaded process) in a
+    /// child that first joins this cgroup and `ns`; fails the test if `op` returns non-zero.
+    pub fn run_in(&self, ns: &MountNs, op: impl FnOnce() -> i32) {
+        assert_eq!(self.exit_code_in(ns, op), 0, "the pod's mount failed");
+    }
+
+    /// Runs `op` as [`Self::run_in`] does; its result (or 255 if the child could not join
+    /// this cgroup and `ns`).
+    pub fn exit_code_in(&self, ns: &MountNs, op: impl FnOnce() -> i32) -> i32 {
+        let child = self.fork_in(ns, op, false);
+        match nix::sys::wait::waitpid(child, None).unwrap() {
+            nix::sys::wait::WaitStatus::Exited(_, code) => code,
+            other => panic!("the pod's process ended with {other:?}"),
+        }
+    }
+
+    /// A container of this pod: a process that joins `ns`, makes a namespace of its own
+    /// whose mounts receive `ns`'s propagation (as a `HostToContainer` hostPath does), and
+    /// pivots, as a runtime does, into a root of its own (`rootfs`, a new tmpfs) holding
+    /// that hostPath (`host_path`, recursively bound at the same path); there it stays
+    /// until dropped. Until the pivot its namespace shows the node's root, which the agent
+    /// leaves alone (a container being created).
+    pub fn container(&self, ns: &MountNs, rootfs: &Path, host_path: &Path) -> Container {
+        std::fs::create_dir_all(rootfs).unwrap();
+        let root = cstr(rootfs);
+        // Every directory from the new root down to the hostPath's place in it, and the
+        // old root's: made after the fork with mkdir alone.
+        let mut dirs: Vec<CString> = host_path
+            .ancestors()
+            .filter(|a| *a != Path::new("/"))
+            .map(|a| cstr(&rootfs.join(a.strip_prefix("/").unwrap())))
+            .collect();
+        dirs.reverse();
+        let (source, at) = (cstr(host_path), cstr(&rootfs.join(host_path.strip_prefix("/").unwrap())));
+        let old_root = cstr(&rootfs.join("old-root"));
+        let child = self.fork_in(
+            ns,
+            move || {
+                // SAFETY: raw syscalls with valid NUL-terminated strings made before the fork.
+                unsafe {
+                    let null = std::ptr::null();
+                    if libc::unshare(libc::CLONE_NEWNS) != 0
+                        || libc::mount(null, c"/".as_ptr(), null, libc::MS_REC | libc::MS_SLAVE, null.cast()) != 0
+                        || libc::mount(c"vg-rootfs".as_ptr(), root.as_ptr(), c"tmpfs".as_ptr(), 0, null.cast()) != 0
+                    {
+                        return 1;
+                    }
+                    for dir in dirs.iter().chain([&old_root]) {
+                        libc::mkdir(dir.as_ptr(), 0o755);
+                    }
+                    if libc::mount(source.as_ptr(), at.as_ptr(), null, libc::MS_BIND | libc::MS_REC, null.cast()) != 0 {
+                        return 2;
+                    }
+                    // pivot_root, or where the root is an initramfs (the VM's), which
+                    // pivot_root refuses, what runc's no-pivot mode does: move the new
+                    // root onto / and chroot into it.
+                    let pivoted = (libc::syscall(libc::SYS_pivot_root, root.as_ptr(), old_root.as_ptr()) == 0
+                        && libc::chdir(c"/".as_ptr()) == 0
+                        && libc::umount2(c"/old-root".as_ptr(), libc::MNT_DETACH) == 0)
+                        || (libc::chdir(root.as_ptr()) == 0
+                            && libc::mount(root.as_ptr(), c"/".as_ptr(), null, libc::MS_MOVE, null.cast()) == 0
+                            && libc::chroot(c".".as_ptr()) == 0
+                            && libc::chdir(c"/".as_ptr()) == 0);
+                    if pivoted { 0 } else { 3 }
+                }
+            },
+            true,
+        );
+        // Ready once its root is no longer the node's.
+        let identity = |m: std::fs::Metadata| (m.dev(), m.ino());
+        let node_root =
+            identity(std::fs::metadata(format!("/proc/{}/task/{}/root/", std::process::id(), ns.tid)).unwrap());
+        let own = format!("/proc/{child}/root/");
+        ready_when(child, "pivot into its root", || std::fs::metadata(&own).is_ok_and(|m| identity(m) != node_root))
+    }
+
+    /// A container of this pod being created: its runtime has made its namespace (a copy
+    /// of `ns`, receiving `ns`'s propagation) and has not pivoted into its root yet.
+    pub fn being_created(&self, ns: &MountNs) -> Container {
+        let child = self.fork_in(
+            ns,
+            || {
+                // SAFETY: raw syscalls with valid NUL-terminated strings.
+                unsafe {
+                    let null = std::ptr::null();
+                    let own = libc::unshare(libc::CLONE_NEWNS);
+                    own | libc::mount(null, c"/".as_ptr(), null, libc::MS_REC | libc::MS_SLAVE, null.cast())
+                }
+            },
+            true,
+        );
+        // Ready once its namespace is no longer the one it joined.
+        let joined = std::fs::metadata(format!("/proc/{}/task/{}/ns/mnt", std::process::id(), ns.tid)).unwrap().ino();
+        let own = format!("/proc/{child}/ns/mnt");
+        ready_when(child, "make its namespace", || std::fs::metadata(&own).is_ok_and(|m| m.ino() != joined))
+    }
+
+    /// Forks a child that joins this cgroup and `ns` and runs `op`; then exits with its
+    /// outcome, or (`stay`) pauses until killed.
+    pub fn fork_in(&self, ns: &MountNs, op: impl FnOnce() -> i32, stay: bool) -> nix::unistd::Pid {
+        let procs = cstr(&self.procs());
+        let namespace = std::fs::File::open(format!("/proc/{}/task/{}/ns/mnt", std::process::id(), ns.tid)).unwrap();
+        // SAFETY: the child makes only async-signal-safe calls (open, write, setns, the
+        // mount syscalls, pause, _exit) on data prepared before the fork.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => unsafe {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                let joined = fd >= 0 && libc::write(fd, c"0".as_ptr().cast(), 1) == 1;
+                let entered = libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNS) == 0;
+                let code = if joined && entered { op() } else { 255 };
+                if stay && code == 0 {
+                    loop {
+                        libc::pause();
+                    }
+                }
+                libc::_exit(code)
+            },
+            nix::unistd::ForkResult::Parent { child } => child,
+        }
+    }
+}
+
+/// The container `child` once `ready` holds (polled for up to 5 s).
+fn ready_when(child: nix::unistd::Pid, what: &str, ready: impl Fn() -> bool) -> Container {
+    for _ in 0..500 {
+        if ready() {
+            return Container { pid: child };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("the pod's container did not {what}");
+}
+
+/// A pod's long-lived process in a mount namespace of its own; killed when dropped.
+pub struct Container {
+    pid: nix::unistd::Pid,
+}
+
+impl Container {
+    /// `path` as this container sees it.
+    pub fn path(&self, path: &Path) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root", self.pid)).join(path.strip_prefix("/").unwrap())
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(self.pid, None);
+    }
+}
+
+const OPEN_TREE_CLONE: libc::c_long = 1;
+/// The fd number `bind_via_fd` binds through (its path is made before the fork).
+const FD_FOR_BIND: i32 = 900;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_long = 4;
+
+fn cstr(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).unwrap()
+}
