@@ -55,9 +55,12 @@ impl CallerPods {
         // has gone needs the walk from its cgroup ID.
         let (found, keyed_by_id) = match std::fs::read(self.proc_root.join(tgid.to_string()).join("cgroup")) {
             Ok(live) => (cgroup::parse_proc_file(&live), cgroup::id_tells_pod(&live)),
-            Err(_) if cgroup_id != 0 => {
-                (self.path_of(cgroup_id).and_then(|p| cgroup::parse_path(p.as_os_str().as_bytes())), true)
-            }
+            // A directory found by its ID is that cgroup's alone; an ID found nowhere (the
+            // unified root's, say) is no answer to keep.
+            Err(_) if cgroup_id != 0 => match self.path_of(cgroup_id) {
+                Some(path) => (cgroup::parse_path(path.as_os_str().as_bytes()), true),
+                None => (None, false),
+            },
             Err(_) => (None, false),
         };
         let uid = found.map(|PodCgroup { pod_uid, .. }| pod_uid);
