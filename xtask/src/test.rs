@@ -61,7 +61,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
 
     if step("setup", Some(target_dir().join("logs/setup")), &mut setup::run) {
         step(
-            "layers (imports point down agent/src/lib.rs's table, no cycle inside a folder; aya only in the kernel boundary)",
+            "layers (imports point down agent/src/lib.rs's table; no import cycle in agent/src or xtask/src; aya only in the kernel boundary)",
             None,
             &mut || layers::run(&crate::proc::workspace_root()),
         );
