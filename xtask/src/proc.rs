@@ -26,10 +26,23 @@ pub fn target_dir() -> PathBuf {
     env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace_root().join("target"), PathBuf::from)
 }
 
-/// The cargo that runs us, so rustup's toolchain choice carries over.
+/// The cargo that runs us, so rustup's toolchain choice carries over. Without the package
+/// variables `cargo run` gave xtask: build scripts (ring's, say) list some of them as
+/// inputs, so with them a build from xtask and the same build from a shell would each
+/// recompile what the other built.
 pub fn cargo() -> Command {
     let mut cmd = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(workspace_root());
+    for (name, _) in env::vars_os() {
+        let name = name.to_string_lossy();
+        let from_cargo_run = name.starts_with("CARGO_PKG_")
+            || ["CARGO_MANIFEST_DIR", "CARGO_MANIFEST_PATH", "CARGO_MANIFEST_LINKS", "CARGO_CRATE_NAME"]
+                .contains(&name.as_ref())
+            || ["CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&name.as_ref());
+        if from_cargo_run {
+            cmd.env_remove(name.as_ref());
+        }
+    }
     cmd
 }
 
