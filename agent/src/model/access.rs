@@ -174,7 +174,10 @@ pub fn accesses(
             continue;
         }
         let Some(tree) = trees.iter().find(|t| t.shown_by(mount)) else { continue };
-        if kubelet_place_for(kubelet_root, &mount.mount_point, &tree.owner) {
+        // Kubelet's places for any pod whose publish of the volume stands (the owner's, and
+        // a second pod's made while no agent ran): a runtime's namespace before its pivot
+        // shows every node mount at its node path, these among them.
+        if tree.published_to.iter().any(|pod| kubelet_place_for(kubelet_root, &mount.mount_point, pod)) {
             continue;
         }
         let route = match (Some(mount.id) == top, attach) {
@@ -389,6 +392,41 @@ mod tests {
         // The same place for another pod is access.
         let other = "/var/lib/kubelet/pods/pod-c/volume-subpaths/pv-1/app/0";
         assert_eq!(found(&[line(50, 20, "8:16", "/pv-1/sub", other)], other, Attach::Bind).len(), 1);
+    }
+
+    #[test]
+    fn a_runtimes_namespace_before_its_pivot_shows_a_standing_second_publish_which_is_not_access() {
+        // pod-b's publish of pv-1 stands (made while no agent ran); another pod's runtime
+        // binds through its fd before pivoting: its namespace shows every node mount.
+        let b_target = "/var/lib/kubelet/pods/pod-b/volumes/kubernetes.io~csi/pv-1/mount";
+        let node = [
+            line(20, 1, "8:1", "/", "/"),
+            line(40, 20, "8:16", "/pv-1", A_TARGET),
+            line(41, 20, "8:16", "/pv-1", b_target),
+        ]
+        .concat();
+        let owners = BTreeMap::from([("pv-1".to_owned(), "pod-a".to_owned())]);
+        let trees = owned_trees(&MountTable::parse(node.as_bytes()), Path::new(KUBELET), &owners);
+        let unpivoted = MountTable::parse(node.as_bytes());
+        let found = accesses(
+            &unpivoted,
+            Path::new("/proc/thread-self/fd/7"),
+            Attach::Bind,
+            Scope::Namespace,
+            Path::new(KUBELET),
+            &trees,
+        );
+        assert_eq!(found, [], "kubelet's places for a standing publish are spared");
+        // The same path for a pod whose publish does not stand is access.
+        let other = "/var/lib/kubelet/pods/pod-c/volumes/kubernetes.io~csi/pv-1/mount";
+        assert_eq!(found_with(&[line(50, 20, "8:16", "/pv-1", other)], &trees).len(), 1);
+    }
+
+    fn found_with(extra: &[String], trees: &[VolumeTree]) -> Vec<Access> {
+        let mut text: String = [line(20, 1, "8:1", "/", "/"), line(40, 20, "8:16", "/pv-1", A_TARGET)].concat();
+        text.push_str(&extra.concat());
+        let table = MountTable::parse(text.as_bytes());
+        accesses(&table, Path::new("/proc/thread-self/fd/7"), Attach::Bind, Scope::Namespace, Path::new(KUBELET), trees)
     }
 
     #[test]
