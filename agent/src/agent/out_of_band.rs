@@ -118,9 +118,10 @@ impl Running<'_> {
         let action = match decided {
             AccessAction::Detach => match detach::detach(caller, vec![(id, point.clone())]) {
                 Ok(0) => {
-                    // Moved (a runtime's pivot) or gone: where it is now, the namespace's
-                    // next mount call finds it.
+                    // Moved (a runtime's pivot) or gone: a scan soon finds it where it is
+                    // now (else only the namespace's next mount call or reconciliation would).
                     debug!("a {route} mount at {} by {by} was no longer there to detach", point.display());
+                    self.scans.soon(std::time::Instant::now());
                     return None;
                 }
                 Ok(n) => {

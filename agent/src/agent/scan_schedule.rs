@@ -29,6 +29,14 @@ impl ScanSchedule {
         }
     }
 
+    /// A mount a call made was gone from where the call left it before it could be
+    /// detached (a runtime's pivot moves its binds into the container's root): a scan
+    /// finds it where it is now, as soon as the gap allows.
+    pub(super) fn soon(&mut self, now: Instant) {
+        let earliest = self.last.map_or(now, |last| (last + SCAN_GAP).max(now));
+        self.due = Some(self.due.map_or(earliest, |due| due.min(earliest)));
+    }
+
     /// When a scan held back by the gap is due.
     pub(super) fn due(&self) -> Option<Instant> {
         self.due
@@ -57,6 +65,17 @@ mod tests {
         scans.ran(start + SCAN_GAP);
         assert_eq!(scans.due(), None);
         assert!(scans.wanted(start + 2 * SCAN_GAP), "quiet again");
+    }
+
+    #[test]
+    fn a_moved_mount_asks_for_a_scan_at_once_or_when_the_gap_ends() {
+        let start = Instant::now();
+        let mut scans = ScanSchedule::default();
+        scans.soon(start);
+        assert_eq!(scans.due(), Some(start), "no scan yet: at once");
+        scans.ran(start);
+        scans.soon(start + SCAN_GAP / 10);
+        assert_eq!(scans.due(), Some(start + SCAN_GAP), "within the gap: when it ends");
     }
 
     #[test]
