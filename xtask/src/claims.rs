@@ -3,12 +3,10 @@
 //! deleted test, or a route added without one, fails `cargo test` (and so CI).
 
 /// Where the agent's integration tests live, one file per area (`host_out_of_band.rs`).
-#[cfg(test)]
 const INTEGRATION: &str = "agent/tests/integration";
 
 /// Each `area::test_name` a text names in backticks whose area is an integration-test
 /// file, as (area, test name).
-#[cfg(test)]
 fn named_tests(text: &str, areas: &[String]) -> Vec<(String, String)> {
     let mut found = Vec::new();
     for quoted in text.split('`').skip(1).step_by(2) {

@@ -2,6 +2,7 @@
 
 mod alert_rules;
 mod bench;
+#[cfg(test)]
 mod claims;
 mod dashboards;
 mod demo;
