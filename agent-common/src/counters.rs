@@ -38,11 +38,16 @@ pub enum Counter {
     /// created (no memory for it, the storage busy on this CPU, or a kernel whose local
     /// storage cannot allocate here: 7.3 on a CPU without CMPXCHG16B).
     PendingByThread = 13,
+    /// Opens of an owned volume's files by node processes (no pod): allowed.
+    OpensByNodeProcesses = 14,
+    /// Opens on a filesystem holding directory volumes whose file lay deeper than the
+    /// guard walks (`open_guard::MAX_OPEN_DEPTH`): not recognised, allowed.
+    OpensTooDeep = 15,
 }
 
 impl Counter {
     /// Every counter, in index order.
-    pub const ALL: [Counter; 14] = [
+    pub const ALL: [Counter; 16] = [
         Counter::EventsLost,
         Counter::ExitWithoutEntry,
         Counter::PendingInsertFailed,
@@ -57,6 +62,8 @@ impl Counter {
         Counter::PublishedRootsRecorded,
         Counter::PublishedRootsMissed,
         Counter::PendingByThread,
+        Counter::OpensByNodeProcesses,
+        Counter::OpensTooDeep,
     ];
 
     /// Number of slots the map needs.
@@ -79,6 +86,8 @@ impl Counter {
             Counter::PublishedRootsRecorded => "published_roots_recorded",
             Counter::PublishedRootsMissed => "published_roots_missed",
             Counter::PendingByThread => "pending_by_thread",
+            Counter::OpensByNodeProcesses => "opens_by_node_processes",
+            Counter::OpensTooDeep => "opens_too_deep",
         }
     }
 }

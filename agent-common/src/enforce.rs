@@ -262,6 +262,8 @@ pub mod conflict_hook {
     pub const MOVE_MOUNT: u32 = 2;
     /// A move_mount(2) of a tree inside an owned volume to a place under another pod.
     pub const MOVE_MOUNT_SOURCE: u32 = 3;
+    /// An open of a file in an owned volume by another pod (see `crate::open_guard`).
+    pub const FILE_OPEN: u32 = 4;
 }
 
 /// A publish of an owned single-pod volume into another pod, seen by an LSM hook.

@@ -13,6 +13,7 @@ pub mod lsm_probe;
 pub mod maps;
 pub mod mount_api;
 pub mod mount_flags;
+pub mod open_guard;
 pub mod programs;
 pub mod wakeup;
 

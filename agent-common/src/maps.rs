@@ -42,6 +42,10 @@ pub const PUBLISHED_ROOTS: &str = "PUBLISHED_ROOTS";
 /// Owners' publishes waiting for their syscall's exit (key `pid_tgid`, value
 /// `PendingPublish`). Not pinned: each agent's hook and exit programs share their own.
 pub const PUBLISHES: &str = "PUBLISHES";
+/// Owners' publishes in flight (key `VolumeKey`, value the thread's `pid_tgid`): an
+/// unmount of a copy on the publish target before the publish's exit releases nothing.
+/// Not pinned.
+pub const PUBLISHING: &str = "PUBLISHING";
 /// The single `MountTreeLayout` entry. Not pinned.
 pub const MOUNT_TREE_LAYOUT: &str = "MOUNT_TREE_LAYOUT";
 
@@ -60,8 +64,20 @@ pub const EXEMPT_POD_ENTRIES: u32 = 1_024;
 /// (published before any agent ran) is released by an unmount on its publish target.
 pub const PUBLISH_MOUNTS: &str = "PUBLISH_MOUNTS";
 
+/// Filesystems that hold an owned volume's published tree (key the kernel device, value
+/// `open_guard::DeviceGuard`): the open guard's first lookup. Written by the exit program
+/// with each root it records and by the agent with each root it seeds.
+pub const GUARDED_DEVICES: &str = "GUARDED_DEVICES";
+/// The single `open_guard::OpenGuardLayout` entry. Not pinned.
+pub const OPEN_GUARD_LAYOUT: &str = "OPEN_GUARD_LAYOUT";
+/// The pod of each cgroup the open guard has met (key the cgroup ID). Not pinned.
+pub const CALLER_PODS: &str = "CALLER_PODS";
+/// When each reader pod's open of each volume was last reported. Not pinned.
+pub const OPEN_REPORTS: &str = "OPEN_REPORTS";
+
 /// Maps that hold enforcement state: pinned, so a restarted agent adopts them (one an
 /// earlier agent did not have is created empty).
-pub const PINNED_MAPS: [&str; 6] = [SINGLE_POD_VOLUMES, OWNERS, CLAIMS, CONFIG, PUBLISHED_ROOTS, PUBLISH_MOUNTS];
+pub const PINNED_MAPS: [&str; 7] =
+    [SINGLE_POD_VOLUMES, OWNERS, CLAIMS, CONFIG, PUBLISHED_ROOTS, PUBLISH_MOUNTS, GUARDED_DEVICES];
 /// Version of the pinned maps' layout: a pin directory of another version is never reused.
 pub const PIN_LAYOUT_VERSION: u32 = 1;

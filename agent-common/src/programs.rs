@@ -26,5 +26,7 @@ pub const SB_MOUNT_ENFORCE: &str = "sb_mount_enforce";
 pub const MOVE_MOUNT_ENFORCE: &str = "move_mount_enforce";
 /// LSM `sb_umount`: notes the owner's unmount so its claim is released at exit.
 pub const SB_UMOUNT_RELEASE: &str = "sb_umount_release";
+/// LSM `file_open`: refuses another pod's open of an owned volume's file.
+pub const FILE_OPEN_GUARD: &str = "file_open_guard";
 /// LSM `sb_mount`: the start-up self-test that proves BPF LSM runs.
 pub const SB_MOUNT_PROBE: &str = "sb_mount_probe";

@@ -7,6 +7,7 @@ use crate::{
     },
     event::SyscallEvent,
     lsm_probe::ProbeSource,
+    open_guard::{DeviceGuard, OpenGuardLayout},
     wakeup::WakeupFilter,
 };
 
@@ -37,3 +38,7 @@ unsafe impl aya::Pod for MountTreeLayout {}
 unsafe impl aya::Pod for CallerLayout {}
 // SAFETY: as above.
 unsafe impl aya::Pod for WakeupFilter {}
+// SAFETY: as above.
+unsafe impl aya::Pod for DeviceGuard {}
+// SAFETY: as above.
+unsafe impl aya::Pod for OpenGuardLayout {}

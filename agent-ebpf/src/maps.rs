@@ -14,6 +14,10 @@ use volguard_common::{
     event::PendingCall,
     lsm_probe::ProbeSource,
     maps::{EVENTS_BYTES, EXEMPT_POD_ENTRIES, PENDING_ENTRIES, VOLUME_ENTRIES},
+    open_guard::{
+        CALLER_POD_ENTRIES, CachedCallerPod, DeviceGuard, GUARDED_DEVICE_ENTRIES, OPEN_REPORT_ENTRIES,
+        OpenGuardLayout, OpenReportKey,
+    },
     wakeup::WakeupFilter,
 };
 
@@ -82,6 +86,11 @@ pub static PUBLISH_MOUNTS: HashMap<VolumeKey, u64> = HashMap::with_max_entries(V
 #[map]
 pub static PUBLISHES: LruHashMap<u64, PendingPublish> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
 
+/// Owners' publishes in flight, by volume (the thread's `pid_tgid`): from the LSM hook to
+/// the syscall's exit, which records the publish's mount. Not pinned.
+#[map]
+pub static PUBLISHING: LruHashMap<VolumeKey, u64> = LruHashMap::with_max_entries(PENDING_ENTRIES, 0);
+
 /// Offsets for finding the mount a syscall attached, set by userspace. Not pinned.
 #[map]
 pub static MOUNT_TREE_LAYOUT: Array<MountTreeLayout> = Array::with_max_entries(1, 0);
@@ -94,6 +103,23 @@ pub static CALLER_LAYOUT: Array<CallerLayout> = Array::with_max_entries(1, 0);
 #[map]
 pub static EXEMPT_PODS: HashMap<PodUid, u8> = HashMap::with_max_entries(EXEMPT_POD_ENTRIES, 0);
 
+/// Filesystems that hold an owned volume's published tree, by kernel device: the open
+/// guard's first lookup. Pinned.
+#[map]
+pub static GUARDED_DEVICES: HashMap<u32, DeviceGuard> = HashMap::with_max_entries(GUARDED_DEVICE_ENTRIES, 0);
+
+/// Offsets the open guard reads, set by userspace. Not pinned.
+#[map]
+pub static OPEN_GUARD_LAYOUT: Array<OpenGuardLayout> = Array::with_max_entries(1, 0);
+
+/// The pod of each cgroup the open guard met, by cgroup ID. Not pinned.
+#[map]
+pub static CALLER_PODS: LruHashMap<u64, CachedCallerPod> = LruHashMap::with_max_entries(CALLER_POD_ENTRIES, 0);
+
+/// When a reader pod's open of a volume was last reported (ns). Not pinned.
+#[map]
+pub static OPEN_REPORTS: LruHashMap<OpenReportKey, u64> = LruHashMap::with_max_entries(OPEN_REPORT_ENTRIES, 0);
+
 /// Keys under construction (too large for the BPF stack).
 #[map]
 pub static ENFORCE_SCRATCH: PerCpuArray<EnforceScratch> = PerCpuArray::with_max_entries(1, 0);
@@ -104,6 +130,7 @@ pub const CGROUP_NAME_END: usize = 3 + volguard_common::enforce::POD_UID_TEXT_LE
 /// Per-CPU working space of the enforcement programs.
 #[repr(C)]
 pub struct EnforceScratch {
+    /// `volume` then `pod`: together they are an `OpenReportKey` (see `report_key`).
     pub volume: VolumeKey,
     pub pod: PodUid,
     /// A cgroup's name, and the end of one (see `probes::caller_pod`).
@@ -112,3 +139,16 @@ pub struct EnforceScratch {
     pub claim: PendingClaim,
     pub publish: PendingPublish,
 }
+
+impl EnforceScratch {
+    /// `volume` and `pod` read as one `OpenReportKey`.
+    #[inline(always)]
+    pub fn report_key(&self) -> &OpenReportKey {
+        // SAFETY: both are repr(C) with the same two fields in the same order, at the
+        // same offsets (checked below).
+        unsafe { &*(self as *const Self).cast::<OpenReportKey>() }
+    }
+}
+
+const _: () = assert!(core::mem::offset_of!(EnforceScratch, volume) == core::mem::offset_of!(OpenReportKey, volume));
+const _: () = assert!(core::mem::offset_of!(EnforceScratch, pod) == core::mem::offset_of!(OpenReportKey, reader));

@@ -6,7 +6,7 @@
 //! no pod.
 
 use aya_ebpf::helpers::{bpf_get_current_task, bpf_probe_read_kernel, bpf_probe_read_kernel_str_bytes};
-use volguard_common::enforce::{CallerLayout, MAX_CGROUP_DEPTH, POD_UID_LEN, POD_UID_TEXT_LEN, PodUid};
+use volguard_common::enforce::{CallerLayout, MAX_CGROUP_DEPTH, POD_UID_LEN, POD_UID_TEXT_LEN};
 
 use super::kernel_path::read_field;
 use crate::maps::{CALLER_LAYOUT, CGROUP_NAME_END, EnforceScratch};

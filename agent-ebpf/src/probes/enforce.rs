@@ -39,7 +39,7 @@ use crate::{
     helpers::{count, ctx_arg_address},
     maps::{
         CLAIMS, CONFIG, ENFORCE_SCRATCH, EVENTS, EXEMPT_PODS, EnforceScratch, MOUNT_TREE_LAYOUT, OWNERS,
-        PUBLISH_MOUNTS, PUBLISHED_ROOTS, PUBLISHES, SINGLE_POD_VOLUMES,
+        PUBLISH_MOUNTS, PUBLISHED_ROOTS, PUBLISHES, PUBLISHING, SINGLE_POD_VOLUMES,
     },
 };
 
@@ -145,14 +145,14 @@ fn arg_address(ctx: &LsmContext, n: usize) -> *const u8 {
     ctx_arg_address(ctx.as_ptr(), n)
 }
 
-fn config() -> Option<&'static EnforceConfig> {
+pub(super) fn config() -> Option<&'static EnforceConfig> {
     let cfg = CONFIG.get(0)?;
     (cfg.mode != kernel_mode::OFF).then_some(cfg)
 }
 
 /// A zeroed scratch area for this CPU.
 #[inline(always)]
-fn scratch() -> Option<&'static mut EnforceScratch> {
+pub(super) fn scratch() -> Option<&'static mut EnforceScratch> {
     let s = ENFORCE_SCRATCH.get_ptr_mut(0)?;
     // SAFETY: per-CPU, used only while this program runs.
     let s = unsafe { &mut *s };
@@ -162,7 +162,7 @@ fn scratch() -> Option<&'static mut EnforceScratch> {
 }
 
 #[inline(always)]
-fn same_pod(a: &PodUid, b: &PodUid) -> bool {
+pub(super) fn same_pod(a: &PodUid, b: &PodUid) -> bool {
     for i in 0..POD_UID_LEN {
         if a.uid[i] != b.uid[i] {
             return false;
@@ -237,7 +237,8 @@ fn note_publish(path: *const u8, dentry: *const u8, s: &mut EnforceScratch) {
     s.publish.root.owner = s.pod;
     s.publish.parent_vfsmount = vfsmount as u64;
     s.publish.mountpoint = dentry as u64;
-    if PUBLISHES.insert(&bpf_get_current_pid_tgid(), &s.publish, 0).is_err() {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if PUBLISHES.insert(&pid_tgid, &s.publish, 0).is_err() || PUBLISHING.insert(&s.volume, &pid_tgid, 0).is_err() {
         count(Counter::EnforceErrors);
     }
 }
@@ -249,7 +250,17 @@ fn mount_tree_layout() -> Option<&'static MountTreeLayout> {
 }
 
 fn report_conflict(s: &EnforceScratch, owner: &PodUid, hook: u32, blocked: bool) {
+    count_conflict(blocked);
+    send_conflict(s, owner, hook, blocked);
+}
+
+#[inline(always)]
+pub(super) fn count_conflict(blocked: bool) {
     count(if blocked { Counter::ConflictsBlocked } else { Counter::ConflictsAudited });
+}
+
+/// Hands userspace a conflict: `s.pod` attempted `s.volume`, which `owner` owns.
+pub(super) fn send_conflict(s: &EnforceScratch, owner: &PodUid, hook: u32, blocked: bool) {
     let Some(mut entry) = EVENTS.reserve::<ConflictEvent>(0) else {
         count(Counter::EventsLost);
         return;
@@ -297,9 +308,15 @@ fn note_release(vfsmount: *const u8) -> Option<()> {
     }
     // A copy of the publish (in a recursive bind, or propagated into another namespace)
     // sits on the same directory; only the publish itself releases, where it is known.
-    // SAFETY: read-only lookup.
-    if unsafe { PUBLISH_MOUNTS.get(&s.volume) }.is_some_and(|publish| *publish != mount as u64) {
-        return None;
+    // SAFETY: read-only lookups.
+    match unsafe { PUBLISH_MOUNTS.get(&s.volume) } {
+        Some(publish) if *publish != mount as u64 => return None,
+        Some(_) => {}
+        // Not known yet while the owner's publish is in flight: a copy it propagated into
+        // another namespace, detached there before the publish's exit recorded its mount,
+        // is not the publish (and the publish cannot be unmounted before it returns).
+        None if unsafe { PUBLISHING.get(&s.volume) }.is_some() => return None,
+        None => {}
     }
     s.claim.volume = s.volume;
     s.claim.pod = s.pod;
@@ -342,11 +359,16 @@ pub fn record_published_root(pid_tgid: u64, ret: i64) {
     let Some(publish) = PUBLISHES.get_ptr(&pid_tgid) else { return };
     // SAFETY: this thread's own entry.
     let publish = unsafe { &*publish };
+    // SAFETY: read-only lookup; removed only where this thread is the one in flight.
+    if unsafe { PUBLISHING.get(&publish.root.volume) }.is_some_and(|thread| *thread == pid_tgid) {
+        let _ = PUBLISHING.remove(&publish.root.volume);
+    }
     if ret == 0 {
         match attached_root(publish) {
-            Some((key, mount)) => {
+            Some((key, mount, whole_fs)) => {
                 let recorded = PUBLISHED_ROOTS.insert(&key, &publish.root, 0).is_ok()
-                    && PUBLISH_MOUNTS.insert(&publish.root.volume, &mount, 0).is_ok();
+                    && PUBLISH_MOUNTS.insert(&publish.root.volume, &mount, 0).is_ok()
+                    && super::open_guard::guard_device(&key, whole_fs);
                 if recorded {
                     count(Counter::PublishedRootsRecorded);
                 } else {
@@ -359,17 +381,18 @@ pub fn record_published_root(pid_tgid: u64, ret: i64) {
     let _ = PUBLISHES.remove(&pid_tgid);
 }
 
-/// The root (inode, device) of the mount `publish` attached, and that mount (its
-/// `struct mount *`): the newest child of the
+/// The root (inode, device) of the mount `publish` attached, that mount (its `struct
+/// mount *`), and whether its root is its filesystem's (a dentry that is its own parent):
+/// the newest child of the
 /// attach point's mount that sits on its mountpoint (the kernel appends each new child to
 /// its parent's `mnt_mounts`).
 #[inline(always)]
-fn attached_root(publish: &PendingPublish) -> Option<(RootKey, u64)> {
+fn attached_root(publish: &PendingPublish) -> Option<(RootKey, u64, bool)> {
     let (cfg, tree) = (config()?, mount_tree_layout()?);
     let l = &cfg.layout;
     // container_of(vfsmount, struct mount, mnt)
-    let parent = (publish.parent_vfsmount as *const u8).wrapping_sub(l.mount_mnt as usize);
-    let head = parent.wrapping_add(tree.mount_mnt_mounts as usize);
+    let parent_mount = (publish.parent_vfsmount as *const u8).wrapping_sub(l.mount_mnt as usize);
+    let head = parent_mount.wrapping_add(tree.mount_mnt_mounts as usize);
     let mut node = read_field::<*const u8>(head, tree.list_head_prev)?;
     for _ in 0..MAX_NEWEST_CHILDREN {
         if node == head {
@@ -379,7 +402,8 @@ fn attached_root(publish: &PendingPublish) -> Option<(RootKey, u64)> {
         if read_field::<*const u8>(child, l.mount_mnt_mountpoint)? as u64 == publish.mountpoint {
             let root = read_field::<*const u8>(child.wrapping_add(l.mount_mnt as usize), tree.vfsmount_mnt_root)?;
             let (ino, dev) = identity(l, root)?;
-            return Some((RootKey { ino, dev, _pad: 0 }, child as u64));
+            let whole_fs = parent(l, root)? == root;
+            return Some((RootKey { ino, dev, _pad: 0 }, child as u64, whole_fs));
         }
         node = read_field::<*const u8>(node, tree.list_head_prev)?;
     }

@@ -4,6 +4,7 @@ mod caller_pod;
 pub mod enforce;
 pub mod kernel_path;
 mod lsm_probe;
+mod open_guard;
 mod syscalls;
 mod trampolines;
 mod wakeup;

@@ -148,6 +148,11 @@ impl Running<'_> {
             self.tell(conflict.routed(Route::Clone, None));
             return;
         }
+        if c.hook == decode::OPEN_HOOK {
+            let conflict = self.model.conflict(action, &volume, &pod, &owner).made_by(Some(by));
+            self.tell(conflict.routed(Route::Open, None));
+            return;
+        }
         self.explain_by(action, &volume, &pod, &owner, Some(by));
     }
 
@@ -226,7 +231,7 @@ impl Running<'_> {
                 if let Verdict::Send { held_back } = self.log_limiter.check(&conflict, std::time::Instant::now()) {
                     info!(
                         "explained (no Kubernetes API, Event logged only): Warning {} on pod {}: {}{}",
-                        conflict.action.reason(),
+                        conflict.reason(),
                         conflict.pod,
                         conflict.message(),
                         match held_back {

@@ -18,6 +18,7 @@ mod feed;
 mod loop_thread;
 mod mount_index;
 mod off_loop;
+mod open_reports;
 mod out_of_band;
 mod own_calls;
 mod propagated;
@@ -298,6 +299,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
     let (mounts_tx, csi_mounts) = tokio::sync::watch::channel(model.mounts().clone());
     let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
+    let (open_reports, foreign_opens) =
+        if decision.in_kernel() { (None, None) } else { open_reports::OpenReports::start().unzip() };
     let mut agent = Running {
         tasks: tokio::runtime::Handle::current(),
         opts: &opts,
@@ -320,6 +323,9 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         own_masks: Vec::new(),
         owned_trees: None,
         reported_access: Default::default(),
+        driver_pods: Default::default(),
+        open_reports,
+        foreign_opens,
         kernel_audited_clones: Default::default(),
         scans: Default::default(),
     };

@@ -180,10 +180,13 @@ impl Running<'_> {
             && self.model.snapshot().facts.pod(pod_uid).is_some_and(|pod| readers.iter().any(|r| r.matches(pod)))
     }
 
-    /// The pods (UIDs) the operator exempts, by the facts in force: the LSM programs'
-    /// copy, so that a clone an exempt reader takes is not refused in the kernel.
+    /// The pods (UIDs) the operator exempts, by the facts in force, and the CSI node
+    /// plugins the namespace scan found: the LSM programs' copy, so that a clone an exempt
+    /// reader takes, or a driver's open of a volume it serves, is not refused in the kernel.
     pub(super) fn exempt_pods(&self) -> BTreeSet<String> {
-        exempt::exempt_pods(&self.opts.exempt_readers, &self.model.snapshot().facts.pods)
+        let mut pods = exempt::exempt_pods(&self.opts.exempt_readers, &self.model.snapshot().facts.pods);
+        pods.extend(self.driver_pods.iter().cloned());
+        pods
     }
 
     /// Whether the caller's mount namespace is not the one of the agent's mount table (the

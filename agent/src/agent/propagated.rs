@@ -8,9 +8,13 @@
 //! still shows the node's root (a container being created, before its runtime pivots
 //! into the container's root) is left: its copies are the node's own mounts.
 
-use std::{path::Path, time::Instant};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+    time::Instant,
+};
 
-use tracing::debug;
+use tracing::{debug, info, warn};
 
 use super::running::Running;
 use crate::{
@@ -39,6 +43,8 @@ impl Running<'_> {
         // Read once, and only if a pod's namespace is there to compare.
         let mut node_root = None;
         let mut scanned = 0;
+        let mut drivers = BTreeSet::new();
+        let mut owner_places: BTreeMap<String, BTreeSet<PathBuf>> = BTreeMap::new();
         for (inode, pid) in mount_namespaces(Path::new("/proc")) {
             let Ok(mnt_ns) = u32::try_from(inode) else { continue };
             if Some(inode) == node || Some(inode) == own {
@@ -63,7 +69,16 @@ impl Running<'_> {
                 continue;
             }
             scanned += 1;
+            if table.mounts.iter().any(|m| m.shared) {
+                drivers.insert(pod.clone());
+            }
             for access in access::copies_in_namespace(&table, &trees) {
+                if access.owner == pod {
+                    // Where the owner's containers see it: the open reporter watches there.
+                    let place = Path::new(&format!("/proc/{pid}/root"))
+                        .join(access.mount_point.strip_prefix("/").unwrap_or(&access.mount_point));
+                    owner_places.entry(access.volume.clone()).or_default().insert(place);
+                }
                 // The pod's own publish (the owner's, or a second pod's that stands: made
                 // while no agent ran, or left in audit mode) in its containers.
                 if access::holds_publish(&trees, &access.volume, &pod) {
@@ -82,6 +97,29 @@ impl Running<'_> {
             }
         }
         debug!("propagated copies: {scanned} pod mount namespace(s) scanned for {} owned volume(s)", trees.len());
+        self.found_drivers(drivers);
+        if let Some(reports) = self.open_reports.as_mut() {
+            reports.owner_places = owner_places;
+            self.watch_opens();
+        }
+    }
+
+    /// Keeps the pods this scan took for CSI node plugins (a `Bidirectional` mount, which
+    /// only a privileged container has and every node plugin needs) and, if they changed,
+    /// gives the LSM programs the new exempt set.
+    fn found_drivers(&mut self, drivers: BTreeSet<String>) {
+        if drivers == self.driver_pods {
+            return;
+        }
+        for pod in drivers.difference(&self.driver_pods) {
+            info!(
+                "pod {pod} has a mount in a shared peer group: taken for a CSI node plugin, exempt from the open guard"
+            );
+        }
+        self.driver_pods = drivers;
+        if let Err(e) = self.owners.sync_exempt_pods(&self.exempt_pods()) {
+            warn!("the kernel's exempt readers were not updated: {e}");
+        }
     }
 }
 

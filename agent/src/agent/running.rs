@@ -86,6 +86,13 @@ pub(super) struct Running<'a> {
     /// Accesses outside kubelet's publish reported and left in place, by (mount namespace,
     /// mount id, mount point).
     pub(super) reported_access: std::collections::HashSet<(u32, i32, std::path::PathBuf)>,
+    /// Pods the namespace scan took for CSI node plugins (a mount in a shared peer group):
+    /// exempt from the open guard, so the driver may work on the volumes it serves.
+    pub(super) driver_pods: std::collections::BTreeSet<String>,
+    /// Where no BPF LSM guards opens: the reporter of other pods' opens, and what it
+    /// found (taken by the event loop).
+    pub(super) open_reports: Option<super::open_reports::OpenReports>,
+    pub(super) foreign_opens: Option<tokio::sync::mpsc::Receiver<crate::enforce::open_reporter::ForeignOpen>>,
     /// Clones the `move_mount` hook reported and let through (audit mode), by (caller's
     /// thread group, volume): the same call's exit check does not report them again.
     pub(super) kernel_audited_clones: std::collections::HashSet<(u32, String)>,
@@ -118,6 +125,7 @@ impl Running<'_> {
         let (mut reads, mut node_reads) = NodeReads::new(self.tasks.clone());
         let mut prepared = prepare_facts(&self.tasks, facts, self.model.command_line().clone());
         let mut resync = false;
+        let mut foreign_opens = self.foreign_opens.take();
         loop {
             let view_due = self.view_freshness.urgent_due();
             let view_due_at = tokio::time::Instant::from_std(view_due.unwrap_or_else(Instant::now));
@@ -155,6 +163,7 @@ impl Running<'_> {
                 Some(read) = node_reads.recv() => Step::Reconcile(read),
                 Ok(()) = csi.changed() => Step::Csi,
                 Some(facts) = prepared.recv() => Step::Facts(facts),
+                Some(open) = next_open(&mut foreign_opens) => Step::ForeignOpen(open),
                 _ = stop.recv() => break,
             };
             // What is not an event must stay short: each event behind it waits.
@@ -182,6 +191,7 @@ impl Running<'_> {
                     self.csi_report(report);
                 }
                 Step::Facts(facts) => self.facts_changed(facts)?,
+                Step::ForeignOpen(open) => self.foreign_open(open),
             }
             if started.elapsed() > SLOW_STEP {
                 debug!("event loop: {name} took {:?}", started.elapsed());
@@ -263,6 +273,10 @@ impl Running<'_> {
         self.view_freshness.changed();
         self.owned_trees = None;
         let ownership = self.owners.observe(&change);
+        if matches!(change, PublishChange::Unpublished(_)) {
+            // A released volume is no one's: the reporter stops watching it at once.
+            self.watch_opens();
+        }
         let reporter = match by {
             MadeBy::Syscall(_) => Reporter::Syscall,
             MadeBy::Notice => Reporter::Notice { namespace_held: self.watched.is_some() },
@@ -446,6 +460,7 @@ impl Running<'_> {
                     self.owners.apply(&fix)?;
                 }
             }
+            self.owners.seed_roots(&self.model)?;
         }
         self.owners.sync_exempt_pods(&self.exempt_pods())?;
         if change.noteworthy {
@@ -474,6 +489,17 @@ enum Step {
     Reconcile(NodeRead),
     Csi,
     Facts(PreparedFacts),
+    ForeignOpen(crate::enforce::open_reporter::ForeignOpen),
+}
+
+/// The next foreign open, or never where no reporter runs.
+async fn next_open(
+    found: &mut Option<tokio::sync::mpsc::Receiver<crate::enforce::open_reporter::ForeignOpen>>,
+) -> Option<crate::enforce::open_reporter::ForeignOpen> {
+    match found {
+        Some(found) => found.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Step {
@@ -486,6 +512,7 @@ impl Step {
             Step::Reconcile(_) => "a reconciliation",
             Step::Csi => "a CSI report",
             Step::Facts(_) => "new facts",
+            Step::ForeignOpen(_) => "another pod's open of an owned volume's files",
         }
     }
 }

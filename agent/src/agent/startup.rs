@@ -150,6 +150,7 @@ pub(super) fn start_in_kernel(
     model: &mut NodeModel,
 ) -> Result<(LoadedObject, OwnerStore), AgentError> {
     let (layout, mount_tree, callers) = (btf.kernel_layout()?, btf.mount_tree_layout()?, btf.caller_layout()?);
+    let open_guard = btf.open_guard_layout()?;
     pins.prepare()?;
     let adopting = pins.has_state();
     let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes)?;
@@ -159,6 +160,11 @@ pub(super) fn start_in_kernel(
     maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
     maps.configure_mount_tree(mount_tree)?;
     maps.configure_callers(callers)?;
+    maps.configure_open_guard(open_guard)?;
+    let marked = maps.guard_devices_of_roots()?;
+    if marked > 0 {
+        info!("open guard: {marked} filesystem(s) with recorded roots marked");
+    }
     let mut store = OwnerStore::Kernel(Box::new(maps));
     store.sync_single_pod_set(model)?;
     store.sync_exempt_pods(&exempt::exempt_pods(&opts.exempt_readers, &model.snapshot().facts.pods))?;
@@ -166,6 +172,7 @@ pub(super) fn start_in_kernel(
     for fix in model.plan_owners(&store.owners()?) {
         store.apply(&fix)?;
     }
+    store.seed_roots(model)?;
     // Tracing first: the exit programs settle the claims the LSM programs make. An earlier
     // agent's links of the other backend go only once ours are attached (see `Pins`).
     let hooks: Vec<Hook> = tracing.hooks().into_iter().chain(loader::enforce_hooks()).collect();

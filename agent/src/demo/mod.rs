@@ -42,6 +42,7 @@ pods:
   - {uid: web-0, namespace: shop, name: web-0, volumes: [{name: cache, persistentVolumeClaim: cache}]}
   - {uid: web-1, namespace: shop, name: web-1, volumes: [{name: cache, persistentVolumeClaim: cache}]}
   - {uid: 0c3c2d5e-0000-4a6e-9f00-00000000b0c0, namespace: shop, name: backup-0, volumes: []}
+  - {uid: 0c3c2d5e-0000-4a6e-9f00-00000000d0c0, namespace: shop, name: debug-0, volumes: []}
 persistentVolumes:
   - {name: pv-data, accessModes: [ReadWriteOncePod], claimRef: shop/data, csi: {driver: demo.csi.volguard.io, volumeHandle: data-1}}
   - {name: pv-cache, accessModes: [ReadWriteOnce], claimRef: shop/cache, csi: {driver: demo.csi.volguard.io, volumeHandle: cache-1}}
@@ -56,9 +57,11 @@ csiNode:
 
 const DRIVER: &str = "demo.csi.volguard.io";
 const PIN_ROOT: &str = "/sys/fs/bpf/volguard-demo";
-const STEPS: usize = 7;
-/// The backup pod's UID (its cgroup is named after it, as kubelet names a pod's).
+const STEPS: usize = 8;
+/// The backup and debug pods' UIDs (their cgroups are named after them, as kubelet names
+/// a pod's).
 const BACKUP_UID: &str = "0c3c2d5e-0000-4a6e-9f00-00000000b0c0";
+const DEBUG_UID: &str = "0c3c2d5e-0000-4a6e-9f00-00000000d0c0";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
@@ -393,6 +396,9 @@ async fn play(stage: &Stage, agent: &mut RunningAgent, show: &mut Show) -> Resul
     show.step("Pod shop/backup-0 reaches db-0's volume without kubelet (a hostPath)");
     backup_pod_reads(stage, agent)?;
 
+    show.step("Pod shop/debug-0 opens db-0's files with no mount of its own");
+    debug_pod_reads(stage, agent, enforce)?;
+
     show.step("Pods shop/web-0 and shop/web-1 share pv-cache (ReadWriteOnce)");
     stage.publish("web-0", "pv-cache")?.map_err(sys("publishing pv-cache into web-0"))?;
     stage.publish("web-1", "pv-cache")?.map_err(sys("publishing pv-cache into web-1"))?;
@@ -473,6 +479,45 @@ fn backup_pod_reads(stage: &Stage, agent: &mut RunningAgent) -> Result<(), DemoE
         return Err(DemoError::Agent(format!("the backup pod still reads db-0's data at {readme}")));
     }
     Ok(())
+}
+
+/// A `kubectl debug node/…` pod (the node's `/` at `/host`) opens db-0's file by its node
+/// path, under kubelet's publish target: no mount, no mount call, nothing for a mount hook
+/// to see. The open guard refuses it (BPF LSM) or reports it (no BPF LSM).
+fn debug_pod_reads(stage: &Stage, agent: &mut RunningAgent, enforce: bool) -> Result<(), DemoError> {
+    let Some(hierarchy) = crate::node_files::caller_pod::unified_root() else {
+        say("No cgroup v2 hierarchy on this host: the debug pod cannot be told from the node here.");
+        return Ok(());
+    };
+    let file = stage.target("pod-a", "pv-data")?.join("README");
+    let (pod, opened) =
+        backup_pod::DebugPod::open(&hierarchy, DEBUG_UID, &file).map_err(io("starting the debug pod's process"))?;
+    say(&format!(
+        "Its process (pid {}) opens {} — a path on the node, under db-0's publish target.",
+        pod.pid(),
+        file.display()
+    ));
+    match (opened, enforce) {
+        (Err(Errno::EACCES), true) => {
+            agent.wait_line("the refused open", |l| l.contains("file_open") && l.contains(DEBUG_UID))?;
+            say("open(2) failed with EACCES: the BPF LSM hook on file_open knows the file belongs to pv-data,
+                 owned by db-0, and refuses every other pod's open, whatever path, mount or namespace led
+                 there (/proc/<pid>/root, nsenter, a hostPath on a parent directory). A
+                 SinglePodVolumeAccessRefused Event goes to debug-0 with a Kubernetes API.");
+            Ok(())
+        }
+        (Ok(()), false) => {
+            agent.wait_line("the reported open", |l| {
+                l.contains("CONFLICT reported file_open") && l.contains(DEBUG_UID)
+            })?;
+            say("open(2) succeeded: without BPF LSM an open cannot be refused. The agent watches every place
+                 that shows pv-data (fanotify) and reported the open with the reader's pod and process: a
+                 SinglePodVolumeInUse Event goes to debug-0 with a Kubernetes API, and the conflict is counted
+                 with route=\"open\".");
+            Ok(())
+        }
+        (other, _) => Err(DemoError::Agent(format!("the debug pod's open of db-0's file got {other:?}"))),
+    }
 }
 
 fn indent(text: &str) -> String {

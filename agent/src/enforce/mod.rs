@@ -6,6 +6,7 @@ pub mod decision;
 pub mod detach;
 pub mod mode;
 pub mod ns_thread;
+pub mod open_reporter;
 pub mod owners;
 pub mod ownership;
 pub mod quarantine;

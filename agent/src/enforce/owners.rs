@@ -2,19 +2,23 @@
 //! LSM programs decide, else in the agent's own table. The running loop and the start-up
 //! go through [`OwnerStore`] and never ask which.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    os::unix::fs::MetadataExt,
+};
 
-use tracing::info;
+use tracing::{info, warn};
 use volguard_common::enforce::single_pod_reason;
 
 use super::{decision::OwnershipChange, ownership::Ownership};
 use crate::{
     facts::{Origin, SinglePodReason},
-    kernel::maps::{EnforcementMaps, KernelError},
+    kernel::maps::{EnforcementMaps, KernelError, kernel_dev},
     model::{
         mounts::{OwnerFix, PublishChange},
         node::NodeModel,
     },
+    node_files::mount_table::MountTable,
 };
 
 pub enum OwnerStore {
@@ -78,6 +82,34 @@ impl OwnerStore {
         let (added, removed) = maps.sync_exempt_pods(pods)?;
         if added + removed > 0 {
             info!("kernel exempt readers: {added} added, {removed} removed");
+        }
+        Ok(())
+    }
+
+    /// Records, for the open guard, the root of each owner's publish the kernel did not
+    /// see made (before any agent's programs ran, or while none ran): the directory its
+    /// publish target shows, as the mount table's namespace sees it.
+    pub fn seed_roots(&mut self, model: &NodeModel) -> Result<(), KernelError> {
+        let Self::Kernel(maps) = self else { return Ok(()) };
+        let in_namespace = MountTable::root_of(model.mountinfo());
+        for (volume, pod) in maps.owners()? {
+            if maps.has_root(&volume, &pod) {
+                continue;
+            }
+            let pods = model.mounts().pods_of(&volume);
+            let Some((_, publish)) = pods.iter().find(|(p, _)| *p == pod) else { continue };
+            let target = match &in_namespace {
+                Some(root) => root.join(publish.mount_point.strip_prefix("/").unwrap_or(&publish.mount_point)),
+                None => publish.mount_point.clone(),
+            };
+            match std::fs::metadata(&target) {
+                Ok(meta) => {
+                    if maps.seed_root(&volume, &pod, meta.ino(), kernel_dev(meta.dev()))? {
+                        info!("open guard: volume {volume}'s files are opened by pod {pod} alone");
+                    }
+                }
+                Err(e) => warn!("open guard: volume {volume} of pod {pod} not guarded: {}: {e}", target.display()),
+            }
         }
         Ok(())
     }

@@ -5,7 +5,10 @@
 
 use std::{collections::HashMap, path::Path};
 
-use volguard_common::enforce::{CallerLayout, KernelLayout, MountTreeLayout};
+use volguard_common::{
+    enforce::{CallerLayout, KernelLayout, MountTreeLayout},
+    open_guard::OpenGuardLayout,
+};
 
 /// The running kernel's BTF.
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
@@ -229,6 +232,11 @@ impl Btf {
         })
     }
 
+    /// The offsets the open guard needs to find an opened file's dentry.
+    pub fn open_guard_layout(&self) -> Result<OpenGuardLayout, BtfError> {
+        Ok(OpenGuardLayout { file_f_path: self.member_offset("file", "f_path")?, _pad: 0 })
+    }
+
     /// The offsets the LSM programs need to find the caller's pod from its cgroup.
     pub fn caller_layout(&self) -> Result<CallerLayout, BtfError> {
         // `__parent` in newer kernels, `parent` in older ones.
@@ -338,6 +346,9 @@ mod tests {
         let caller = btf.caller_layout().unwrap();
         // The programs take 0 in task_cgroups for "not configured".
         assert!(caller.task_cgroups > 0 && caller.kernfs_node_name != caller.kernfs_node_parent);
+        // The open guard takes 0 in f_path for "not configured": f_path follows the lock
+        // and the mode in every kernel's `struct file`.
+        assert!(btf.open_guard_layout().unwrap().file_f_path > 0);
     }
 
     #[test]

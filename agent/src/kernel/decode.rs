@@ -227,6 +227,9 @@ fn read_record<T: aya::Pod>(record: &[u8]) -> Result<T, DecodeError> {
 /// [`LsmConflict::hook`] of a clone of an owned tree taken by another pod (the new mount API).
 pub const CLONE_HOOK: &str = "move_mount of a tree inside the volume";
 
+/// [`LsmConflict::hook`] of an open of an owned volume's file by another pod.
+pub const OPEN_HOOK: &str = "file_open";
+
 fn parse_conflict(record: &[u8]) -> Result<LsmConflict, DecodeError> {
     let raw: ConflictEvent = read_record(record)?;
     let text = |bytes: &[u8]| RawString::from_nul_padded(bytes, false);
@@ -235,6 +238,7 @@ fn parse_conflict(record: &[u8]) -> Result<LsmConflict, DecodeError> {
         hook: match raw.hook {
             conflict_hook::MOVE_MOUNT => "move_mount",
             conflict_hook::MOVE_MOUNT_SOURCE => CLONE_HOOK,
+            conflict_hook::FILE_OPEN => OPEN_HOOK,
             _ => "sb_mount",
         },
         caller: Caller { pid: raw.pid, tgid: raw.tgid, mnt_ns: 0, comm: text(&raw.comm), cgroup_id: raw.cgroup_id },
@@ -432,6 +436,15 @@ mod tests {
         let Ok(Record::Conflict(c)) = parse(bytes) else { panic!() };
         assert!(c.blocked);
         assert_eq!((c.hook, c.caller.pid, c.caller.tgid, c.time_ns), ("move_mount", 5, 4, 77));
+        let hook_of = |hook: u32| {
+            let mut bytes = bytes.to_vec();
+            let at = std::mem::offset_of!(ConflictEvent, hook);
+            bytes[at..at + 4].copy_from_slice(&hook.to_ne_bytes());
+            let Ok(Record::Conflict(c)) = parse(&bytes) else { panic!() };
+            c.hook
+        };
+        assert_eq!(hook_of(conflict_hook::FILE_OPEN), OPEN_HOOK, "the open guard's refusals are told apart");
+        assert_eq!(hook_of(conflict_hook::MOVE_MOUNT_SOURCE), CLONE_HOOK);
         assert_eq!(
             (c.volume.to_string(), c.owner.to_string(), c.attempted_by.to_string()),
             ("pvc-1".into(), "pod-a".into(), "pod-b".into())

@@ -15,8 +15,8 @@ use volguard_common::{
     event::{SYSCALLS, SyscallSpec},
     maps::{EVENTS, PINNED_MAPS},
     programs::{
-        FENTRY_PREFIX, FEXIT_PREFIX, MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE,
-        SYSCALL_ENTER_PREFIX, SYSCALL_EXIT, SYSCALL_FUNCTION_PREFIX,
+        FENTRY_PREFIX, FEXIT_PREFIX, FILE_OPEN_GUARD, MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE,
+        SB_UMOUNT_RELEASE, SYSCALL_ENTER_PREFIX, SYSCALL_EXIT, SYSCALL_FUNCTION_PREFIX,
     },
 };
 
@@ -92,12 +92,17 @@ pub fn trampoline_hooks(spec: &SyscallSpec) -> [Hook; 2] {
     ]
 }
 
-/// The enforcement programs (see `agent-ebpf/src/probes/enforce.rs`).
+/// The enforcement programs (see `agent-ebpf/src/probes/enforce.rs` and `open_guard.rs`).
 pub fn enforce_hooks() -> Vec<Hook> {
-    [(SB_MOUNT_ENFORCE, "sb_mount"), (MOVE_MOUNT_ENFORCE, "move_mount"), (SB_UMOUNT_RELEASE, "sb_umount")]
-        .into_iter()
-        .map(|(program, hook)| Hook { program: program.to_owned(), attach: Attach::Lsm { hook }, optional: false })
-        .collect()
+    [
+        (SB_MOUNT_ENFORCE, "sb_mount"),
+        (MOVE_MOUNT_ENFORCE, "move_mount"),
+        (SB_UMOUNT_RELEASE, "sb_umount"),
+        (FILE_OPEN_GUARD, "file_open"),
+    ]
+    .into_iter()
+    .map(|(program, hook)| Hook { program: program.to_owned(), attach: Attach::Lsm { hook }, optional: false })
+    .collect()
 }
 
 impl Hook {

@@ -18,9 +18,10 @@ use volguard_common::{
         VOLUME_NAME_LEN, VolumeKey,
     },
     maps::{
-        CALLER_LAYOUT, CONFIG, EXEMPT_POD_ENTRIES, EXEMPT_PODS, MOUNT_TREE_LAYOUT, OWNERS, PUBLISH_MOUNTS,
-        PUBLISHED_ROOTS, SINGLE_POD_VOLUMES,
+        CALLER_LAYOUT, CONFIG, EXEMPT_POD_ENTRIES, EXEMPT_PODS, GUARDED_DEVICES, MOUNT_TREE_LAYOUT, OPEN_GUARD_LAYOUT,
+        OWNERS, PUBLISH_MOUNTS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES,
     },
+    open_guard::{DeviceGuard, OpenGuardLayout},
 };
 
 use super::{
@@ -121,6 +122,10 @@ pub struct EnforcementMaps {
     mount_tree: Option<Array<MapData, MountTreeLayout>>,
     /// Only in a loaded object (not pinned either).
     callers: Option<CallerMaps>,
+    /// Absent from the pins of an agent that predates the open guard.
+    guarded_devices: Option<HashMap<MapData, u32, DeviceGuard>>,
+    /// Only in a loaded object (not pinned).
+    open_guard_layout: Option<Array<MapData, OpenGuardLayout>>,
 }
 
 impl EnforcementMaps {
@@ -132,6 +137,10 @@ impl EnforcementMaps {
         let mount_tree = object.take_map(MOUNT_TREE_LAYOUT)?;
         maps.mount_tree = Some(Array::try_from(mount_tree).map_err(map_error(MOUNT_TREE_LAYOUT))?);
         maps.callers = Some(CallerMaps::take(object)?);
+        let devices = object.take_map(GUARDED_DEVICES)?;
+        maps.guarded_devices = Some(HashMap::try_from(devices).map_err(map_error(GUARDED_DEVICES))?);
+        let layout = object.take_map(OPEN_GUARD_LAYOUT)?;
+        maps.open_guard_layout = Some(Array::try_from(layout).map_err(map_error(OPEN_GUARD_LAYOUT))?);
         Ok(maps)
     }
 
@@ -144,6 +153,7 @@ impl EnforcementMaps {
         let mut maps = Self::from_maps(open)?;
         // Pins of an agent older than the map have none.
         maps.publish_mounts = open(PUBLISH_MOUNTS).ok().and_then(|map| HashMap::try_from(map).ok());
+        maps.guarded_devices = open(GUARDED_DEVICES).ok().and_then(|map| HashMap::try_from(map).ok());
         Ok(maps)
     }
 
@@ -156,6 +166,8 @@ impl EnforcementMaps {
             publish_mounts: None,
             mount_tree: None,
             callers: None,
+            guarded_devices: None,
+            open_guard_layout: None,
         })
     }
 
@@ -178,6 +190,12 @@ impl EnforcementMaps {
     /// an owned tree is judged only by where it lands).
     pub fn configure_callers(&mut self, layout: CallerLayout) -> Result<(), KernelError> {
         self.callers.as_mut().ok_or(KernelError::MissingMap(CALLER_LAYOUT))?.configure(layout)
+    }
+
+    /// Switches the open guard on: its program finds an opened file's dentry with this.
+    pub fn configure_open_guard(&mut self, layout: OpenGuardLayout) -> Result<(), KernelError> {
+        let map = self.open_guard_layout.as_mut().ok_or(KernelError::MissingMap(OPEN_GUARD_LAYOUT))?;
+        map.set(0, layout, 0).map_err(map_error(OPEN_GUARD_LAYOUT))
     }
 
     /// Makes the kernel's exempt readers exactly `pods` (UIDs); (added, removed).
@@ -291,6 +309,74 @@ impl EnforcementMaps {
         Ok(all)
     }
 
+    /// Whether a root of `volume` published for `pod_uid` is recorded.
+    pub fn has_root(&self, volume: &str, pod_uid: &str) -> bool {
+        let (Ok(volume), Some(pod)) = (volume_key(volume), self::pod_uid(pod_uid)) else { return false };
+        self.roots
+            .iter()
+            .filter_map(Result::ok)
+            .any(|(_, root)| root.volume.name == volume.name && root.owner.uid == pod.uid)
+    }
+
+    /// Records the root of a publish the kernel did not see (made before this agent's
+    /// programs ran): `ino` and kernel `dev` of the directory the publish shows. Marked
+    /// as a directory root, so opens on its filesystem walk up to it.
+    pub fn seed_root(&mut self, volume: &str, pod_uid: &str, ino: u64, dev: u32) -> Result<bool, KernelError> {
+        let key = volume_key(volume)?;
+        let Some(owner) = self::pod_uid(pod_uid) else { return Ok(false) };
+        let root = PublishedRoot { volume: key, owner };
+        self.roots.insert(RootKey { ino, dev, _pad: 0 }, root, 0).map_err(map_error(PUBLISHED_ROOTS))?;
+        self.guard_device(dev)?;
+        Ok(true)
+    }
+
+    /// Notes that `dev` holds a directory root, keeping what the kernel noted there.
+    fn guard_device(&mut self, dev: u32) -> Result<(), KernelError> {
+        let Some(devices) = self.guarded_devices.as_mut() else { return Ok(()) };
+        let mut guard = devices.get(&dev, 0).unwrap_or_default();
+        if guard.directory_roots != 0 {
+            return Ok(());
+        }
+        guard.directory_roots = 1;
+        devices.insert(dev, guard, 0).map_err(map_error(GUARDED_DEVICES))
+    }
+
+    /// Marks the device of every recorded root (pins of an agent that predates the open
+    /// guard have roots but no device marks). Returns how many devices were marked.
+    pub fn guard_devices_of_roots(&mut self) -> Result<usize, KernelError> {
+        let Some(devices) = self.guarded_devices.as_ref() else { return Ok(0) };
+        let marked: HashSet<u32> = devices.keys().filter_map(Result::ok).collect();
+        let missing: BTreeSet<u32> =
+            self.roots.keys().filter_map(Result::ok).map(|key| key.dev).filter(|dev| !marked.contains(dev)).collect();
+        for dev in &missing {
+            self.guard_device(*dev)?;
+        }
+        Ok(missing.len())
+    }
+
+    /// Removes the marks of devices that hold no recorded root any more. A root the exit
+    /// program records meanwhile is recorded before its mark: a second look at the roots
+    /// puts back a mark removed under it.
+    fn unguard_empty_devices(&mut self) {
+        let Some(devices) = self.guarded_devices.as_mut() else { return };
+        let roots_on = |roots: &HashMap<MapData, RootKey, PublishedRoot>| -> HashSet<u32> {
+            roots.keys().filter_map(Result::ok).map(|key| key.dev).collect()
+        };
+        let held = roots_on(&self.roots);
+        let empty: Vec<(u32, DeviceGuard)> =
+            devices.iter().filter_map(Result::ok).filter(|(dev, _)| !held.contains(dev)).collect();
+        if empty.is_empty() {
+            return;
+        }
+        for (dev, _) in &empty {
+            let _ = devices.remove(dev);
+        }
+        let held = roots_on(&self.roots);
+        for (dev, guard) in empty.into_iter().filter(|(dev, _)| held.contains(dev)) {
+            let _ = devices.insert(dev, guard, 0);
+        }
+    }
+
     /// Forgets `pod_uid`'s roots of `volume` (found in the map itself, so roots recorded
     /// before a restart go too), unless the pod owns the volume again: the agent reads an
     /// unpublish after the kernel released the claim, and may read it after the same pod
@@ -312,6 +398,7 @@ impl EnforcementMaps {
         for key in stale {
             let _ = self.roots.remove(&key);
         }
+        self.unguard_empty_devices();
     }
 }
 

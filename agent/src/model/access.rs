@@ -24,6 +24,8 @@ pub struct VolumeTree {
     pub owner: String,
     pub device: String,
     pub root: PathBuf,
+    /// Where the owner's publish is mounted, in the table's namespace.
+    pub publish_point: PathBuf,
     /// Every pod kubelet's publish of the volume still shows it to, the owner first: a
     /// second pod's publish that stands (made while no agent ran, or left in audit mode)
     /// is that pod's own, and so are its containers' binds of it.
@@ -31,6 +33,12 @@ pub struct VolumeTree {
 }
 
 impl VolumeTree {
+    /// Whether the owner's publish shows the volume's whole filesystem (a block volume's),
+    /// not a directory of a shared one.
+    pub fn whole_filesystem(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
     /// Whether `mount` shows this volume's data (the whole tree or a directory in it).
     pub fn shown_by(&self, mount: &Mount) -> bool {
         mount.device == self.device && mount.root.starts_with(&self.root)
@@ -58,6 +66,7 @@ pub fn owned_trees(table: &MountTable, kubelet_root: &Path, owners: &BTreeMap<St
             owner: target.pod_uid,
             device: mount.device.clone(),
             root: mount.root.clone(),
+            publish_point: mount.mount_point.clone(),
         };
         if !trees.contains(&tree) {
             trees.push(tree);
@@ -97,6 +106,9 @@ pub enum Route {
     /// propagation brought there (a hostPath on kubelet's tree with `HostToContainer`), or
     /// one made before the agent started.
     Propagated,
+    /// An open of the volume's files with no mount of its own: through `/proc/<pid>/root`,
+    /// a setns, a hostPath on an ancestor directory, a second mount of its device.
+    Open,
 }
 
 impl Route {
@@ -108,6 +120,7 @@ impl Route {
             Self::Clone => "clone",
             Self::Recursive => "recursive",
             Self::Propagated => "propagated",
+            Self::Open => "open",
         }
     }
 }
@@ -296,6 +309,7 @@ mod tests {
                 owner: "pod-a".into(),
                 device: "8:16".into(),
                 root: "/pv-1".into(),
+                publish_point: A_TARGET.into(),
                 published_to: vec!["pod-a".into()],
             }]
         );

@@ -150,10 +150,19 @@ impl Conflict {
         Self { by, ..self }
     }
 
+    /// The Event's reason: the action's, except that a refused open names the access.
+    pub fn reason(&self) -> &'static str {
+        match (self.action, self.route) {
+            (ConflictAction::Refused, Route::Open) => "SinglePodVolumeAccessRefused",
+            (action, _) => action.reason(),
+        }
+    }
+
     /// The Event's message: what happened, to which volume and PVC, who holds it, and
     /// what becomes of this pod (which differs by mode).
     pub fn message(&self) -> String {
         match &self.by {
+            Some(by) if self.route == Route::Open => format!("{} The file was opened by {by}.", self.what_happened()),
             Some(by) => format!("{} The mount was made by {by}.", self.what_happened()),
             None => self.what_happened(),
         }
@@ -166,6 +175,16 @@ impl Conflict {
         };
         let (volume, owner) = (&self.volume, &self.owner);
         let in_use = format!("volume \"{volume}\"{claim} is single-pod and already in use by pod {owner} on this node");
+        if self.route == Route::Open {
+            let opened = format!("{in_use}; a process of this pod opened its files outside kubelet's publish");
+            return match self.action {
+                ConflictAction::Refused => format!("{opened}, and the kernel refused the open (EACCES)."),
+                _ => format!(
+                    "{opened}. volguard reported it and refused nothing (audit mode, or a node without BPF LSM, \
+                     where an open cannot be refused)."
+                ),
+            };
+        }
         if let Some(mount_point) = &self.mount_point {
             let reached = format!(
                 "{in_use}; a mount outside kubelet's publish ({}, at {} in the mount's namespace) reached its data",
@@ -286,6 +305,27 @@ mod tests {
              once that pod releases it."
         );
         assert_eq!(c.action.reason(), "SinglePodVolumeRefused");
+    }
+
+    #[test]
+    fn a_refused_open_is_an_access_refused_and_says_so() {
+        let open = |action| Conflict::resolve(&facts(), action, "pv-1", "uid-b", "uid-a").routed(Route::Open, None);
+        let refused = open(ConflictAction::Refused);
+        assert_eq!(refused.reason(), "SinglePodVolumeAccessRefused");
+        assert!(
+            refused
+                .message()
+                .ends_with("opened its files outside kubelet's publish, and the kernel refused the open (EACCES).")
+        );
+        let audited = open(ConflictAction::Audited);
+        assert_eq!(audited.reason(), "SinglePodVolumeInUse");
+        assert!(
+            audited.message().contains("refused nothing (audit mode, or a node without BPF LSM"),
+            "{}",
+            audited.message()
+        );
+        let publish = Conflict::resolve(&facts(), ConflictAction::Refused, "pv-1", "uid-b", "uid-a");
+        assert_eq!(publish.reason(), "SinglePodVolumeRefused", "a refused publish keeps its reason");
     }
 
     /// What the pod experiences differs by mode, and each message says it: only a refused

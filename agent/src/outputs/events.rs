@@ -92,7 +92,7 @@ pub async fn run(
             tracing::warn!(
                 pod = %conflict.pod,
                 volume = conflict.volume.as_str(),
-                reason = conflict.action.reason(),
+                reason = conflict.reason(),
                 "conflict on a pod the facts do not name: no Event can be created for it"
             );
             continue;
@@ -162,7 +162,7 @@ pub fn event_for(conflict: &Conflict, held_back: u64, node_name: &str, now: Time
         metadata: ObjectMeta { name: Some(name), namespace: Some(namespace), ..ObjectMeta::default() },
         event_time: Some(MicroTime(now)),
         type_: Some("Warning".into()),
-        reason: Some(conflict.action.reason().into()),
+        reason: Some(conflict.reason().into()),
         action: Some(ACTION.into()),
         note: Some(truncate(&note, NOTE_MAX)),
         regarding: Some(regarding),

@@ -280,8 +280,9 @@ impl ConflictMetrics {
         let conflicts = Family::<ConflictLabels, Counter>::default();
         registry.register(
             "volguard_conflicts",
-            "Mounts of a single-pod volume by a second pod or a process outside its owner, by namespace, PVC, what \
-             was done and route (publish, bind, clone, recursive, propagated)",
+            "Mounts of a single-pod volume by a second pod or a process outside its owner, and opens of its files by \
+             another pod, by namespace, PVC, what was done and route (publish, bind, clone, recursive, propagated, \
+             open)",
             conflicts.clone(),
         );
         let single_pod = Family::<StateLabels, Gauge>::default();

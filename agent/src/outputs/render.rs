@@ -19,13 +19,25 @@ pub fn record(record: &Record) -> String {
     }
 }
 
-/// `CONFLICT blocked ...`: a refused (or, in audit mode, reported) publish.
+/// `CONFLICT blocked ...`: a refused (or, in audit mode, reported) publish, clone or open.
 pub fn conflict(c: &LsmConflict) -> String {
+    use crate::kernel::decode::{CLONE_HOOK, OPEN_HOOK};
+    let opened = c.hook == OPEN_HOOK;
     format!(
         "CONFLICT {action} {hook}: volume {volume} is owned by pod {owner}; pod {attempted} tried to {what} it \
          (pid={pid} comm={comm})",
-        action = if c.blocked { "blocked (EBUSY)" } else { "audited (allowed)" },
-        what = if c.hook == crate::kernel::decode::CLONE_HOOK { "clone" } else { "publish" },
+        action = match (c.blocked, opened) {
+            (true, true) => "blocked (EACCES)",
+            (true, false) => "blocked (EBUSY)",
+            (false, _) => "audited (allowed)",
+        },
+        what = if opened {
+            "open a file of"
+        } else if c.hook == CLONE_HOOK {
+            "clone"
+        } else {
+            "publish"
+        },
         hook = c.hook,
         volume = quoted(&c.volume),
         owner = c.owner,

@@ -31,7 +31,7 @@ mod uapi {
 
 /// `struct fanotify_event_metadata`: `event_len` (u32), `vers` (u8), `reserved` (u8),
 /// `metadata_len` (u16), `mask` (u64), `fd` (s32), `pid` (s32).
-const METADATA_LEN: usize = 24;
+pub(super) const METADATA_LEN: usize = 24;
 /// `FANOTIFY_METADATA_VERSION`.
 const METADATA_VERSION: u8 = libc::FANOTIFY_METADATA_VERSION;
 /// An info record's header: `info_type` (u8), `pad` (u8), `len` (u16).
@@ -138,30 +138,34 @@ fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+pub(super) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+pub(super) fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
 /// Decodes every record of one read. A record that cannot be framed ends the buffer
 /// (reported once); a framed record that cannot be understood is reported and skipped.
 pub fn parse(buf: &[u8]) -> Vec<Result<Notice, NoticeError>> {
-    let mut out = Vec::new();
-    let mut rest = buf;
-    while !rest.is_empty() {
-        let claimed = u32_at(rest, 0).map_or(0, |n| n as usize);
-        if rest.len() < METADATA_LEN || claimed < METADATA_LEN || claimed > rest.len() {
-            out.push(Err(NoticeError::Truncated { len: rest.len(), claimed }));
-            break;
+    records(buf).map(|record| parse_record(record?)).collect()
+}
+
+/// The records of one read, each framed by its metadata's length (at least the
+/// metadata's). A record that cannot be framed is an error and ends the buffer.
+pub(super) fn records(buf: &[u8]) -> impl Iterator<Item = Result<&[u8], NoticeError>> {
+    let mut rest = Some(buf);
+    std::iter::from_fn(move || {
+        let buf = rest.take().filter(|b| !b.is_empty())?;
+        let claimed = u32_at(buf, 0).map_or(0, |n| n as usize);
+        if buf.len() < METADATA_LEN || claimed < METADATA_LEN || claimed > buf.len() {
+            return Some(Err(NoticeError::Truncated { len: buf.len(), claimed }));
         }
-        let (record, next) = rest.split_at(claimed);
-        out.push(parse_record(record));
-        rest = next;
-    }
-    out
+        let (record, next) = buf.split_at(claimed);
+        rest = Some(next);
+        Some(Ok(record))
+    })
 }
 
 /// One framed record (its length checked against the metadata's).

@@ -1,4 +1,4 @@
-//! Benchmarks 1 and 8 of `cargo xtask bench`, run where the kernel under test is: on the
+//! Benchmarks 1, 8 and 9 of `cargo xtask bench`, run where the kernel under test is: on the
 //! host (`cargo xtask bench` runs this binary once per backend the host has) and in the
 //! VM with BPF LSM (the bench boot, once per backend). The tracing backend is the one
 //! `VOLGUARD_TRACE_BACKEND` forces; each test prints `volguard-bench:` JSON lines naming
@@ -20,6 +20,11 @@
 //!   syscall entry path; trampolines and fanotify should cost nothing. Two loops on one
 //!   pinned CPU: `getppid` (the cheapest syscall, so the entry path is most of its cost)
 //!   and a 4 KiB `read` of /dev/zero + `write` to /dev/null.
+//! - `open_guard_cost` (9): open + close of a file on a filesystem that holds an owned
+//!   volume's published directory — outside the volume (what any open on that filesystem
+//!   pays: the guard walks up to the filesystem's root) and inside it through the publish
+//!   target, by a node process (the guard finds the volume and the caller's pod; without
+//!   BPF LSM the open reporter gets a notice of each and drops it).
 
 use std::{
     collections::BTreeMap,
@@ -268,6 +273,41 @@ fn mount_cycle_overhead() {
         }
         extra
     });
+}
+
+/// Seconds for `n` open + close of `file`, in `ns` (where the owner's publish is).
+fn opens(ns: &MountNs, file: &Path, n: u64) -> f64 {
+    let file = file.to_path_buf();
+    ns.run(move || {
+        let started = Instant::now();
+        for _ in 0..n {
+            drop(std::hint::black_box(File::open(&file).unwrap()));
+        }
+        started.elapsed().as_secs_f64()
+    })
+}
+
+#[test]
+#[ignore = "a benchmark: cargo xtask bench runs it on the host and in the VM"]
+fn open_guard_cost() {
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let volume = tree.volume("pv-rwop");
+    std::fs::write(volume.join("data"), b"x").unwrap();
+    let outside = tree.tmp.path().join("outside-the-volume");
+    std::fs::write(&outside, b"x").unwrap();
+    // Published once: each run's fresh agent finds the owner in the mount table.
+    let target = tree.publish_dir("pod-a", "pv-rwop");
+    ns.bind(&volume, &target).unwrap();
+    let files: [(&str, PathBuf); 2] = [
+        ("outside the volume, on its filesystem", outside),
+        ("in the volume, through its publish target, by a node process", target.join("data")),
+    ];
+    let iterations: Vec<u64> = files.iter().map(|(_, file)| calibrate(|n| opens(&ns, file, n), 10_000)).collect();
+    let runs = alternate(&tree, &ns, "bench-open", files.len(), |case| opens(&ns, &files[case].1, iterations[case]));
+    let cases: Vec<(&str, u64)> = files.iter().zip(&iterations).map(|((name, _), n)| (*name, *n)).collect();
+    report("open", &runs, &cases, |_| serde_json::json!({}));
+    ns.umount(&target).unwrap();
 }
 
 /// One tax loop: `n` iterations of a syscall workload.

@@ -14,7 +14,7 @@
 
 use std::{path::Path, time::Duration};
 
-use anyhow::{Context, ensure};
+use anyhow::{Context, bail, ensure};
 
 use super::{
     UPGRADE_TAG,
@@ -143,7 +143,8 @@ pub(super) fn hostpath_reader_in_vm(
     let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/{pv}/mount");
     let hostpath = "[{name: peek, hostPath: {path: TARGET, type: Directory}}]".replace("TARGET", &target);
     admin.apply(&pod(site, READER, "exec sleep 100000", "[{name: peek, mountPath: /peek}]", &hostpath))?;
-    let reader = read_or_refused_within(admin, READER, "/peek/owner", timeout)?;
+    // Before the detach the open guard refuses the read (EACCES); after it the file is gone.
+    let reader = read_or_refused_within(admin, READER, "/peek/owner", timeout, &[NO_FILE, REFUSED])?;
     let event = access_event(admin, READER, owner_pod)?;
     let instances: Vec<String> =
         admin.events_for(NS, READER)?.into_iter().filter(|e| e.controller == "volguard").map(|e| e.instance).collect();
@@ -151,15 +152,97 @@ pub(super) fn hostpath_reader_in_vm(
     Ok(format!("hostPath reader in enforce mode: {reader}; Event {event}"))
 }
 
+/// csi-driver-host-path's data directory on the node: each volume is a directory there.
+const HOSTPATH_DATA_DIR: &str = "/var/lib/csi-hostpath-data";
+
+/// Scenario 6c, in the VM with BPF LSM: two pods read `owner_pod`'s file (`claim`'s
+/// `owner`) with no mount of that volume at all — a `kubectl debug node/… --profile=
+/// sysadmin`-style pod (hostPID) through `/proc/<owner's pid>/root`, and a pod with a
+/// hostPath on the driver's data directory, an ancestor of the volume's — and the open
+/// guard refuses both in the kernel (EACCES), with a `SinglePodVolumeAccessRefused` Event
+/// on each; the owner keeps reading its file.
+pub(super) fn reads_without_a_mount_in_vm(
+    admin: &Kube,
+    site: Site,
+    owner_pod: &str,
+    claim: &str,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    const DEBUGGER: &str = "vm-node-debugger";
+    const DATA_READER: &str = "vm-data-dir-reader";
+    let pv = volume_of(admin, claim)?;
+    let handle = admin.run(&["get", "pv", &pv, "-o", "jsonpath={.spec.csi.volumeHandle}"])?.trim().to_owned();
+    ensure!(!handle.is_empty(), "PV {pv} names no CSI volume handle");
+    // The owner's processes found by `test -e` (a stat, not an open) on their root.
+    let script = "for d in /proc/[0-9]*; do test -e $d/root/data/owner && grep -qx sleep $d/comm && \
+                  exec cat $d/root/data/owner; done; echo no-owner-process >&2; exit 3";
+    let debugger =
+        pod(site, DEBUGGER, "exec sleep 100000", "[]", "[]").replacen("spec:\n", "spec:\n  hostPID: true\n", 1);
+    admin.apply(&debugger)?;
+    let data_dir = format!("[{{name: hp, hostPath: {{path: {HOSTPATH_DATA_DIR}, type: Directory}}}}]");
+    admin.apply(&pod(site, DATA_READER, "exec sleep 100000", "[{name: hp, mountPath: /hp}]", &data_dir))?;
+    let through_proc = refused_open(admin, DEBUGGER, &["sh", "-c", script], timeout)?;
+    let through_dir = refused_open(admin, DATA_READER, &["cat", &format!("/hp/{handle}/owner")], timeout)?;
+    let mut events = Vec::new();
+    for reader in [DEBUGGER, DATA_READER] {
+        let mut found = None;
+        wait_for(&format!("volguard's SinglePodVolumeAccessRefused on {reader}"), timeout, || {
+            found = admin
+                .events_for(NS, reader)?
+                .into_iter()
+                .find(|e| e.reason == "SinglePodVolumeAccessRefused" && e.note.contains(owner_pod));
+            Ok(found.is_some())
+        })?;
+        let event = found.expect("found");
+        ensure!(event.kind == "Warning" && event.instance == site.node, "the Event: {event:?}");
+        events.push(event.reason);
+    }
+    let owner = exec(admin, owner_pod, &["cat", "/data/owner"])?;
+    ensure!(owner.trim() == A_DATA, "{owner_pod} reads {owner:?} from its own volume");
+    admin.run(&["delete", "pod", "-n", NS, DEBUGGER, DATA_READER, "--wait=true", "--timeout=90s"])?;
+    Ok(format!(
+        "through /proc/<pid>/root: {through_proc}; through the driver's data directory: {through_dir}; Events \
+         {events:?}; the owner still reads its file"
+    ))
+}
+
+/// Runs `command` in `pod` once it runs: it must fail with EACCES ("Permission denied"),
+/// not succeed and not fail for another reason.
+fn refused_open(admin: &Kube, pod: &str, command: &[&str], timeout: Duration) -> anyhow::Result<String> {
+    admin.wait_pod_running(NS, pod, timeout).with_context(|| {
+        let phase = admin.pod_phase(NS, pod).unwrap_or_default();
+        format!("{pod} never ran (phase {phase:?}): nothing was tried")
+    })?;
+    match exec(admin, pod, command) {
+        Ok(data) => bail!("{pod} read {:?} with `{}`: not refused", data.trim(), command.join(" ")),
+        Err(e) => {
+            let why = format!("{e:#}");
+            ensure!(why.contains(REFUSED), "`{}` in {pod} failed for another reason: {why}", command.join(" "));
+            Ok(format!("{pod} refused (Permission denied)"))
+        }
+    }
+}
+
 /// What `pod` found at `file` (one of single-c's files): it must not be A's data. The pod
 /// must run (a pod that never started proves nothing), and `cat` must fail because the
 /// file is not there, not for another reason (an exec that failed reads nothing either).
 fn read_or_refused(admin: &Kube, pod: &str, file: &str) -> anyhow::Result<String> {
-    read_or_refused_within(admin, pod, file, Duration::from_secs(90))
+    read_or_refused_within(admin, pod, file, Duration::from_secs(90), &[NO_FILE])
 }
 
-/// As [`read_or_refused`], waiting up to `timeout` for the pod to run.
-fn read_or_refused_within(admin: &Kube, pod: &str, file: &str, timeout: Duration) -> anyhow::Result<String> {
+/// What `cat` says of a file that is not there, and of an open the open guard refused.
+const NO_FILE: &str = "No such file or directory";
+const REFUSED: &str = "Permission denied";
+
+/// As [`read_or_refused`], waiting up to `timeout` for the pod to run; `cat` may fail only
+/// with one of `failures`.
+fn read_or_refused_within(
+    admin: &Kube,
+    pod: &str,
+    file: &str,
+    timeout: Duration,
+    failures: &[&str],
+) -> anyhow::Result<String> {
     admin.wait_pod_running(NS, pod, timeout).with_context(|| {
         let phase = admin.pod_phase(NS, pod).unwrap_or_default();
         format!("{pod} never ran (phase {phase:?}): nothing was tried")
@@ -173,11 +256,10 @@ fn read_or_refused_within(admin: &Kube, pod: &str, file: &str, timeout: Duration
         }
         Err(e) => {
             let why = format!("{e:#}");
-            ensure!(
-                why.contains("No such file or directory"),
-                "`cat {file}` in {pod} failed for another reason: {why}"
-            );
-            Ok(format!("{pod} runs and finds nothing at {file}"))
+            let Some(failure) = failures.iter().find(|f| why.contains(*f)) else {
+                bail!("`cat {file}` in {pod} failed for another reason: {why}")
+            };
+            Ok(format!("{pod} runs and cannot read {file} ({failure})"))
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Scenario 6 on the node in the VM (vm_node.rs): Debian's 6.1 kernel with BPF LSM, where
+//! Scenarios 6, 6b and 6c on the node in the VM (vm_node.rs): Debian's 6.1 kernel with BPF LSM, where
 //! the chart's `mode: auto` enforces in the kernel. Alone (`--vm`: the VM is the cluster's
 //! one node) or as the fleet's second node. Its claims and pods are named `vm-...`: in the
 //! fleet they share the namespace with the other node's scenarios.
@@ -50,6 +50,9 @@ pub(super) fn on_the_vm_node(runner: &mut Runner, admin: &Kube, site: Site, char
     runner.scenario("6. the same conflict with BPF LSM, in the VM", || refused_in_the_kernel(admin, site, chart));
     runner.scenario("6b. a hostPath on the owner's volume, in the VM", || {
         super::out_of_band::hostpath_reader_in_vm(admin, site, SECOND, CLAIM, EMULATED)
+    });
+    runner.scenario("6c. reads with no mount: /proc/<pid>/root and the driver's data directory, in the VM", || {
+        super::out_of_band::reads_without_a_mount_in_vm(admin, site, SECOND, CLAIM, EMULATED)
     });
 }
 

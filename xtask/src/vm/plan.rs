@@ -173,6 +173,8 @@ const AUTO_WITH_BPF: Run = (
 /// settled by the exit programs, restarts and adoption.
 const ENFORCE: &[&str] = &["--ignored", "vm_enforce::enforce"];
 const UPGRADE: Run = ("vm_enforce", Tracing::Auto, UPGRADE_TEST);
+/// Another pod's opens of an owned volume's files, refused in the kernel on every route.
+const OPEN_GUARD: Run = ("vm_open_guard", Tracing::Auto, &["--ignored", "vm_open_guard::"]);
 /// Without `bpf` in `lsm=`: the program attaches but never runs, auto picks quarantine
 /// (and the backend [`COMPATIBILITY`] says), and quarantine acts on traced events.
 const LSM_INACTIVE: Run =
@@ -210,6 +212,7 @@ pub(super) const BOOTS: &[Boot] = &[
             // Claims are settled by the exit tracepoint or by fexit.
             ("vm_enforce", Tracing::Both, ENFORCE),
             UPGRADE,
+            OPEN_GUARD,
             // The node model with the kernel owner map (seed, release, adoption); not the
             // test of unique mount ids (Linux 6.8; 7.3 runs it).
             ("host_node_model", Tracing::Auto, &["host_node_model::", "--skip", UNIQUE_MOUNT_ID_TEST]),
@@ -231,6 +234,7 @@ pub(super) const BOOTS: &[Boot] = &[
             AUTO_WITH_BPF,
             ("vm_enforce", Tracing::Auto, ENFORCE),
             UPGRADE,
+            OPEN_GUARD,
             ("host_node_model", Tracing::Auto, &["--exact", UNIQUE_MOUNT_ID_TEST]),
             // The tracing programs with their calls parked by thread id (see
             // `VmKernel::parks_calls_by_thread`).
@@ -251,6 +255,7 @@ pub(super) const BOOTS: &[Boot] = &[
             AUTO_WITH_BPF,
             ("vm_enforce", Tracing::Auto, ENFORCE),
             UPGRADE,
+            OPEN_GUARD,
             TRACE,
             TRACE_BACKEND,
             OUT_OF_BAND,

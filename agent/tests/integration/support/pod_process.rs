@@ -73,6 +73,73 @@ impl PodCgroup {
         })
     }
 
+    /// Opens `file` in `ns` as a process of this pod and reads a byte from it: 0, or the
+    /// errno the open or the read failed with.
+    pub fn try_read(&self, ns: &MountNs, file: &Path) -> i32 {
+        let file = cstr(file);
+        // SAFETY: raw syscalls on a NUL-terminated string made before the fork.
+        self.exit_code_in(ns, move || unsafe { read_a_byte(file.as_ptr()) })
+    }
+
+    /// Appends a byte to `file` in `ns` as a process of this pod: 0, or the errno.
+    pub fn try_write(&self, ns: &MountNs, file: &Path) -> i32 {
+        let file = cstr(file);
+        // SAFETY: raw syscalls on a NUL-terminated string made before the fork.
+        self.exit_code_in(ns, move || unsafe {
+            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_APPEND);
+            if fd < 0 || libc::write(fd, c"w".as_ptr().cast(), 1) != 1 {
+                return *libc::__errno_location();
+            }
+            0
+        })
+    }
+
+    /// As [`Self::try_read`], after entering the mount namespace of process `pid` (what
+    /// `nsenter -t <pid> -m` does): `file` as that process sees it.
+    pub fn try_read_in_namespace_of(&self, ns: &MountNs, pid: i32, file: &Path) -> i32 {
+        let (namespace, file) = (cstr(Path::new(&format!("/proc/{pid}/ns/mnt"))), cstr(file));
+        // SAFETY: raw syscalls on NUL-terminated strings made before the fork.
+        self.exit_code_in(ns, move || unsafe {
+            let fd = libc::open(namespace.as_ptr(), libc::O_RDONLY);
+            if fd < 0 || libc::setns(fd, libc::CLONE_NEWNS) != 0 {
+                return SETNS_FAILED;
+            }
+            read_a_byte(file.as_ptr())
+        })
+    }
+
+    /// A process of this pod that holds `file` open (as fd [`HELD_FD`]) with its working
+    /// directory where the file is: `/proc/<pid>/fd/<HELD_FD>` and `/proc/<pid>/cwd` lead there.
+    pub fn holding_open(&self, ns: &MountNs, file: &Path) -> Container {
+        self.holding_open_in(ns, None, file)
+    }
+
+    /// As [`Self::holding_open`], after entering the mount namespace of process
+    /// `namespace_of` where one is given (`file` as that process sees it). A reader that
+    /// stays: its pod can still be read from its cgroup when its open is judged.
+    pub fn holding_open_in(&self, ns: &MountNs, namespace_of: Option<i32>, file: &Path) -> Container {
+        let namespace = namespace_of.map(|pid| cstr(Path::new(&format!("/proc/{pid}/ns/mnt"))));
+        let (dir, path) = (cstr(file.parent().unwrap()), cstr(file));
+        let child = self.fork_in(
+            ns,
+            // SAFETY: raw syscalls on NUL-terminated strings made before the fork.
+            move || unsafe {
+                if let Some(namespace) = &namespace {
+                    let fd = libc::open(namespace.as_ptr(), libc::O_RDONLY);
+                    if fd < 0 || libc::setns(fd, libc::CLONE_NEWNS) != 0 {
+                        return SETNS_FAILED;
+                    }
+                }
+                let fd = libc::open(path.as_ptr(), libc::O_RDONLY);
+                let held = fd >= 0 && libc::dup2(fd, HELD_FD) == HELD_FD;
+                if held && libc::chdir(dir.as_ptr()) == 0 { 0 } else { 1 }
+            },
+            true,
+        );
+        let held = format!("/proc/{child}/fd/{HELD_FD}");
+        ready_when(child, "open the file", || std::fs::symlink_metadata(&held).is_ok())
+    }
+
     /// Runs `op` (raw syscalls only: it runs in a forked child of a threaded process) in a
     /// child that first joins this cgroup and `ns`; fails the test if `op` returns non-zero.
     pub fn run_in(&self, ns: &MountNs, op: impl FnOnce() -> i32) {
@@ -212,6 +279,10 @@ pub struct Container {
 }
 
 impl Container {
+    pub fn pid(&self) -> i32 {
+        self.pid.as_raw()
+    }
+
     /// `path` as this container sees it.
     pub fn path(&self, path: &Path) -> PathBuf {
         PathBuf::from(format!("/proc/{}/root", self.pid)).join(path.strip_prefix("/").unwrap())
@@ -225,6 +296,26 @@ impl Drop for Container {
     }
 }
 
+/// Opens `path` and reads a byte: 0, or the errno.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
+unsafe fn read_a_byte(path: *const libc::c_char) -> i32 {
+    // SAFETY: the caller's string; a buffer of our own.
+    unsafe {
+        let fd = libc::open(path, libc::O_RDONLY);
+        let mut byte = 0u8;
+        if fd < 0 || libc::read(fd, (&raw mut byte).cast(), 1) < 0 {
+            return *libc::__errno_location();
+        }
+        0
+    }
+}
+
+/// The fd number [`PodCgroup::holding_open`] holds its file as.
+pub const HELD_FD: i32 = 901;
+/// What [`PodCgroup::try_read_in_namespace_of`] exits with when it could not enter.
+pub const SETNS_FAILED: i32 = 254;
 const OPEN_TREE_CLONE: libc::c_long = 1;
 /// The fd number `bind_via_fd` binds through (its path is made before the fork).
 const FD_FOR_BIND: i32 = 900;

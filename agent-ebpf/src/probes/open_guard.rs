@@ -1,0 +1,160 @@
+//! The open guard (see `volguard_common::open_guard`): an open of a file in an owned
+//! single-pod volume by a process of another pod is refused with EACCES in enforce mode,
+//! reported in audit mode. The owner's processes, exempt readers and node processes (no
+//! pod: kubelet's fsGroup walk, the runtime) are let through; node processes are counted.
+
+use aya_ebpf::{
+    EbpfContext as _,
+    helpers::{bpf_get_current_cgroup_id, bpf_ktime_get_ns},
+    macros::lsm,
+    programs::LsmContext,
+};
+use volguard_common::{
+    counters::Counter,
+    enforce::{KernelLayout, PublishedRoot, RootKey, conflict_hook, kernel_mode},
+    open_guard::{CachedCallerPod, DeviceGuard, MAX_OPEN_DEPTH, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS},
+};
+
+use super::{
+    caller_pod::caller_pod,
+    enforce::{config, count_conflict, same_pod, scratch, send_conflict},
+    kernel_path::{parent, read_field},
+};
+use crate::{
+    helpers::{count, ctx_arg_address},
+    maps::{CALLER_PODS, EXEMPT_PODS, EnforceScratch, GUARDED_DEVICES, OPEN_GUARD_LAYOUT, OPEN_REPORTS, OWNERS, PUBLISHED_ROOTS},
+};
+
+#[lsm(hook = "file_open")]
+pub fn file_open_guard(ctx: LsmContext) -> i32 {
+    let previous: i32 = ctx.arg(1);
+    if previous != 0 {
+        return previous;
+    }
+    guard(ctx_arg_address(ctx.as_ptr(), 0))
+}
+
+#[inline(always)]
+fn guard(file: *const u8) -> i32 {
+    let Some(layout) = OPEN_GUARD_LAYOUT.get(0).filter(|l| l.file_f_path != 0) else { return 0 };
+    let Some(cfg) = config() else { return 0 };
+    let l = &cfg.layout;
+    let Some(dentry) = read_field::<*const u8>(file, layout.file_f_path + l.path_dentry) else { return 0 };
+    let Some(sb) = read_field::<*const u8>(dentry, l.dentry_d_sb) else { return 0 };
+    let Some(dev) = read_field::<u32>(sb, l.super_block_s_dev) else { return 0 };
+    // SAFETY: read-only lookup. The one lookup most opens on the node pay.
+    let Some(device) = (unsafe { GUARDED_DEVICES.get(&dev) }) else { return 0 };
+    let Some(root) = volume_root(l, device, dentry, dev) else { return 0 };
+    // Trust a recorded root only while its pod owns the volume.
+    // SAFETY: read-only lookup.
+    let Some(owner) = (unsafe { OWNERS.get(&root.volume) }) else { return 0 };
+    if !same_pod(&owner.pod, &root.owner) {
+        return 0;
+    }
+    let Some(s) = scratch() else { return 0 };
+    if !caller_pod_cached(s) {
+        count(Counter::OpensByNodeProcesses);
+        return 0;
+    }
+    if same_pod(&s.pod, &root.owner) {
+        return 0;
+    }
+    // SAFETY: read-only lookup.
+    if unsafe { EXEMPT_PODS.get(&s.pod) }.is_some() {
+        return 0;
+    }
+    s.volume = root.volume;
+    let blocked = cfg.mode == kernel_mode::ENFORCE;
+    count_conflict(blocked);
+    if due_for_report(s) {
+        send_conflict(s, &root.owner, conflict_hook::FILE_OPEN, blocked);
+    }
+    if blocked { -OPEN_DENY_ERRNO } else { 0 }
+}
+
+/// The published root of the owned volume `dentry` lies in, if any: the filesystem's root
+/// where a publish showed the whole filesystem, else the nearest recorded root above it.
+#[inline(always)]
+fn volume_root(l: &KernelLayout, device: &DeviceGuard, dentry: *const u8, dev: u32) -> Option<&'static PublishedRoot> {
+    if device.whole_fs_root_ino != 0 {
+        let key = RootKey { ino: device.whole_fs_root_ino, dev, _pad: 0 };
+        // SAFETY: read-only lookup.
+        if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&key) } {
+            return Some(root);
+        }
+    }
+    if device.directory_roots == 0 {
+        return None;
+    }
+    let mut d = dentry;
+    for _ in 0..MAX_OPEN_DEPTH {
+        let inode = read_field::<*const u8>(d, l.dentry_d_inode)?;
+        let ino = read_field::<u64>(inode, l.inode_i_ino)?;
+        // SAFETY: read-only lookup.
+        if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&RootKey { ino, dev, _pad: 0 }) } {
+            return Some(root);
+        }
+        let up = parent(l, d)?;
+        if up == d {
+            return None;
+        }
+        d = up;
+    }
+    count(Counter::OpensTooDeep);
+    None
+}
+
+/// Writes the caller's pod into `s.pod` (false: it is in none), from the cache by cgroup
+/// ID where the cgroup was met before (its names are read once).
+#[inline(always)]
+fn caller_pod_cached(s: &mut EnforceScratch) -> bool {
+    // SAFETY: helper without preconditions.
+    let cgroup = unsafe { bpf_get_current_cgroup_id() };
+    // SAFETY: read-only lookup; the value is plain data.
+    if let Some(cached) = unsafe { CALLER_PODS.get(&cgroup) } {
+        s.pod = cached.pod;
+        return cached.in_pod != 0;
+    }
+    let in_pod = caller_pod(s);
+    let entry = CachedCallerPod { pod: s.pod, in_pod: in_pod as u32, _pad: 0 };
+    let _ = CALLER_PODS.insert(&cgroup, &entry, 0);
+    in_pod
+}
+
+/// Whether this reader's open of this volume is to be reported (once per interval).
+#[inline(always)]
+fn due_for_report(s: &EnforceScratch) -> bool {
+    // SAFETY: helper without preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let key = s.report_key();
+    // SAFETY: read-only lookup.
+    if let Some(last) = unsafe { OPEN_REPORTS.get(key) }
+        && now.saturating_sub(*last) < OPEN_REPORT_INTERVAL_NS
+    {
+        return false;
+    }
+    let _ = OPEN_REPORTS.insert(key, &now, 0);
+    true
+}
+
+/// Notes that `key`'s filesystem holds an owned volume's published tree (its whole
+/// filesystem where `whole_fs`): opens there are judged. True if it is noted.
+#[inline(always)]
+pub fn guard_device(key: &RootKey, whole_fs: bool) -> bool {
+    if let Some(device) = GUARDED_DEVICES.get_ptr_mut(&key.dev) {
+        // SAFETY: a map value; a racing writer sets the same kind of mark.
+        let device = unsafe { &mut *device };
+        if whole_fs {
+            device.whole_fs_root_ino = key.ino;
+        } else {
+            device.directory_roots = 1;
+        }
+        return true;
+    }
+    let device = if whole_fs {
+        DeviceGuard { whole_fs_root_ino: key.ino, directory_roots: 0, _pad: 0 }
+    } else {
+        DeviceGuard { whole_fs_root_ino: 0, directory_roots: 1, _pad: 0 }
+    };
+    GUARDED_DEVICES.insert(&key.dev, &device, 0).is_ok()
+}

@@ -1,0 +1,100 @@
+//! The loop's side of the open reporter (`enforce::open_reporter`, where no BPF LSM guards
+//! opens): what to watch, from the owned trees and the owner's container mounts the
+//! namespace scan found, and what a foreign open becomes (a conflict with route `open`).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
+
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use super::running::Running;
+use crate::{
+    enforce::open_reporter::{ForeignOpen, OpenReporter, Reader, WatchedVolume},
+    model::{access::Route, explain::ConflictAction, explain::MountedBy},
+    node_files::mount_table::MountTable,
+    sys::open_watch::Reach,
+};
+
+/// The reporter, and the owner's container mounts of each owned volume (by volume, as
+/// `/proc/<pid>/root/<mount point>` paths) that the last namespace scan found.
+pub(super) struct OpenReports {
+    reporter: OpenReporter,
+    pub(super) owner_places: BTreeMap<String, BTreeSet<PathBuf>>,
+}
+
+impl OpenReports {
+    /// Starts the reporter (`None`, logged, where fanotify cannot watch opens); the loop
+    /// reads what it finds from the receiver.
+    pub(super) fn start() -> Option<(Self, mpsc::Receiver<ForeignOpen>)> {
+        match OpenReporter::start() {
+            Ok((reporter, found)) => Some((Self { reporter, owner_places: BTreeMap::new() }, found)),
+            Err(e) => {
+                warn!("another pod's opens of an owned volume's files are not reported: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Running<'_> {
+    /// Tells the reporter every owned volume and the places that show it: the owner's
+    /// publish (its whole filesystem where the volume is one) and its containers' mounts.
+    pub(super) fn watch_opens(&mut self) {
+        if self.open_reports.is_none() {
+            return;
+        }
+        let trees = self.owned_trees();
+        let in_namespace = MountTable::root_of(self.model.mountinfo());
+        let Some(reports) = self.open_reports.as_ref() else { return };
+        let volumes = trees
+            .iter()
+            .map(|tree| {
+                let reach = if tree.whole_filesystem() { Reach::Filesystem } else { Reach::Mount };
+                let publish = match &in_namespace {
+                    Some(root) => under(root, &tree.publish_point),
+                    None => tree.publish_point.clone(),
+                };
+                let containers = reports.owner_places.get(&tree.volume).into_iter().flatten();
+                let places = std::iter::once(publish).chain(containers.cloned()).map(|path| (path, reach)).collect();
+                WatchedVolume { volume: tree.volume.clone(), owner: tree.owner.clone(), places }
+            })
+            .collect();
+        reports.reporter.watch(volumes);
+    }
+
+    /// An open of an owned volume's files by a process that is not the owner's: a
+    /// conflict with route `open`, unless the reader is exempt or the volume's driver.
+    pub(super) fn foreign_open(&mut self, open: ForeignOpen) {
+        let reader = match &open.reader {
+            Reader::Pod(pod) if self.is_exempt(pod) || self.driver_pods.contains(pod) => return,
+            Reader::Pod(pod) => pod.as_str(),
+            Reader::Node => {
+                debug!("volume {}: opened by node process {} ({}), allowed", open.volume, open.pid, open.command);
+                return;
+            }
+            // Counted and logged with no pod: there is no object to hang an Event on.
+            Reader::Gone => "",
+        };
+        let who = if reader.is_empty() {
+            "a process that exited before its pod was read".to_owned()
+        } else {
+            format!("pod {reader}")
+        };
+        warn!(
+            "CONFLICT reported file_open: volume {:?} is owned by pod {}; {who} opened its files (pid={} comm={:?})",
+            open.volume, open.owner, open.pid, open.command
+        );
+        let pod = (!reader.is_empty()).then_some(reader);
+        let by = MountedBy::resolve(&self.model.snapshot().facts, open.pid, &open.command, pod);
+        let conflict = self.model.conflict(ConflictAction::Audited, &open.volume, reader, &open.owner);
+        self.tell(conflict.made_by(Some(by)).routed(Route::Open, None));
+    }
+}
+
+/// `path` (absolute in the table's namespace) as the agent reaches it through `root`.
+fn under(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}

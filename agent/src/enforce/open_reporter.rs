@@ -1,0 +1,271 @@
+//! Where no BPF LSM can refuse an open (quarantine, and audit without it), another pod's
+//! opens of an owned volume's files are reported: a fanotify `FAN_OPEN` group per owned
+//! volume marks every place that shows that volume — the mount of its publish target, the
+//! mounts of it in the owner's containers (what `/proc/<pid>/root`, a setns or
+//! `/proc/<pid>/cwd` of the owner reach), and, where the volume is a filesystem of its own,
+//! that whole filesystem (any other mount of its device). Each group is read off the event
+//! loop, in a task of its own; an open by a process of a pod other than the owner comes
+//! back to the loop as a [`ForeignOpen`], at most once a second per reader pod and volume.
+//! The owner's own opens are notices too (what reporting costs it); they are dropped here.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    io,
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use tokio::{
+    io::unix::AsyncFd,
+    sync::{mpsc, watch},
+    task::JoinHandle,
+};
+use tracing::{debug, info, warn};
+
+use crate::{
+    node_files::caller_pod::CallerPods,
+    sys::open_watch::{OpenNotice, OpenWatch, OpenWatchError, Reach, parse},
+};
+
+/// One owned volume and the places that show it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchedVolume {
+    pub volume: String,
+    pub owner: String,
+    pub places: BTreeSet<(PathBuf, Reach)>,
+}
+
+/// An open of `volume`'s files by a process that is not the owner's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForeignOpen {
+    pub volume: String,
+    pub owner: String,
+    pub pid: u32,
+    pub command: String,
+    pub reader: Reader,
+}
+
+/// Who opened, as far as the process's cgroup tells.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Reader {
+    /// A process of this pod (UID).
+    Pod(String),
+    /// A node process: in no pod's cgroup.
+    Node,
+    /// A process that exited before its cgroup could be read (a short `cat`): its pod is
+    /// not known.
+    Gone,
+}
+
+/// One report per reader and volume in this long (the reader usually opens many files).
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// Readers' pods remembered by pid before the memory is cleared (pids are reused).
+const PIDS_REMEMBERED: usize = 4096;
+/// Most foreign opens waiting for the loop; more are dropped (and counted in the log).
+const QUEUE: usize = 256;
+
+/// The reporter: the loop tells it what to watch, and reads what it found from the
+/// receiver [`OpenReporter::start`] gives it.
+pub struct OpenReporter {
+    wanted: watch::Sender<Vec<WatchedVolume>>,
+    manager: JoinHandle<()>,
+}
+
+impl OpenReporter {
+    /// Starts the reporter, if fanotify groups can be made here.
+    pub fn start() -> Result<(Self, mpsc::Receiver<ForeignOpen>), OpenWatchError> {
+        drop(OpenWatch::new()?);
+        let (wanted, wanted_rx) = watch::channel(Vec::new());
+        let (found_tx, found) = mpsc::channel(QUEUE);
+        let manager = tokio::spawn(manage(wanted_rx, found_tx));
+        Ok((Self { wanted, manager }, found))
+    }
+
+    /// Watches exactly these volumes from now on.
+    pub fn watch(&self, volumes: Vec<WatchedVolume>) {
+        self.wanted.send_if_modified(|current| {
+            let changed = *current != volumes;
+            *current = volumes;
+            changed
+        });
+    }
+}
+
+impl Drop for OpenReporter {
+    fn drop(&mut self) {
+        self.manager.abort();
+    }
+}
+
+/// One volume's group: its marks, and the task that reads it.
+struct Group {
+    owner: String,
+    watch: Arc<AsyncFd<OpenWatch>>,
+    marked: BTreeSet<(PathBuf, Reach)>,
+    reader: JoinHandle<()>,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Keeps one group per wanted volume, with every wanted place marked.
+async fn manage(mut wanted: watch::Receiver<Vec<WatchedVolume>>, found: mpsc::Sender<ForeignOpen>) {
+    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+    loop {
+        let volumes = wanted.borrow_and_update().clone();
+        groups.retain(|volume, group| volumes.iter().any(|v| &v.volume == volume && v.owner == group.owner));
+        for volume in volumes {
+            if !groups.contains_key(&volume.volume) {
+                match Group::start(&volume, found.clone()) {
+                    Ok(group) => {
+                        groups.insert(volume.volume.clone(), group);
+                    }
+                    Err(e) => {
+                        warn!("open reports: volume {} not watched: {e}", volume.volume);
+                        continue;
+                    }
+                }
+            }
+            if let Some(group) = groups.get_mut(&volume.volume) {
+                group.mark(&volume);
+            }
+        }
+        if wanted.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+impl Group {
+    fn start(volume: &WatchedVolume, found: mpsc::Sender<ForeignOpen>) -> io::Result<Self> {
+        let watch = OpenWatch::new().map_err(io::Error::other)?;
+        // SAFETY: the group's descriptor stays open, and the same, for as long as `watch`
+        // lives (it is never replaced).
+        let registered = unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) };
+        let watch = Arc::new(registered.map_err(|e| e.into_parts().1)?);
+        let reader = tokio::spawn(read_opens(watch.clone(), volume.volume.clone(), volume.owner.clone(), found));
+        Ok(Self { owner: volume.owner.clone(), watch, marked: BTreeSet::new(), reader })
+    }
+
+    /// Marks the places newly wanted and unmarks those no longer wanted (a mount that went
+    /// took its mark with it).
+    fn mark(&mut self, volume: &WatchedVolume) {
+        for (path, reach) in self.marked.difference(&volume.places) {
+            let _ = self.watch.get_ref().unwatch(path, *reach);
+        }
+        for (path, reach) in volume.places.difference(&self.marked) {
+            match self.watch.get_ref().watch(path, *reach) {
+                Ok(()) => {
+                    info!("open reports: volume {}'s files watched at {} ({reach:?})", volume.volume, path.display())
+                }
+                Err(e) => debug!("open reports: volume {}: {e}", volume.volume),
+            }
+        }
+        self.marked = volume.places.clone();
+    }
+}
+
+/// Reads one volume's group for as long as it is watched.
+async fn read_opens(watch: Arc<AsyncFd<OpenWatch>>, volume: String, owner: String, found: mpsc::Sender<ForeignOpen>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut judge = Judge::new(volume, owner);
+    loop {
+        let Ok(mut guard) = watch.readable().await else { return };
+        loop {
+            match guard.get_inner().read(&mut buf) {
+                Ok(len) => {
+                    for notice in parse(&buf[..len]) {
+                        if let Some(open) = judge.notice(notice, Instant::now())
+                            && found.try_send(open).is_err()
+                        {
+                            judge.dropped += 1;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    guard.clear_ready();
+                    break;
+                }
+                Err(e) => {
+                    warn!("open reports: volume {}: reading its notices failed: {e}", judge.volume);
+                    return;
+                }
+            }
+        }
+        judge.log_dropped();
+    }
+}
+
+/// Tells the owner's opens from everyone else's, and rate-limits the rest.
+struct Judge {
+    volume: String,
+    owner: String,
+    pods: CallerPods,
+    pod_of_pid: HashMap<i32, Reader>,
+    last_report: HashMap<Reader, Instant>,
+    dropped: u64,
+}
+
+impl Judge {
+    fn new(volume: String, owner: String) -> Self {
+        let (pods, pod_of_pid, last_report) = (CallerPods::default(), HashMap::new(), HashMap::new());
+        Self { volume, owner, pods, pod_of_pid, last_report, dropped: 0 }
+    }
+
+    /// What one notice means: a foreign open to report, or nothing (the owner's, one
+    /// reported less than a second ago, an overflow, a notice not understood).
+    fn notice(
+        &mut self,
+        notice: Result<OpenNotice, crate::sys::fanotify::NoticeError>,
+        now: Instant,
+    ) -> Option<ForeignOpen> {
+        let pid = match notice {
+            Ok(OpenNotice::Opened { pid, file }) => {
+                drop(file);
+                pid
+            }
+            Ok(OpenNotice::Overflow) => {
+                warn!("open reports: volume {}: the kernel's queue overflowed; opens were not seen", self.volume);
+                return None;
+            }
+            Err(e) => {
+                debug!("open reports: volume {}: notice skipped: {e}", self.volume);
+                return None;
+            }
+        };
+        if self.pod_of_pid.len() >= PIDS_REMEMBERED {
+            self.pod_of_pid.clear();
+        }
+        let Ok(tgid) = u32::try_from(pid) else { return None };
+        let pods = &mut self.pods;
+        let reader = self
+            .pod_of_pid
+            .entry(pid)
+            .or_insert_with(|| match pods.pod_uid(tgid, 0) {
+                Some(pod) => Reader::Pod(pod),
+                None if std::path::Path::new(&format!("/proc/{pid}")).exists() => Reader::Node,
+                None => Reader::Gone,
+            })
+            .clone();
+        if reader == Reader::Pod(self.owner.clone()) {
+            return None;
+        }
+        if self.last_report.get(&reader).is_some_and(|at| now.duration_since(*at) < REPORT_EVERY) {
+            return None;
+        }
+        self.last_report.insert(reader.clone(), now);
+        let command = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim_end().to_owned();
+        Some(ForeignOpen { volume: self.volume.clone(), owner: self.owner.clone(), pid: tgid, command, reader })
+    }
+
+    fn log_dropped(&mut self) {
+        if self.dropped > 0 {
+            warn!("open reports: volume {}: {} report(s) dropped, the loop was behind", self.volume, self.dropped);
+            self.dropped = 0;
+        }
+    }
+}

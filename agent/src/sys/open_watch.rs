@@ -1,0 +1,203 @@
+//! fanotify `FAN_OPEN` on chosen mounts and filesystems: for each open of a file there the
+//! kernel queues the opening process's pid and a descriptor of the opened file. What
+//! quarantine mode (no BPF LSM to refuse) reads to report another pod's opens of an owned
+//! volume's files. One group per volume: every notice of a group is an open of that
+//! volume's files, so no notice needs its path resolved.
+//!
+//! [`OpenWatch`] owns the fanotify descriptor; [`parse`] decodes what a read returned,
+//! takes ownership of every descriptor in it (closed when dropped), and never panics.
+
+use std::{
+    io,
+    os::{
+        fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
+        unix::ffi::OsStrExt,
+    },
+    path::Path,
+};
+
+use super::fanotify::{METADATA_LEN, NoticeError, records, u32_at, u64_at};
+
+/// `FAN_NOFD`: a notice that carries no descriptor (an overflow).
+const NO_FD: i32 = -1;
+
+/// What the kernel said about one open.
+#[derive(Debug)]
+pub enum OpenNotice {
+    /// Process `pid` opened `file` (a descriptor the agent must close: dropping it does).
+    Opened { pid: i32, file: OwnedFd },
+    /// The queue overflowed: opens were dropped uncounted.
+    Overflow,
+}
+
+/// Why the watch could not be set up or a place not watched.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenWatchError {
+    #[error("fanotify_init(FAN_CLASS_NOTIF): {0} (needs CAP_SYS_ADMIN)")]
+    Init(#[source] io::Error),
+    #[error("fanotify_mark({what}) on {path}: {source}")]
+    Mark {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A fanotify group told of opens on the mounts and filesystems it marks. Non-blocking:
+/// a read with nothing queued answers `WouldBlock`.
+#[derive(Debug)]
+pub struct OpenWatch {
+    fd: OwnedFd,
+}
+
+/// What a mark covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reach {
+    /// The mount at the path: opens through it, in whichever namespace.
+    Mount,
+    /// The filesystem at the path: opens through any of its mounts.
+    Filesystem,
+}
+
+impl OpenWatch {
+    /// A new group. The queue keeps the kernel's default bound (16384 notices): past it
+    /// the kernel drops notices and queues one [`OpenNotice::Overflow`].
+    pub fn new() -> Result<Self, OpenWatchError> {
+        let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK;
+        // The descriptors notices carry: read-only, and without updating the file's atime.
+        let event_flags = (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NOATIME) as libc::c_uint;
+        // SAFETY: plain syscall; the result is checked before use.
+        let raw = unsafe { libc::fanotify_init(flags, event_flags) };
+        if raw < 0 {
+            return Err(OpenWatchError::Init(io::Error::last_os_error()));
+        }
+        // SAFETY: fanotify_init returned a new descriptor that nothing else owns.
+        Ok(Self { fd: unsafe { OwnedFd::from_raw_fd(raw) } })
+    }
+
+    /// Starts telling of opens through the mount (or on the filesystem) at `path`.
+    pub fn watch(&self, path: &Path, reach: Reach) -> Result<(), OpenWatchError> {
+        self.mark(libc::FAN_MARK_ADD, path, reach)
+    }
+
+    /// Stops telling of opens at `path` (a mount that went is unmarked by the kernel).
+    pub fn unwatch(&self, path: &Path, reach: Reach) -> Result<(), OpenWatchError> {
+        self.mark(libc::FAN_MARK_REMOVE, path, reach)
+    }
+
+    fn mark(&self, action: libc::c_uint, path: &Path, reach: Reach) -> Result<(), OpenWatchError> {
+        let (object, what) = match reach {
+            Reach::Mount => (libc::FAN_MARK_MOUNT, "FAN_MARK_MOUNT"),
+            Reach::Filesystem => (libc::FAN_MARK_FILESYSTEM, "FAN_MARK_FILESYSTEM"),
+        };
+        let mark_error = |source| OpenWatchError::Mark { what, path: path.display().to_string(), source };
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| mark_error(io::Error::from(io::ErrorKind::InvalidInput)))?;
+        // SAFETY: the descriptor is open and the path NUL-terminated for the call.
+        let marked = unsafe {
+            libc::fanotify_mark(self.fd.as_raw_fd(), action | object, libc::FAN_OPEN, libc::AT_FDCWD, c_path.as_ptr())
+        };
+        if marked < 0 { Err(mark_error(io::Error::last_os_error())) } else { Ok(()) }
+    }
+
+    /// Reads queued notices into `buf`; the bytes go to [`parse`].
+    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of its length.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    }
+}
+
+impl AsFd for OpenWatch {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for OpenWatch {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Decodes every record of one read. Every descriptor a record carries is owned by the
+/// result (closed when dropped), whether the record is understood or not.
+pub fn parse(buf: &[u8]) -> Vec<Result<OpenNotice, NoticeError>> {
+    records(buf)
+        .map(|record| {
+            let record = record?;
+            let fd = u32_at(record, 16).map_or(NO_FD, |fd| fd as i32);
+            // SAFETY: the kernel installed this descriptor in our table for this notice;
+            // nothing else owns it.
+            let file = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
+            let version = record[4];
+            if version != libc::FANOTIFY_METADATA_VERSION {
+                return Err(NoticeError::Version(version));
+            }
+            let mask = u64_at(record, 8).unwrap_or(0);
+            if mask & libc::FAN_Q_OVERFLOW != 0 {
+                return Ok(OpenNotice::Overflow);
+            }
+            let pid = u32_at(record, 20).map_or(0, |pid| pid as i32);
+            match file {
+                Some(file) if mask & libc::FAN_OPEN != 0 => Ok(OpenNotice::Opened { pid, file }),
+                _ => Err(NoticeError::UnknownMask { mask }),
+            }
+        })
+        .collect()
+}
+
+const _: () = assert!(METADATA_LEN == 24);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One open notice as the kernel writes it.
+    fn record(mask: u64, fd: i32, pid: i32) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&(METADATA_LEN as u32).to_ne_bytes());
+        b.extend_from_slice(&[libc::FANOTIFY_METADATA_VERSION, 0]);
+        b.extend_from_slice(&(METADATA_LEN as u16).to_ne_bytes());
+        b.extend_from_slice(&mask.to_ne_bytes());
+        b.extend_from_slice(&fd.to_ne_bytes());
+        b.extend_from_slice(&pid.to_ne_bytes());
+        b
+    }
+
+    fn a_descriptor() -> i32 {
+        use std::os::fd::IntoRawFd;
+        std::fs::File::open("/dev/null").unwrap().into_raw_fd()
+    }
+
+    #[test]
+    fn opens_and_overflow_decode_and_every_descriptor_is_owned() {
+        let fd = a_descriptor();
+        let buf = [record(libc::FAN_OPEN, fd, 42), record(libc::FAN_Q_OVERFLOW, NO_FD, 0)].concat();
+        let notices = parse(&buf);
+        assert!(matches!(&notices[0], Ok(OpenNotice::Opened { pid: 42, file }) if file.as_raw_fd() == fd));
+        assert!(matches!(notices[1], Ok(OpenNotice::Overflow)));
+        drop(notices);
+        // SAFETY: probing whether the descriptor is still open.
+        assert_eq!(unsafe { libc::fcntl(fd, libc::F_GETFD) }, -1, "the notice's descriptor was closed with it");
+    }
+
+    #[test]
+    fn a_notice_of_another_kind_is_an_error_and_its_descriptor_still_closed() {
+        let fd = a_descriptor();
+        let notices = parse(&record(libc::FAN_CLOSE_WRITE, fd, 7));
+        assert!(matches!(notices[0], Err(NoticeError::UnknownMask { .. })));
+        drop(notices);
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::fcntl(fd, libc::F_GETFD) }, -1);
+    }
+
+    #[test]
+    fn torn_buffers_are_errors_not_panics() {
+        let whole = record(libc::FAN_OPEN, NO_FD, 1);
+        for cut in 0..whole.len() {
+            let _ = parse(&whole[..cut]);
+        }
+    }
+}

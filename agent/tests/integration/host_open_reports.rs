@@ -1,0 +1,101 @@
+//! Another pod's opens of an owned volume's files where no BPF LSM can refuse them (this
+//! host: quarantine): the real agent watches, with fanotify, the owner's publish and its
+//! container's mount of the volume, and a volume that is a filesystem of its own as a
+//! whole. Other pods' reads through `/proc/<pid>/root` of A's container, a setns into A's
+//! namespace, A's publish target and another mount of A's filesystem are each reported
+//! (route `open`), naming the reader's pod; pod A's own reads and a node process's are not.
+
+use std::path::Path;
+
+use crate::support::{
+    have_root,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root},
+    pod_cgroup::PodCgroup,
+};
+
+const TEST: &str = "another_pods_opens_of_an_owned_volume_are_reported_where_no_bpf_lsm_refuses_them";
+/// Pod UIDs as kubelet writes them (the cgroup path names them so): the owner, and a
+/// reader pod per route (reports are rate-limited per reader and volume).
+const POD_A: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000a2";
+const READERS: [&str; 4] = [
+    "0c3c2d5e-0000-4a6e-9f00-0000000000c2",
+    "0c3c2d5e-0000-4a6e-9f00-0000000000c3",
+    "0c3c2d5e-0000-4a6e-9f00-0000000000c4",
+    "0c3c2d5e-0000-4a6e-9f00-0000000000c5",
+];
+
+/// The agent's report of `reader`'s open of `volume`.
+fn reported(volume: &str, reader: &str) -> impl Fn(&str) -> bool {
+    let (volume, reader) = (format!("volume {volume:?}"), format!("pod {reader} opened"));
+    move |l: &str| l.contains("CONFLICT reported file_open") && l.contains(&volume) && l.contains(&reader)
+}
+
+#[test]
+fn another_pods_opens_of_an_owned_volume_are_reported_where_no_bpf_lsm_refuses_them() {
+    if !have_root(TEST) {
+        return;
+    }
+    let Some(cgroups) = PodCgroup::hierarchy(TEST) else { return };
+    let pod_a = PodCgroup::new(&cgroups, POD_A);
+    let readers = READERS.map(|uid| PodCgroup::new(&cgroups, uid));
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    // The scan that finds A's container runs at each reconciliation.
+    let extra = ["--reconcile-interval", "300ms"];
+    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("open-reports"), &["pv-rwop", "pv-blk"], &extra);
+    assert_eq!(agent.mode(), "quarantine", "precondition: no BPF LSM on this host");
+
+    let volume = tree.volume("pv-rwop");
+    std::fs::write(volume.join("data"), b"pod A's data").unwrap();
+    let a_target = tree.publish_dir(POD_A, "pv-rwop");
+    ns.bind(&volume, &a_target).unwrap();
+    let container = pod_a.container(&ns, &tree.tmp.path().join("rootfs-a"), &a_target);
+    let in_container = a_target.join("data");
+    let through_root = container.path(&in_container);
+    let container_watched = format!("/proc/{}/root", container.pid());
+    agent.wait_for_line("the container's mount watched", |l| {
+        l.contains("open reports: volume pv-rwop's files watched at") && l.contains(&container_watched)
+    });
+
+    // Pod A's own reads, and a node process's, come first: were they reported, their
+    // lines would come before the readers' (one queue per volume, read in order).
+    assert_eq!(pod_a.try_read(&ns, &through_root), 0, "pod A reads through its container's root");
+    assert_eq!(pod_a.try_read(&ns, &a_target.join("data")), 0, "pod A reads at its publish target");
+    let at_target = a_target.join("data");
+    assert!(ns.run(move || std::fs::read(at_target).is_ok()), "a node process reads");
+    // Readers that stay, so that their pod is read from their cgroup (a reader that has
+    // exited by then is reported as such, with no pod).
+    let _through_root = readers[0].holding_open(&ns, &through_root);
+    agent.wait_for_line("an open through /proc/<pid>/root reported", reported("pv-rwop", READERS[0]));
+    let _after_setns = readers[1].holding_open_in(&ns, Some(container.pid()), &in_container);
+    agent.wait_for_line("an open after a setns into A's namespace reported", reported("pv-rwop", READERS[1]));
+    let _at_target = readers[2].holding_open(&ns, &a_target.join("data"));
+    agent.wait_for_line("an open at A's publish target reported", reported("pv-rwop", READERS[2]));
+    let by_owner = format!("pod {POD_A} opened");
+    assert_eq!(agent.count_lines(|l| l.contains(&by_owner)), 0, "pod A's own opens are not reported");
+
+    // A volume with a filesystem of its own: any mount of it is watched.
+    let staging = tree.tmp.path().join("pv-blk-staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    ns.mount_tmpfs(&staging).unwrap();
+    let blk_file = staging.join("data");
+    ns.run({
+        let f = blk_file.clone();
+        move || std::fs::write(f, b"pod A's block data").unwrap()
+    });
+    let blk_target = tree.publish_dir(POD_A, "pv-blk");
+    ns.bind(&staging, &blk_target).unwrap();
+    agent.wait_for_line("pv-blk's filesystem watched", |l| {
+        l.contains("open reports: volume pv-blk's files watched at") && l.contains("Filesystem")
+    });
+    let _through_staging = readers[3].holding_open(&ns, &blk_file);
+    agent.wait_for_line("an open of pv-blk through its staging reported", reported("pv-blk", READERS[3]));
+    let counted = agent.metric_family_sum_where("volguard_conflicts_total", "route=\"open\"");
+    assert!(counted >= 4.0, "each report is counted with route open: {counted}");
+
+    drop((_through_root, _after_setns, _at_target, _through_staging, container));
+    agent.stop();
+    for point in [&a_target, &blk_target, &staging] {
+        let _ = ns.umount_detach(Path::new(point));
+    }
+}

@@ -1,0 +1,133 @@
+//! The open guard with BPF LSM (runs in the VM: `cargo xtask vm-test`): pod A owns a
+//! single-pod volume; processes of pod C (a cgroup named as kubelet names a pod's) open its
+//! files by every route that needs no mount of their own — the volume's backing directory
+//! (what a hostPath on an ancestor amounts to), `/proc/<pid>/root` of A's container, a
+//! setns into A's namespace, `/proc/<pid>/cwd` and `/proc/<pid>/fd/N` of A's process, the
+//! publish target, and, for a volume with a filesystem of its own, another mount of that
+//! filesystem — and each open is refused with EACCES, while A reads and writes throughout,
+//! a node process reads (counted), and an exempt reader reads. The pinned program keeps
+//! refusing while no agent runs.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::{
+    bpf_in_lsm_list,
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+    pod_cgroup::PodCgroup,
+    pod_process::{HELD_FD, SETNS_FAILED},
+};
+
+const TEST: &str = "enforce_refuses_another_pods_open_of_an_owned_volumes_files_on_every_route";
+/// Pod UIDs as kubelet writes them (the cgroup path names them so).
+const POD_A: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000a1";
+const POD_C: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c1";
+/// A backup agent the operator exempts (namespace backup, ServiceAccount restic).
+const POD_EXEMPT: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000e1";
+const EACCES: i32 = libc::EACCES;
+
+#[test]
+#[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
+fn enforce_refuses_another_pods_open_of_an_owned_volumes_files_on_every_route() {
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    let Some(cgroups) = PodCgroup::hierarchy(TEST) else { return };
+    let (pod_a, pod_c, exempt) =
+        (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C), PodCgroup::new(&cgroups, POD_EXEMPT));
+    let tree = KubeletTree::new();
+    let pins = pin_root("open-guard");
+    let ns = MountNs::new();
+    let facts = tree.tmp.path().join("inventory.yaml");
+    std::fs::write(
+        &facts,
+        format!(
+            "pods:\n  - {{uid: {POD_A}, namespace: shop, name: db-0}}\n  \
+             - {{uid: {POD_C}, namespace: shop, name: debugger}}\n  \
+             - {{uid: {POD_EXEMPT}, namespace: backup, name: restic-x7, serviceAccount: restic}}\n"
+        ),
+    )
+    .unwrap();
+    let inventory = facts.to_str().unwrap();
+    let extra = ["--inventory", inventory, "--exempt-reader", "backup/restic"];
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop", "pv-blk"], &extra);
+    agent.wait_for_line("the mode", |l| l.contains("mode=enforce"));
+
+    // A directory volume of a shared filesystem (csi-driver-host-path's kind).
+    let volume = tree.volume("pv-rwop");
+    let file = volume.join("data");
+    std::fs::write(&file, b"pod A's data").unwrap();
+    let a_target = tree.publish_dir(POD_A, "pv-rwop");
+    assert_eq!(ns.bind(&volume, &a_target), Ok(()), "kubelet publishes pv-rwop for pod A");
+    // A volume with a filesystem of its own (a block volume's): staged, then published.
+    let staging = tree.tmp.path().join("pv-blk-staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    ns.mount_tmpfs(&staging).unwrap();
+    let blk_file = staging.join("data");
+    ns.run({
+        let f = blk_file.clone();
+        move || std::fs::write(f, b"pod A's block data").unwrap()
+    });
+    let blk_target = tree.publish_dir(POD_A, "pv-blk");
+    assert_eq!(ns.bind(&staging, &blk_target), Ok(()), "kubelet publishes pv-blk for pod A");
+    let recorded = "volguard_kernel_events_total{counter=\"published_roots_recorded\"}";
+    assert_eq!(agent.metric(recorded), 2.0, "both publishes recorded their roots at their exit");
+
+    // Pod A's container sees its volume at its publish target's path.
+    let container = pod_a.container(&ns, &tree.tmp.path().join("rootfs-a"), &a_target);
+    let in_container = a_target.join("data");
+    let holder = pod_a.holding_open(&ns, &a_target.join("data"));
+    let pid = container.pid();
+    let routes: [(&str, PathBuf); 6] = [
+        ("the volume's backing directory (a hostPath on an ancestor)", file.clone()),
+        ("pod A's publish target", a_target.join("data")),
+        ("/proc/<pid>/root of pod A's container", container.path(&in_container)),
+        ("/proc/<pid>/cwd of pod A's process", PathBuf::from(format!("/proc/{}/cwd/data", holder.pid()))),
+        ("/proc/<pid>/fd/N of pod A's process", PathBuf::from(format!("/proc/{}/fd/{HELD_FD}", holder.pid()))),
+        ("another mount of pv-blk's filesystem (its staging)", blk_file.clone()),
+    ];
+    for (route, path) in &routes {
+        assert_eq!(pod_c.try_read(&ns, path), EACCES, "pod C opened pod A's file through {route}");
+        owner_keeps_working(&pod_a, &ns, path, route);
+    }
+    let setns = pod_c.try_read_in_namespace_of(&ns, pid, &in_container);
+    assert_ne!(setns, SETNS_FAILED, "pod C could not enter pod A's namespace at all");
+    assert_eq!(setns, EACCES, "pod C opened pod A's file after a setns into A's namespace");
+    assert_eq!(pod_a.try_read_in_namespace_of(&ns, pid, &in_container), 0, "pod A's own setns (kubectl exec)");
+
+    agent.wait_for_line("the refused open", |l| {
+        l.contains("CONFLICT blocked (EACCES) file_open") && l.contains("\"pv-rwop\"") && l.contains(POD_C)
+    });
+    agent.wait_for_line("the refused open of pv-blk", |l| l.contains("file_open") && l.contains("\"pv-blk\""));
+    let refused = agent.metric_family_sum_where("volguard_conflicts_total", "route=\"open\"");
+    assert!(refused >= 2.0, "refused opens are counted with route open: {refused}");
+
+    // Node processes (kubelet's fsGroup walk, the runtime) and the exempt reader may.
+    let read = std::fs::read(&file).unwrap();
+    assert!(read.starts_with(b"pod A's data"), "a node process reads pod A's file: {read:?}");
+    let by_node = agent.metric("volguard_kernel_events_total{counter=\"opens_by_node_processes\"}");
+    assert!(by_node >= 1.0, "node processes' opens are counted: {by_node}");
+    assert_eq!(exempt.try_read(&ns, &file), 0, "the exempt backup agent reads");
+    // An unrelated file on the same filesystem is no one's.
+    let unrelated = tree.tmp.path().join("unrelated");
+    std::fs::write(&unrelated, b"x").unwrap();
+    assert_eq!(pod_c.try_read(&ns, &unrelated), 0, "pod C reads a file outside the volume");
+
+    // The pinned program keeps refusing while no agent runs.
+    agent.sigkill();
+    assert_eq!(pod_c.try_read(&ns, &file), EACCES, "refused with no agent running");
+    assert_eq!(pod_c.try_read(&ns, &blk_file), EACCES, "refused with no agent running (pv-blk)");
+    owner_keeps_working(&pod_a, &ns, &file, "the backing directory, with no agent running");
+
+    // Once A's publish is gone, the volume is no one's.
+    drop((holder, container));
+    ns.umount(&a_target).unwrap();
+    ns.umount(&blk_target).unwrap();
+    assert_eq!(pod_c.try_read(&ns, &file), 0, "after pod A's unpublish its files are no one's");
+    uninstall(&pins);
+    let _ = ns.umount(&staging);
+}
+
+fn owner_keeps_working(pod_a: &PodCgroup, ns: &MountNs, path: &Path, route: &str) {
+    assert_eq!(pod_a.try_read(ns, path), 0, "pod A reads its own file through {route}");
+    if !path.starts_with("/proc") || path.to_string_lossy().contains("/root/") {
+        assert_eq!(pod_a.try_write(ns, path), 0, "pod A writes its own file through {route}");
+    }
+}
