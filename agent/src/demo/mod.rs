@@ -500,9 +500,9 @@ fn debug_pod_reads(stage: &Stage, agent: &mut RunningAgent, enforce: bool) -> Re
     match (opened, enforce) {
         (Err(Errno::EACCES), true) => {
             agent.wait_line("the refused open", |l| l.contains("file_open") && l.contains(DEBUG_UID))?;
-            say("open(2) failed with EACCES: the BPF LSM hook on file_open knows the file belongs to pv-data,
-                 owned by db-0, and refuses every other pod's open, whatever path, mount or namespace led
-                 there (/proc/<pid>/root, nsenter, a hostPath on a parent directory). A
+            say("open(2) failed with EACCES: the BPF LSM hook on file_open knows the file belongs to pv-data,\n\
+                 owned by db-0, and refuses every other pod's open, whatever path, mount or namespace led\n\
+                 there (/proc/<pid>/root, nsenter, a hostPath on a parent directory). A\n\
                  SinglePodVolumeAccessRefused Event goes to debug-0 with a Kubernetes API.");
             Ok(())
         }
@@ -510,9 +510,9 @@ fn debug_pod_reads(stage: &Stage, agent: &mut RunningAgent, enforce: bool) -> Re
             agent.wait_line("the reported open", |l| {
                 l.contains("CONFLICT reported file_open") && l.contains(DEBUG_UID)
             })?;
-            say("open(2) succeeded: without BPF LSM an open cannot be refused. The agent watches every place
-                 that shows pv-data (fanotify) and reported the open with the reader's pod and process: a
-                 SinglePodVolumeInUse Event goes to debug-0 with a Kubernetes API, and the conflict is counted
+            say("open(2) succeeded: without BPF LSM an open cannot be refused. The agent watches every place\n\
+                 that shows pv-data (fanotify) and reported the open with the reader's pod and process: a\n\
+                 SinglePodVolumeInUse Event goes to debug-0 with a Kubernetes API, and the conflict is counted\n\
                  with route=\"open\".");
             Ok(())
         }
