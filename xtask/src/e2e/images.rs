@@ -164,7 +164,7 @@ pub fn upstream_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(archives)
 }
 
-/// The images Kubernetes' storage e2e suite runs (storage_suite/mod.rs's TEST_IMAGES), under
+/// The images Kubernetes' storage e2e suite runs (suite_files.rs's TEST_IMAGES), under
 /// the names the suite gives them: Debian's static busybox with every applet, and agnhost
 /// built from the same Kubernetes module beside it.
 pub fn suite_images(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
