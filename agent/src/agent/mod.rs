@@ -299,8 +299,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
     let (mounts_tx, csi_mounts) = tokio::sync::watch::channel(model.mounts().clone());
     let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
-    let (open_reports, foreign_opens) =
-        if decision.in_kernel() { (None, None) } else { open_reports::OpenReports::start().unzip() };
+    let (open_reports, foreign_opens) = if decision.in_kernel() { (None, None) } else { open_reports::start().unzip() };
     let mut agent = Running {
         tasks: tokio::runtime::Handle::current(),
         opts: &opts,

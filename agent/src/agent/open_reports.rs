@@ -2,10 +2,7 @@
 //! opens): what to watch, from the owned trees and the owner's container mounts the
 //! namespace scan found, and what a foreign open becomes (a conflict with route `open`).
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
@@ -18,25 +15,12 @@ use crate::{
     sys::open_watch::Reach,
 };
 
-/// The reporter, and the owner's container mounts of each owned volume (by volume, as
-/// `/proc/<pid>/root/<mount point>` paths) that the last namespace scan found.
-pub(super) struct OpenReports {
-    reporter: OpenReporter,
-    pub(super) owner_places: BTreeMap<String, BTreeSet<PathBuf>>,
-}
-
-impl OpenReports {
-    /// Starts the reporter (`None`, logged, where fanotify cannot watch opens); the loop
-    /// reads what it finds from the receiver.
-    pub(super) fn start() -> Option<(Self, mpsc::Receiver<ForeignOpen>)> {
-        match OpenReporter::start() {
-            Ok((reporter, found)) => Some((Self { reporter, owner_places: BTreeMap::new() }, found)),
-            Err(e) => {
-                warn!("another pod's opens of an owned volume's files are not reported: {e}");
-                None
-            }
-        }
-    }
+/// Starts the reporter (`None`, logged, where fanotify cannot watch opens); the loop reads
+/// what it finds from the receiver.
+pub(super) fn start() -> Option<(OpenReporter, mpsc::Receiver<ForeignOpen>)> {
+    OpenReporter::start()
+        .inspect_err(|e| warn!("another pod's opens of an owned volume's files are not reported: {e}"))
+        .ok()
 }
 
 impl Running<'_> {
@@ -48,7 +32,7 @@ impl Running<'_> {
         }
         let trees = self.owned_trees();
         let in_namespace = MountTable::root_of(self.model.mountinfo());
-        let Some(reports) = self.open_reports.as_ref() else { return };
+        let Some(reporter) = self.open_reports.as_ref() else { return };
         let volumes = trees
             .iter()
             .map(|tree| {
@@ -57,12 +41,12 @@ impl Running<'_> {
                     Some(root) => under(root, &tree.publish_point),
                     None => tree.publish_point.clone(),
                 };
-                let containers = reports.owner_places.get(&tree.volume).into_iter().flatten();
+                let containers = reporter.owner_places.get(&tree.volume).into_iter().flatten();
                 let places = std::iter::once(publish).chain(containers.cloned()).map(|path| (path, reach)).collect();
                 WatchedVolume { volume: tree.volume.clone(), owner: tree.owner.clone(), places }
             })
             .collect();
-        reports.reporter.watch(volumes);
+        reporter.watch(volumes);
     }
 
     /// An open of an owned volume's files by a process that is not the owner's: a

@@ -70,6 +70,9 @@ const QUEUE: usize = 256;
 pub struct OpenReporter {
     wanted: watch::Sender<Vec<WatchedVolume>>,
     manager: JoinHandle<()>,
+    /// The owner's container mounts of each owned volume (by volume, as
+    /// `/proc/<pid>/root/<mount point>` paths), as the loop's last namespace scan found them.
+    pub owner_places: BTreeMap<String, BTreeSet<PathBuf>>,
 }
 
 impl OpenReporter {
@@ -79,7 +82,7 @@ impl OpenReporter {
         let (wanted, wanted_rx) = watch::channel(Vec::new());
         let (found_tx, found) = mpsc::channel(QUEUE);
         let manager = tokio::spawn(manage(wanted_rx, found_tx));
-        Ok((Self { wanted, manager }, found))
+        Ok((Self { wanted, manager, owner_places: BTreeMap::new() }, found))
     }
 
     /// Watches exactly these volumes from now on.
