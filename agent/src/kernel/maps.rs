@@ -373,7 +373,8 @@ impl EnforcementMaps {
         }
         let held = roots_on(&self.roots);
         for (dev, guard) in empty.into_iter().filter(|(dev, _)| held.contains(dev)) {
-            let _ = devices.insert(dev, guard, 0);
+            // BPF_NOEXIST: a mark the exit program wrote meanwhile is newer than ours.
+            let _ = devices.insert(dev, guard, BPF_NOEXIST);
         }
     }
 
