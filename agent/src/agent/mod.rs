@@ -299,7 +299,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
     let (mounts_tx, csi_mounts) = tokio::sync::watch::channel(model.mounts().clone());
     let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
-    let (open_reports, foreign_opens) = if decision.in_kernel() { (None, None) } else { open_reports::start().unzip() };
+    let (open_reporter, foreign_opens) =
+        if decision.in_kernel() { (None, None) } else { open_reports::start().unzip() };
     let mut agent = Running {
         tasks: tokio::runtime::Handle::current(),
         opts: &opts,
@@ -323,7 +324,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         owned_trees: None,
         reported_access: Default::default(),
         driver_pods: Default::default(),
-        open_reports,
+        open_reporter,
         foreign_opens,
         kernel_audited_clones: Default::default(),
         scans: Default::default(),

@@ -27,12 +27,12 @@ impl Running<'_> {
     /// Tells the reporter every owned volume and the places that show it: the owner's
     /// publish (its whole filesystem where the volume is one) and its containers' mounts.
     pub(super) fn watch_opens(&mut self) {
-        if self.open_reports.is_none() {
+        if self.open_reporter.is_none() {
             return;
         }
         let trees = self.owned_trees();
         let in_namespace = MountTable::root_of(self.model.mountinfo());
-        let Some(reporter) = self.open_reports.as_ref() else { return };
+        let Some(reporter) = self.open_reporter.as_ref() else { return };
         let volumes = trees
             .iter()
             .map(|tree| {

@@ -98,7 +98,7 @@ impl Running<'_> {
         }
         debug!("propagated copies: {scanned} pod mount namespace(s) scanned for {} owned volume(s)", trees.len());
         self.found_drivers(drivers);
-        if let Some(reports) = self.open_reports.as_mut() {
+        if let Some(reports) = self.open_reporter.as_mut() {
             reports.owner_places = owner_places;
             self.watch_opens();
         }

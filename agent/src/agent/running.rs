@@ -91,7 +91,7 @@ pub(super) struct Running<'a> {
     pub(super) driver_pods: std::collections::BTreeSet<String>,
     /// Where no BPF LSM guards opens: the reporter of other pods' opens, and what it
     /// found (taken by the event loop).
-    pub(super) open_reports: Option<crate::enforce::open_reporter::OpenReporter>,
+    pub(super) open_reporter: Option<crate::enforce::open_reporter::OpenReporter>,
     pub(super) foreign_opens: Option<tokio::sync::mpsc::Receiver<crate::enforce::open_reporter::ForeignOpen>>,
     /// Clones the `move_mount` hook reported and let through (audit mode), by (caller's
     /// thread group, volume): the same call's exit check does not report them again.
