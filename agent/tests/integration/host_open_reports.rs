@@ -75,14 +75,7 @@ fn another_pods_opens_of_an_owned_volume_are_reported_where_no_bpf_lsm_refuses_t
     assert_eq!(agent.count_lines(|l| l.contains(&by_owner)), 0, "pod A's own opens are not reported");
 
     // A volume with a filesystem of its own: any mount of it is watched.
-    let staging = tree.tmp.path().join("pv-blk-staging");
-    std::fs::create_dir_all(&staging).unwrap();
-    ns.mount_tmpfs(&staging).unwrap();
-    let blk_file = staging.join("data");
-    ns.run({
-        let f = blk_file.clone();
-        move || std::fs::write(f, b"pod A's block data").unwrap()
-    });
+    let (staging, blk_file) = tree.staged_filesystem(&ns, "pv-blk", b"pod A's block data");
     let blk_target = tree.publish_dir(POD_A, "pv-blk");
     ns.bind(&staging, &blk_target).unwrap();
     agent.wait_for_line("pv-blk's filesystem watched", |l| {

@@ -57,14 +57,7 @@ fn enforce_refuses_another_pods_open_of_an_owned_volumes_files_on_every_route() 
     let a_target = tree.publish_dir(POD_A, "pv-rwop");
     assert_eq!(ns.bind(&volume, &a_target), Ok(()), "kubelet publishes pv-rwop for pod A");
     // A volume with a filesystem of its own (a block volume's): staged, then published.
-    let staging = tree.tmp.path().join("pv-blk-staging");
-    std::fs::create_dir_all(&staging).unwrap();
-    ns.mount_tmpfs(&staging).unwrap();
-    let blk_file = staging.join("data");
-    ns.run({
-        let f = blk_file.clone();
-        move || std::fs::write(f, b"pod A's block data").unwrap()
-    });
+    let (staging, blk_file) = tree.staged_filesystem(&ns, "pv-blk", b"pod A's block data");
     let blk_target = tree.publish_dir(POD_A, "pv-blk");
     assert_eq!(ns.bind(&staging, &blk_target), Ok(()), "kubelet publishes pv-blk for pod A");
     let recorded = "volguard_kernel_events_total{counter=\"published_roots_recorded\"}";

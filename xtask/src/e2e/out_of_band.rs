@@ -206,13 +206,19 @@ pub(super) fn reads_without_a_mount_in_vm(
     ))
 }
 
-/// Runs `command` in `pod` once it runs: it must fail with EACCES ("Permission denied"),
-/// not succeed and not fail for another reason.
-fn refused_open(admin: &Kube, pod: &str, command: &[&str], timeout: Duration) -> anyhow::Result<String> {
+/// Waits up to `timeout` for `pod` to run: a pod that never started proves nothing.
+fn ran(admin: &Kube, pod: &str, timeout: Duration) -> anyhow::Result<()> {
     admin.wait_pod_running(NS, pod, timeout).with_context(|| {
         let phase = admin.pod_phase(NS, pod).unwrap_or_default();
         format!("{pod} never ran (phase {phase:?}): nothing was tried")
     })?;
+    Ok(())
+}
+
+/// Runs `command` in `pod` once it runs: it must fail with EACCES ("Permission denied"),
+/// not succeed and not fail for another reason.
+fn refused_open(admin: &Kube, pod: &str, command: &[&str], timeout: Duration) -> anyhow::Result<String> {
+    ran(admin, pod, timeout)?;
     match exec(admin, pod, command) {
         Ok(data) => bail!("{pod} read {:?} with `{}`: not refused", data.trim(), command.join(" ")),
         Err(e) => {
@@ -243,10 +249,7 @@ fn read_or_refused_within(
     timeout: Duration,
     failures: &[&str],
 ) -> anyhow::Result<String> {
-    admin.wait_pod_running(NS, pod, timeout).with_context(|| {
-        let phase = admin.pod_phase(NS, pod).unwrap_or_default();
-        format!("{pod} never ran (phase {phase:?}): nothing was tried")
-    })?;
+    ran(admin, pod, timeout)?;
     // The detach comes at most a timed drain (100 ms) after the runtime's bind.
     std::thread::sleep(Duration::from_secs(1));
     match exec(admin, pod, &["cat", file]) {

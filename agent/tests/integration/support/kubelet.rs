@@ -64,6 +64,19 @@ impl KubeletTree {
         std::fs::write(dir.join("marker"), name).unwrap();
         dir
     }
+
+    /// A volume with a filesystem of its own (a block volume's), staged: a new tmpfs at
+    /// `<tmp>/<name>-staging`, mounted in `ns`, holding `data` with `contents`. Returns the
+    /// staging and that file.
+    pub fn staged_filesystem(&self, ns: &MountNs, name: &str, contents: &'static [u8]) -> (PathBuf, PathBuf) {
+        let staging = self.tmp.path().join(format!("{name}-staging"));
+        std::fs::create_dir_all(&staging).unwrap();
+        ns.mount_tmpfs(&staging).unwrap();
+        let file = staging.join("data");
+        let written = file.clone();
+        ns.run(move || std::fs::write(written, contents).unwrap());
+        (staging, file)
+    }
 }
 
 type Job = Box<dyn FnOnce() + Send>;
