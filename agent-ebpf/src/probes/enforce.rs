@@ -86,7 +86,8 @@ fn refuse_cross_pod_source(from_path: *const u8, to_path: *const u8) -> i32 {
         count(Counter::EnforceErrors);
         return 0;
     };
-    let Some(root) = published_root_above(l, from) else { return 0 };
+    let Some((_, dev)) = identity(l, from) else { return 0 };
+    let Ok(Some(root)) = published_root_above::<MAX_SOURCE_DEPTH>(l, from, dev) else { return 0 };
     let Some(s) = scratch() else { return 0 };
     // The pod whose directory the tree lands in, else the caller's.
     let reader = (on_kubelet_root_fs(cfg, to) && owning_pod(cfg, to, &mut s.pod)) || caller_pod(s);
@@ -109,24 +110,34 @@ fn refuse_cross_pod_source(from_path: *const u8, to_path: *const u8) -> i32 {
     if blocked { -DENY_ERRNO } else { 0 }
 }
 
-/// The published root at or above `dentry`, if any (within `MAX_SOURCE_DEPTH` levels).
+/// The published root at or above `dentry`, walking at most `DEPTH` levels up its
+/// filesystem (`dev`): `Ok(None)` once the filesystem's root is passed, `Err(TooDeep)`
+/// when the walk ran out first, `Ok(None)` too where a read fails.
 #[inline(always)]
-fn published_root_above(l: &KernelLayout, dentry: *const u8) -> Option<&'static PublishedRoot> {
+pub(super) fn published_root_above<const DEPTH: usize>(
+    l: &KernelLayout,
+    dentry: *const u8,
+    dev: u32,
+) -> Result<Option<&'static PublishedRoot>, TooDeep> {
     let mut d = dentry;
-    for _ in 0..MAX_SOURCE_DEPTH {
-        let (ino, dev) = identity(l, d)?;
+    for _ in 0..DEPTH {
+        let Some(inode) = read_field::<*const u8>(d, l.dentry_d_inode) else { return Ok(None) };
+        let Some(ino) = read_field::<u64>(inode, l.inode_i_ino) else { return Ok(None) };
         // SAFETY: read-only lookup.
         if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&RootKey { ino, dev, _pad: 0 }) } {
-            return Some(root);
+            return Ok(Some(root));
         }
-        let up = parent(l, d)?;
+        let Some(up) = parent(l, d) else { return Ok(None) };
         if up == d {
-            return None;
+            return Ok(None);
         }
         d = up;
     }
-    None
+    Err(TooDeep)
 }
+
+/// A walk up that ran out of levels before the filesystem's root.
+pub(super) struct TooDeep;
 
 /// Never refuses: notes a release to settle if the unmount succeeds.
 #[lsm(hook = "sb_umount")]

@@ -17,8 +17,8 @@ use volguard_common::{
 
 use super::{
     caller_pod::caller_pod,
-    enforce::{config, count_conflict, same_pod, scratch, send_conflict},
-    kernel_path::{parent, read_field},
+    enforce::{TooDeep, config, count_conflict, published_root_above, same_pod, scratch, send_conflict},
+    kernel_path::read_field,
 };
 use crate::{
     helpers::{count, ctx_arg_address},
@@ -86,22 +86,10 @@ fn volume_root(l: &KernelLayout, device: &DeviceGuard, dentry: *const u8, dev: u
     if device.directory_roots == 0 {
         return None;
     }
-    let mut d = dentry;
-    for _ in 0..MAX_OPEN_DEPTH {
-        let inode = read_field::<*const u8>(d, l.dentry_d_inode)?;
-        let ino = read_field::<u64>(inode, l.inode_i_ino)?;
-        // SAFETY: read-only lookup.
-        if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&RootKey { ino, dev, _pad: 0 }) } {
-            return Some(root);
-        }
-        let up = parent(l, d)?;
-        if up == d {
-            return None;
-        }
-        d = up;
-    }
-    count(Counter::OpensTooDeep);
-    None
+    published_root_above::<MAX_OPEN_DEPTH>(l, dentry, dev).unwrap_or_else(|TooDeep| {
+        count(Counter::OpensTooDeep);
+        None
+    })
 }
 
 /// Writes the caller's pod into `s.pod` (false: it is in none), from the cache by cgroup
