@@ -18,7 +18,7 @@ use std::{
 
 use crate::support::{
     have_root,
-    kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend},
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend, uninstall},
     pod_cgroup::PodCgroup,
 };
 
@@ -36,6 +36,9 @@ struct Published {
     staging: PathBuf,
     a_target: PathBuf,
     agent: Agent,
+    /// The agent's pins: left by default when it exits (a new agent adopts them), so
+    /// removed by [`Published::finish`] (each agent's kernel maps weigh tens of MB).
+    pins: PathBuf,
 }
 
 impl Published {
@@ -67,11 +70,12 @@ impl Published {
         let a_target = tree.publish_dir(POD_A, "pv-rwop");
         let mountinfo = ns.mountinfo();
         let args: Vec<&str> = ["--mountinfo", mountinfo.as_str()].iter().chain(backend).chain(extra).copied().collect();
-        let agent = Agent::start_with(&tree.root(), &pin_root(pin), &["pv-rwop"], mode, &args);
+        let pins = pin_root(pin);
+        let agent = Agent::start_with(&tree.root(), &pins, &["pv-rwop"], mode, &args);
         agent.mode();
         ns.bind(&staging, &a_target).unwrap();
-        agent.wait_for_line("the claim", |l| l.contains(&format!("claimed by pod {POD_A}")) || l.contains("its owner"));
-        Self { tree, ns, volume, staging, a_target, agent }
+        agent.wait_for_line("the claim", claimed_by_a("pv-rwop"));
+        Self { tree, ns, volume, staging, a_target, agent, pins }
     }
 
     /// A new directory outside the kubelet tree.
@@ -89,10 +93,20 @@ impl Published {
     /// Stops the agent and takes the test's mounts down.
     fn finish(self, points: &[&Path]) {
         self.agent.stop();
+        uninstall(&self.pins);
         for point in points.iter().copied().chain([self.a_target.as_path(), self.staging.as_path()]) {
             let _ = self.ns.umount_detach(point);
         }
     }
+}
+
+/// The agent's line for A's claim of `volume`: "claimed by" where userspace decides,
+/// "published for …, its owner" where the kernel does (and not the start-up line that
+/// mentions owners).
+fn claimed_by_a(volume: &str) -> impl Fn(&str) -> bool {
+    let claimed = format!("volume {volume} claimed by pod {POD_A}");
+    let published = format!("volume {volume} published for pod {POD_A}, its owner");
+    move |line: &str| line.contains(&claimed) || line.contains(&published)
 }
 
 /// The agent's line for a detach at `point`.
@@ -109,7 +123,7 @@ fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_
     let Some(cgroups) = PodCgroup::hierarchy(TEST) else { return };
     let (pod_a, pod_c) = (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C));
     let published = Published::new("out-of-band", &[]);
-    let Published { tree, ns, volume, staging, a_target, agent } = &published;
+    let Published { tree, ns, volume, staging, a_target, agent, .. } = &published;
     let marker = |dir: &Path| published.marker(dir);
     let dir = |name: &str| published.dir(name);
 
@@ -393,10 +407,11 @@ fn a_raw_block_volumes_device_node_bound_by_another_pod_is_detached() {
         path.to_owned()
     };
     let publish = file(&tree.root().join(format!("plugins/kubernetes.io/csi/volumeDevices/publish/pv-blk/{POD_A}")));
-    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("raw-block"), &["pv-blk"], &syscall_backend());
+    let pins = pin_root("raw-block");
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-blk"], &syscall_backend());
     agent.mode();
     ns.bind(&node, &publish).unwrap();
-    agent.wait_for_line("the claim", |l| l.contains(&format!("claimed by pod {POD_A}")) || l.contains("its owner"));
+    agent.wait_for_line("the claim", claimed_by_a("pv-blk"));
     // Pod C binds the node's device node onto a file of its own.
     let hostpath = file(&tree.tmp.path().join("c-block"));
     pod_c.bind(&ns, &node, &hostpath, false);
@@ -405,6 +420,7 @@ fn a_raw_block_volumes_device_node_bound_by_another_pod_is_detached() {
     assert!(!is_block(hostpath.clone()), "C's file is still the volume's device");
     assert!(is_block(publish.clone()), "A's publish is left");
     agent.stop();
+    uninstall(&pins);
     let _ = ns.umount_detach(&publish);
 }
 
@@ -440,8 +456,8 @@ pub fn publish_made_in_the_gap_stays(test: &str, backend: &[&str]) {
     let read_in_g = || std::fs::read_to_string(container.path(&g_target).join("marker")).ok();
     assert_eq!(read_in_g().as_deref(), Some("pv-rwop"), "G's container does not show its publish");
 
-    let agent =
-        Agent::start_in(&ns, &tree.root(), &pin_root(&format!("gap-{}", backend.join("-"))), &["pv-rwop"], backend);
+    let gap_pins = pin_root(&format!("gap-{}", backend.join("-")));
+    let agent = Agent::start_in(&ns, &tree.root(), &gap_pins, &["pv-rwop"], backend);
     agent.mode();
     agent.wait_for_line("the shared volume's report", |l| {
         l.contains("CONFLICT found") && l.contains(POD_G) && l.contains("left as it is")
@@ -454,6 +470,7 @@ pub fn publish_made_in_the_gap_stays(test: &str, backend: &[&str]) {
     assert_eq!(taken, 0.0, "a detach counted against a pod's own publish");
     assert_eq!(ns.read(&a_target.join("marker")).ok().as_deref(), Some("pv-rwop"), "A's publish is left");
     agent.stop();
+    uninstall(&gap_pins);
     drop(container);
     for point in [&g_target, &a_target, &staging] {
         let _ = ns.umount_detach(point);

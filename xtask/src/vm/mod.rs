@@ -61,7 +61,7 @@ pub fn bench(vm: VmKernel, timeout: Duration) -> anyhow::Result<Vec<String>> {
     // (until 2026-11-26 the VM measured unoptimized ones, a build nobody runs).
     let binaries = build_test_binaries(Profile::Release)?;
     let work = target_dir().join("vm").join(format!("bench-{}", vm.version()));
-    let initrd = build_initramfs(&work, &boot, &binaries)?;
+    let initrd = build_initramfs(&work, &boot, &binaries, timeout)?;
     let expected = expected_test_counts(&boot, &binaries[TEST_BINARY])?;
     println!("bench: booting {} with lsm={} (qemu, software emulation)", kernel.display(), boot.lsm);
     let (failure, console) = boot_and_judge(&kernel, &initrd, &boot, timeout, &expected)?;
@@ -93,7 +93,7 @@ pub fn demo(timeout: Duration) -> anyhow::Result<()> {
     let kernel = DEMO_BOOT.kernel.image()?;
     let binaries = BTreeMap::from([(AGENT_BINARY.to_owned(), build_release_agent()?)]);
     let work = target_dir().join("vm").join("demo");
-    let initrd = build_initramfs(&work, &DEMO_BOOT, &binaries)?;
+    let initrd = build_initramfs(&work, &DEMO_BOOT, &binaries, timeout)?;
     println!("demo: booting {} with lsm={} (qemu, software emulation: slow)", kernel.display(), DEMO_BOOT.lsm);
     if boot_and_judge(&kernel, &initrd, &DEMO_BOOT, timeout, &[])?.0.is_some() {
         bail!("the demo failed in the VM");
@@ -126,7 +126,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let timeout = Duration::from_secs(options.timeout);
     let outcomes = run_in_lanes(&planned, lanes, |(boot, kernel)| -> anyhow::Result<(bool, String)> {
         let work = target_dir().join("vm").join(boot.label().replace('/', "-"));
-        let initrd = build_initramfs(&work, boot, &binaries)?;
+        let initrd = build_initramfs(&work, boot, &binaries, timeout)?;
         let expected = expected_test_counts(boot, &binaries[TEST_BINARY])?;
         println!("vm-test: booting {} with lsm={} ({})", kernel.display(), boot.lsm, boot.label());
         let started = Instant::now();
@@ -242,12 +242,45 @@ mount -t devtmpfs devtmpfs /dev
 mount -t securityfs securityfs /sys/kernel/security
 mount -t tracefs tracefs /sys/kernel/tracing";
 
-fn init_script(boot: &Boot) -> String {
+/// How long before the harness's timeout the guest's watchdog shows where every process
+/// is: a hung boot then says what it waits on (the serial console is slow).
+const WATCHDOG_LEAD: Duration = Duration::from_secs(60);
+
+/// The init's watchdog: `after` seconds into the boot, each user process's threads (a
+/// kernel thread has no `exe`) with
+/// their state, wait channel and kernel stack, and the kernel's blocked tasks (sysrq w).
+fn watchdog(after: u64) -> String {
+    format!(
+        r#"( sleep {after}
+  echo "{WATCHDOG_MARK}still running after {after} s; where each process is:"
+  for d in /proc/[0-9]*; do
+    [ -e "$d/exe" ] || continue
+    for t in "$d"/task/*; do
+      echo "{WATCHDOG_MARK}${{t#/proc/}} $(cat "$t/comm") state=$(sed 's/.*) //' "$t/stat" | cut -d' ' -f1) wchan=$(cat "$t/wchan")"
+      sed "s/^/{WATCHDOG_MARK}    /" "$t/stack"
+    done
+  done
+  echo w > /proc/sysrq-trigger ) &
+"#
+    )
+}
+
+/// After each run: what memory is left and which pins stay, then the tests' pins go. An
+/// agent leaves its kernel state pinned when it exits (for the next agent to adopt), tens
+/// of MB of maps each; a test that failed before removing its own would otherwise starve
+/// the later runs' map creation in the VM's 1 GiB (`ENOMEM` at load).
+const AFTER_RUN: &str = "echo \"volguard-vm: after the run: $(grep -E '^(MemAvailable|VmallocUsed):' /proc/meminfo | tr -s ' ' | tr '\\n' ' ')pins left: $(ls /sys/fs/bpf | tr '\\n' ' ')\"\nrm -rf /sys/fs/bpf/volguard-test-*";
+
+/// The watchdog's console lines start with this.
+const WATCHDOG_MARK: &str = "volguard-vm: watchdog: ";
+
+fn init_script(boot: &Boot, timeout: Duration) -> String {
     let mut plan = String::new();
     for (label, env, args) in test_runs(boot) {
         plan.push_str(&format!(
             "echo '{RUN_MARK}{label}: {args}'\n\
-             {env}{TEST_IN_VM} --test-threads=1 {args} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED {label}'; }}\n",
+             {env}{TEST_IN_VM} --test-threads=1 {args} || {{ failed=$((failed+1)); echo 'volguard-vm: FAILED {label}'; }}\n\
+             {AFTER_RUN}\n",
             args = args.join(" ")
         ));
     }
@@ -257,6 +290,7 @@ fn init_script(boot: &Boot) -> String {
         ));
     }
     let expect = compat::expectation_exports(boot.kernel, boot.name);
+    let watchdog = watchdog(timeout.saturating_sub(WATCHDOG_LEAD).as_secs());
     format!(
         r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -267,7 +301,7 @@ mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmpfs /tmp
 ip link set lo up
 echo "volguard-vm: kernel $(uname -r), active LSMs: $(cat /sys/kernel/security/lsm)"
-{expect}failed=0
+{expect}{watchdog}failed=0
 {plan}echo "{VERDICT}$failed"
 poweroff -f
 "#
@@ -276,7 +310,12 @@ poweroff -f
 
 /// Lays out busybox, the stripped test binary (when the boot runs tests), the agent and
 /// their shared libraries, and packs them with the init script into `work/initrd.gz`.
-fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf>) -> anyhow::Result<PathBuf> {
+fn build_initramfs(
+    work: &Path,
+    boot: &Boot,
+    binaries: &BTreeMap<String, PathBuf>,
+    timeout: Duration,
+) -> anyhow::Result<PathBuf> {
     let root = work.join("root");
     let _ = fs::remove_dir_all(&root);
     for dir in ["bin", "proc", "sys", "dev", "tmp", "root", "tests"] {
@@ -310,7 +349,7 @@ fn build_initramfs(work: &Path, boot: &Boot, binaries: &BTreeMap<String, PathBuf
         fs::copy(&lib, &dest).with_context(|| format!("copying {}", lib.display()))?;
     }
     let initrd = work.join("initrd.gz");
-    pack_initramfs(&root, &init_script(boot), &initrd, Compression::Gzip)?;
+    pack_initramfs(&root, &init_script(boot, timeout), &initrd, Compression::Gzip)?;
     Ok(initrd)
 }
 

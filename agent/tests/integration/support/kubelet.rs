@@ -113,7 +113,13 @@ impl MountNs {
     pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
         let (tx, rx) = mpsc::channel();
         self.jobs.send(Box::new(move || tx.send(f()).unwrap())).unwrap();
-        rx.recv().unwrap()
+        match rx.recv_timeout(super::stuck::CALL_LIMIT) {
+            Ok(result) => result,
+            Err(e) => panic!(
+                "a call in the test's mount namespace did not return ({e}); its thread:\n{}",
+                super::stuck::kernel_stacks(std::process::id(), Some(self.tid))
+            ),
+        }
     }
 
     pub fn bind(&self, source: &Path, target: &Path) -> nix::Result<()> {
@@ -457,8 +463,31 @@ impl Agent {
             if let Some(line) = self.lines.lock().unwrap().iter().find(|l| want(l)) {
                 return line.clone();
             }
-            assert!(Instant::now() < deadline, "agent never printed {what}: {:#?}", self.lines.lock().unwrap());
+            if Instant::now() >= deadline {
+                // Read before the lines are locked for the message (it locks them too).
+                let counters = self.kernel_counters();
+                panic!(
+                    "agent never printed {what}: {:#?}\nits kernel counters:\n{counters}",
+                    self.lines.lock().unwrap()
+                );
+            }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The kernel programs' counters (lost events, failed inserts, exits without an entry)
+    /// for a failed wait's message: what a missed event left behind. Read without waiting.
+    fn kernel_counters(&self) -> String {
+        let prefix = "metrics on http://";
+        let address = self.lines.lock().unwrap().iter().find_map(|l| Some(l.split(prefix).nth(1)?.trim().to_owned()));
+        let Some(address) = address else { return "(no metrics listener yet)".into() };
+        let Ok(socket) = address.parse() else { return format!("(metrics address {address}?)") };
+        match volguard::cli::client::get(socket, "/metrics", Duration::from_secs(5)) {
+            Ok(response) => {
+                let counters = response.body.lines().filter(|l| l.starts_with("volguard_kernel_"));
+                counters.collect::<Vec<_>>().join("\n")
+            }
+            Err(e) => format!("(GET /metrics: {e})"),
         }
     }
 
@@ -554,8 +583,21 @@ impl Agent {
     pub fn stop(mut self) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM)
             .unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "agent exited with {status}");
+        let deadline = Instant::now() + super::stuck::STOP_LIMIT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the agent still runs {:?} after SIGTERM; where it is:\n{}\nits lines: {:#?}",
+                super::stuck::STOP_LIMIT,
+                super::stuck::kernel_stacks(self.child.id(), None),
+                self.lines.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "agent exited with {status}: {:#?}", self.lines.lock().unwrap());
     }
 }
 

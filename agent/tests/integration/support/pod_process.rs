@@ -150,7 +150,7 @@ impl PodCgroup {
     /// this cgroup and `ns`).
     pub fn exit_code_in(&self, ns: &MountNs, op: impl FnOnce() -> i32) -> i32 {
         let child = self.fork_in(ns, op, false);
-        match nix::sys::wait::waitpid(child, None).unwrap() {
+        match super::stuck::wait_child(child, "the pod's process", super::stuck::CALL_LIMIT) {
             nix::sys::wait::WaitStatus::Exited(_, code) => code,
             other => panic!("the pod's process ended with {other:?}"),
         }

@@ -1,0 +1,64 @@
+//! Bounded waits for what a test cannot interrupt (a syscall in the test's namespace
+//! thread, a forked pod process, the agent's shutdown): past the limit the test fails
+//! with where each stuck thread is in the kernel, instead of hanging its VM boot until
+//! the harness kills it with nothing to read.
+
+use std::{
+    fmt::Write as _,
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use nix::{
+    sys::wait::{WaitPidFlag, WaitStatus, waitpid},
+    unistd::Pid,
+};
+
+/// How long one call in the test's namespace, or one pod process, may take (the VM is
+/// slow; nothing a test does there takes more than seconds).
+pub const CALL_LIMIT: Duration = Duration::from_secs(120);
+
+/// How long the agent may take to exit after SIGTERM.
+pub const STOP_LIMIT: Duration = Duration::from_secs(30);
+
+/// Each thread of `pid` (or only `tid`): its name, state, wait channel and kernel stack.
+pub fn kernel_stacks(pid: u32, tid: Option<u32>) -> String {
+    let tasks = Path::new("/proc").join(pid.to_string()).join("task");
+    let tids: Vec<String> = match tid {
+        Some(tid) => vec![tid.to_string()],
+        None => match std::fs::read_dir(&tasks) {
+            Ok(entries) => entries.filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned())).collect(),
+            Err(e) => return format!("({}: {e})", tasks.display()),
+        },
+    };
+    let mut out = String::new();
+    for tid in tids {
+        let read =
+            |file: &str| std::fs::read_to_string(tasks.join(&tid).join(file)).unwrap_or_else(|e| format!("({e})"));
+        let state = read("stat").rsplit(')').next().and_then(|s| s.split_whitespace().next()).unwrap_or("?").to_owned();
+        let _ = writeln!(out, "thread {tid} ({}) state {state} wchan {}:", read("comm").trim(), read("wchan").trim());
+        for line in read("stack").lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    out
+}
+
+/// Waits for `child` to exit, at most `limit`; past it, fails the test (with `what` and
+/// the child's kernel stacks) after killing it.
+pub fn wait_child(child: Pid, what: &str, limit: Duration) -> WaitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(WaitStatus::StillAlive) => {
+                let stacks = kernel_stacks(child.as_raw() as u32, None);
+                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+                let _ = waitpid(child, None);
+                panic!("{what}: still running after {limit:?}; where it was:\n{stacks}");
+            }
+            Ok(status) => return status,
+            Err(e) => panic!("{what}: waitpid: {e}"),
+        }
+    }
+}
