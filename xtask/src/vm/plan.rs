@@ -202,7 +202,7 @@ const OUT_OF_BAND: Run = ("host_out_of_band", Tracing::Auto, &["host_out_of_band
 /// (counted as a recursion miss) whenever it fires while a BPF map syscall is preempted
 /// on the same CPU, as the agent's own reads are on the VM's single CPU; the publish's
 /// exit, and with it the detach the tests wait for, is then left to the reconciliation.
-/// Auto picks trampolines there; `docs/troubleshooting.md` says so for forced tracepoints.
+/// Auto picks trampolines there; docs/tracing.md says what forced tracepoints risk.
 const OUT_OF_BAND_TRAMPOLINES: Run = ("host_out_of_band", Tracing::Trampolines, &["host_out_of_band::"]);
 
 /// What `cargo xtask vm-test` boots. Lanes (one per core) take the boots in this order,
