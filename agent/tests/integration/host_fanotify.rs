@@ -13,8 +13,9 @@ use volguard::sys::{
 
 use crate::support::{
     have_root, http_get,
-    kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end},
+    kubelet::{Agent, KubeletTree, MountNs, pin_root},
     skip,
+    stories::quarantine_end_to_end,
 };
 
 /// Whether this kernel has fanotify mount notifications; says why not when it has none,

@@ -4,8 +4,9 @@
 
 use crate::support::{
     have_root,
-    kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end},
+    kubelet::{Agent, KubeletTree, MountNs, pin_root},
     skip,
+    stories::quarantine_end_to_end,
 };
 
 fn bpf_lsm_works() -> bool {

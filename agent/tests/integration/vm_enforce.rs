@@ -9,7 +9,8 @@ use volguard::kernel::{maps::EnforcementMaps, pins::Pins};
 
 use crate::support::{
     bpf_in_lsm_list,
-    kubelet::{Agent, KubeletTree, MountNs, pin_root, quarantine_end_to_end, uninstall},
+    kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
+    stories::quarantine_end_to_end,
 };
 
 fn pinned_owners(pin_root: &Path) -> Vec<(String, String)> {

@@ -464,30 +464,14 @@ impl Agent {
                 return line.clone();
             }
             if Instant::now() >= deadline {
-                // Read before the lines are locked for the message (it locks them too).
-                let counters = self.kernel_counters();
+                // Read before the lines are locked for the message.
+                let counters = super::stuck::kernel_counters(&self.lines.lock().unwrap());
                 panic!(
                     "agent never printed {what}: {:#?}\nits kernel counters:\n{counters}",
                     self.lines.lock().unwrap()
                 );
             }
             std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// The kernel programs' counters (lost events, failed inserts, exits without an entry)
-    /// for a failed wait's message: what a missed event left behind. Read without waiting.
-    fn kernel_counters(&self) -> String {
-        let prefix = "metrics on http://";
-        let address = self.lines.lock().unwrap().iter().find_map(|l| Some(l.split(prefix).nth(1)?.trim().to_owned()));
-        let Some(address) = address else { return "(no metrics listener yet)".into() };
-        let Ok(socket) = address.parse() else { return format!("(metrics address {address}?)") };
-        match volguard::cli::client::get(socket, "/metrics", Duration::from_secs(5)) {
-            Ok(response) => {
-                let counters = response.body.lines().filter(|l| l.starts_with("volguard_kernel_"));
-                counters.collect::<Vec<_>>().join("\n")
-            }
-            Err(e) => format!("(GET /metrics: {e})"),
         }
     }
 
@@ -612,32 +596,4 @@ impl Drop for Agent {
 pub fn uninstall(pin_root: &Path) {
     let status = Command::new(agent_binary()).arg("uninstall").arg("--pin-root").arg(pin_root).status().unwrap();
     assert!(status.success());
-}
-
-/// The pod-B-publishes-second story in quarantine mode, checked from inside the
-/// namespace where it happened. Shared by the host test and the no-BPF-LSM VM boot.
-pub fn quarantine_end_to_end(tree: &KubeletTree, ns: &MountNs, agent: &Agent) {
-    let volume = tree.volume("pv-rwop");
-    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
-    ns.bind(&volume, &a).unwrap();
-    agent.wait_for_line("the claim", |l| l.contains("volume pv-rwop claimed by pod pod-a"));
-    // Without BPF LSM the mount itself succeeds...
-    ns.bind(&volume, &b).unwrap();
-    // ...and is detached and masked at once.
-    agent.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod pod-b"));
-    let (fstype, source, read_only) = ns.mount_at(&b).expect("a mask mount on pod-b's target");
-    assert_eq!((fstype.as_str(), source.as_str(), read_only), ("tmpfs", volguard::model::mounts::MASK_SOURCE, true));
-    assert_eq!(
-        ns.read(&b.join("marker")).map_err(|e| e.kind()),
-        Err(std::io::ErrorKind::NotFound),
-        "the volume is not visible"
-    );
-    assert_eq!(ns.write_in(&b).map_err(|e| e.raw_os_error()), Err(Some(libc::EROFS)), "nothing can be written there");
-    assert_eq!(ns.read(&a.join("marker")).unwrap(), "pv-rwop", "the owner keeps its volume");
-    // The owner unmounts: released, and a new pod may publish (no deadlock).
-    ns.umount(&a).unwrap();
-    agent.wait_for_line("the release", |l| l.contains("volume pv-rwop released"));
-    let c = tree.publish_dir("pod-c", "pv-rwop");
-    ns.bind(&volume, &c).unwrap();
-    agent.wait_for_line("the new claim", |l| l.contains("volume pv-rwop claimed by pod pod-c"));
 }

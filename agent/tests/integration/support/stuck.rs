@@ -1,7 +1,8 @@
 //! Bounded waits for what a test cannot interrupt (a syscall in the test's namespace
 //! thread, a forked pod process, the agent's shutdown): past the limit the test fails
 //! with where each stuck thread is in the kernel, instead of hanging its VM boot until
-//! the harness kills it with nothing to read.
+//! the harness kills it with nothing to read. And what a failed wait for the agent shows
+//! besides its lines: its kernel counters.
 
 use std::{
     fmt::Write as _,
@@ -60,5 +61,22 @@ pub fn wait_child(child: Pid, what: &str, limit: Duration) -> WaitStatus {
             Ok(status) => return status,
             Err(e) => panic!("{what}: waitpid: {e}"),
         }
+    }
+}
+
+/// The kernel programs' counters of the agent that printed `lines` (lost events, failed
+/// inserts, exits without an entry), read from its metrics listener without waiting: what
+/// a missed event left behind, for a failed wait's message.
+pub fn kernel_counters(lines: &[String]) -> String {
+    let prefix = "metrics on http://";
+    let address = lines.iter().find_map(|l| Some(l.split(prefix).nth(1)?.trim().to_owned()));
+    let Some(address) = address else { return "(no metrics listener yet)".into() };
+    let Ok(socket) = address.parse() else { return format!("(metrics address {address}?)") };
+    match volguard::cli::client::get(socket, "/metrics", Duration::from_secs(5)) {
+        Ok(response) => {
+            let counters = response.body.lines().filter(|l| l.starts_with("volguard_kernel_"));
+            counters.collect::<Vec<_>>().join("\n")
+        }
+        Err(e) => format!("(GET /metrics: {e})"),
     }
 }
