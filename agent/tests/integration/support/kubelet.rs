@@ -567,20 +567,14 @@ impl Agent {
     pub fn stop(mut self) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM)
             .unwrap();
-        let deadline = Instant::now() + super::stuck::STOP_LIMIT;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the agent still runs {:?} after SIGTERM; where it is:\n{}\nits lines: {:#?}",
-                super::stuck::STOP_LIMIT,
-                super::stuck::kernel_stacks(self.child.id(), None),
-                self.lines.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let (pid, child, lines) = (self.child.id(), &mut self.child, &self.lines);
+        let status = super::stuck::poll_until(
+            pid,
+            "the agent, after SIGTERM",
+            super::stuck::STOP_LIMIT,
+            || child.try_wait().unwrap(),
+            || format!("\nits lines: {:#?}", lines.lock().unwrap()),
+        );
         assert!(status.success(), "agent exited with {status}: {:#?}", self.lines.lock().unwrap());
     }
 }

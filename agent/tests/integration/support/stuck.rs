@@ -45,23 +45,42 @@ pub fn kernel_stacks(pid: u32, tid: Option<u32>) -> String {
     out
 }
 
-/// Waits for `child` to exit, at most `limit`; past it, fails the test (with `what` and
-/// the child's kernel stacks) after killing it.
-pub fn wait_child(child: Pid, what: &str, limit: Duration) -> WaitStatus {
+/// Polls `done` every 20 ms for at most `limit`; past it, kills `pid` and fails the test
+/// with `what`, where each of `pid`'s threads was in the kernel, and what `after_kill`
+/// adds (it may reap the process first).
+pub fn poll_until<T>(
+    pid: u32,
+    what: &str,
+    limit: Duration,
+    mut done: impl FnMut() -> Option<T>,
+    after_kill: impl FnOnce() -> String,
+) -> T {
     let deadline = Instant::now() + limit;
     loop {
-        match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Ok(WaitStatus::StillAlive) => {
-                let stacks = kernel_stacks(child.as_raw() as u32, None);
-                let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
-                let _ = waitpid(child, None);
-                panic!("{what}: still running after {limit:?}; where it was:\n{stacks}");
-            }
-            Ok(status) => return status,
-            Err(e) => panic!("{what}: waitpid: {e}"),
+        if let Some(result) = done() {
+            return result;
         }
+        if Instant::now() >= deadline {
+            let stacks = kernel_stacks(pid, None);
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+            panic!("{what}: still running after {limit:?}; where it was:\n{stacks}{}", after_kill());
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Waits for `child` to exit, at most `limit` (see [`poll_until`]).
+pub fn wait_child(child: Pid, what: &str, limit: Duration) -> WaitStatus {
+    let exited = || match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::StillAlive) => None,
+        Ok(status) => Some(status),
+        Err(e) => panic!("{what}: waitpid: {e}"),
+    };
+    let reap = || {
+        let _ = waitpid(child, None);
+        String::new()
+    };
+    poll_until(child.as_raw() as u32, what, limit, exited, reap)
 }
 
 /// The kernel programs' counters of the agent that printed `lines` (lost events, failed
