@@ -231,40 +231,7 @@ async fn run_command() -> anyhow::Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
     match Cli::parse().command {
-        Command::Run(args) => {
-            let metrics_secure = args.metrics_secure.then(|| match (&args.metrics_cert_file, &args.metrics_key_file) {
-                (Some(cert), Some(key)) => Certificate::Files { cert: cert.clone(), key: key.clone() },
-                // The names a scraper may know the node by (with hostNetwork, the node's).
-                _ => Certificate::SelfSigned {
-                    names: args.node_name.iter().cloned().chain(["localhost".to_owned()]).collect(),
-                },
-            });
-            Ok(agent::run(RunOptions {
-                kubelet_root: args.kubelet_root,
-                single_pod_volumes: args.single_pod_volumes,
-                mode: args.mode,
-                trace_backend: args.trace_backend,
-                pin_root: args.pin_root,
-                keep_enforcement_on_exit: args.keep_enforcement_on_exit,
-                print_events: args.print_events,
-                mountinfo: args.mountinfo,
-                facts_source: match (args.inventory, args.kubernetes, args.node_name) {
-                    (Some(path), _, _) => FactsSource::Inventory(path),
-                    (None, true, Some(node_name)) => FactsSource::KubernetesApi { node_name },
-                    _ => FactsSource::None,
-                },
-                reconcile_interval: args.reconcile_interval,
-                metrics_address: args.metrics_address,
-                metrics_secure,
-                debug_address: args.debug_address,
-                csi_sockets: args.csi_sockets,
-                ring_buffer_bytes: args.ring_buffer_size,
-                bpf_stats: args.bpf_stats,
-                detach_node_access: args.detach_node_access,
-                exempt_readers: args.exempt_readers,
-            })
-            .await?)
-        }
+        Command::Run(args) => Ok(agent::run(run_options(args)).await?),
         Command::Uninstall { pin_root } => {
             let removed = Pins::new(&pin_root).uninstall()?;
             println!("{}", if removed { "removed volguard's pins: enforcement stopped" } else { "nothing pinned" });
@@ -303,6 +270,41 @@ async fn run_command() -> anyhow::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// What `volguard run`'s flags ask of the agent.
+fn run_options(args: RunArgs) -> RunOptions {
+    let metrics_secure = args.metrics_secure.then(|| match (&args.metrics_cert_file, &args.metrics_key_file) {
+        (Some(cert), Some(key)) => Certificate::Files { cert: cert.clone(), key: key.clone() },
+        // The names a scraper may know the node by (with hostNetwork, the node's).
+        _ => {
+            Certificate::SelfSigned { names: args.node_name.iter().cloned().chain(["localhost".to_owned()]).collect() }
+        }
+    });
+    RunOptions {
+        kubelet_root: args.kubelet_root,
+        single_pod_volumes: args.single_pod_volumes,
+        mode: args.mode,
+        trace_backend: args.trace_backend,
+        pin_root: args.pin_root,
+        keep_enforcement_on_exit: args.keep_enforcement_on_exit,
+        print_events: args.print_events,
+        mountinfo: args.mountinfo,
+        facts_source: match (args.inventory, args.kubernetes, args.node_name) {
+            (Some(path), _, _) => FactsSource::Inventory(path),
+            (None, true, Some(node_name)) => FactsSource::KubernetesApi { node_name },
+            _ => FactsSource::None,
+        },
+        reconcile_interval: args.reconcile_interval,
+        metrics_address: args.metrics_address,
+        metrics_secure,
+        debug_address: args.debug_address,
+        csi_sockets: args.csi_sockets,
+        ring_buffer_bytes: args.ring_buffer_size,
+        bpf_stats: args.bpf_stats,
+        detach_node_access: args.detach_node_access,
+        exempt_readers: args.exempt_readers,
     }
 }
 

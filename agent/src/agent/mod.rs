@@ -2,16 +2,9 @@
 //! programs (pinned, adopting an earlier agent's, when the kernel enforces), then
 //! handles events until SIGTERM or Ctrl-C.
 
-use std::{
-    collections::BTreeMap,
-    net::SocketAddr,
-    path::{Path, PathBuf},
-    sync::Arc,
-    time::Duration,
-};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use tracing::{info, warn};
-use volguard_common::enforce::KernelLayout;
+use tracing::info;
 
 mod conflicts;
 mod feed;
@@ -24,37 +17,29 @@ mod own_calls;
 mod propagated;
 mod running;
 mod scan_schedule;
+mod stages;
 mod startup;
 mod table_namespace;
 mod unnamed;
 mod view;
 
-use feed::{Feed, NoticeFeed};
 use loop_thread::LoopRuntime;
-use running::Running;
-use startup::{serve_http, start_facts_source, start_in_kernel, start_userspace};
+use startup::serve_http;
 
 use crate::{
-    enforce::{self, ModeChoice, ModeError, owners::OwnerStore, ownership::Ownership},
+    enforce::{ModeChoice, ModeError},
     facts::inventory::InventoryError,
-    kernel::btf::{Btf, BtfError, VMLINUX_BTF},
-    kernel::lsm_probe::{self, ProbeError},
-    kernel::trace_backend::{self, Backend, BackendChoice, BackendError},
+    kernel::btf::BtfError,
+    kernel::lsm_probe::ProbeError,
+    kernel::trace_backend::{BackendChoice, BackendError},
     kernel::{
-        loader::{LoadError, LoadedObject},
-        reader::EventSource,
-    },
-    kernel::{
+        loader::LoadError,
         maps::KernelError,
         pins::{PinError, Pins},
-        program_stats::ProgramStats,
     },
     model::exempt::ExemptReader,
-    model::explain::{self, RateLimiter},
-    model::node::NodeModel,
-    outputs::kernel_metrics::KernelCounts,
     outputs::served_state::ServedState,
-    sys::{mountns::namespace_of, signals::StopSignals},
+    sys::signals::StopSignals,
 };
 
 /// Where the facts about pods, PVs, PVCs and CSI objects come from.
@@ -193,34 +178,11 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     if !opts.kubelet_root.is_dir() {
         return Err(AgentError::KubeletRoot(opts.kubelet_root.display().to_string()));
     }
-    // One throw-away object for both probes; its links detach when it is dropped.
-    let (probe, trampolines) = match (enforce::needs_probe(opts.mode), trace_backend::needs_probe(opts.trace_backend)) {
-        (false, false) => (None, None),
-        (lsm, tramp) => {
-            let mut object = LoadedObject::load()?;
-            let trampolines = tramp.then(|| trace_backend::probe(&mut object));
-            let lsm = if lsm { Some(lsm_probe::probe(&mut object)?) } else { None };
-            (lsm, trampolines)
-        }
-    };
-    let decision = enforce::decide(opts.mode, probe.as_ref())?;
-    info!("mode {}: {}", decision.mode, decision.reason);
-    // Mount notices watch the namespace whose mount table the agent reads: kubelet's.
-    let (fanotify, watched) =
-        match trace_backend::needs_fanotify_probe(opts.trace_backend, decision.in_kernel(), trampolines.as_ref()) {
-            true => {
-                let (probe, watched) = trace_backend::probe_fanotify(&namespace_of(&opts.mountinfo));
-                (Some(probe), watched)
-            }
-            false => (None, None),
-        };
-    let tracing =
-        trace_backend::decide(opts.trace_backend, decision.in_kernel(), trampolines.as_ref(), fanotify.as_ref())?;
-    tracing.log();
+    let mut probed = stages::probe(&opts)?;
     let shared = Arc::new(ServedState::new(opts.effective()));
-    shared.metrics.mode.set_mode(&decision);
-    shared.metrics.mode.set_trace_backend(&tracing);
-    shared.set_tracing(&tracing);
+    shared.metrics.mode.set_mode(&probed.decision);
+    shared.metrics.mode.set_trace_backend(&probed.tracing);
+    shared.set_tracing(&probed.tracing);
     let kube = match (&opts.facts_source, &opts.metrics_secure) {
         (FactsSource::KubernetesApi { .. }, _) => Some(startup::kube_client().await?),
         (_, Some(_)) => return Err(AgentError::MetricsSecureWithoutApi),
@@ -229,111 +191,13 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     serve_http(&opts, &shared, kube.as_ref()).await?;
     let loop_runtime =
         LoopRuntime::new().map_err(|source| AgentError::Io { context: "starting the event loop's runtime", source })?;
-    // Indexed before the mount table is read, so no detach falls between the two.
-    let notices = match (tracing.backend, watched) {
-        (Backend::Fanotify, Some(watched)) => Some(
-            loop_runtime
-                .register(|| NoticeFeed::start(watched, &opts.kubelet_root, shared.clone()))
-                .map_err(|source| AgentError::Io { context: "listing the watched namespace's mounts", source })?,
-        ),
-        _ => None,
-    };
-
-    let source = start_facts_source(&opts.facts_source, kube).await?;
-    let (initial, facts, _facts_tx) = (source.initial, source.facts, source.keep_alive);
-    let mut model = NodeModel::new(&opts.kubelet_root, &opts.mountinfo, opts.single_pod_volumes.clone(), initial)
-        .map_err(|source| AgentError::Io { context: "reading the mount table", source })?;
-    model.log_summary();
-
-    let pins = Pins::new(&opts.pin_root);
-    // Parsed once and dropped once the offsets are taken (it is megabytes).
-    let btf = Btf::from_file(Path::new(VMLINUX_BTF));
-    let (object, owners) = match decision.in_kernel() {
-        true => {
-            let (object, owners) = start_in_kernel(&opts, &decision, &tracing, &pins, &btf?, &mut model)?;
-            (Some(object), owners)
-        }
-        false => {
-            let layout = btf.and_then(|btf| btf.kernel_layout());
-            let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().clone()));
-            // No program at all with mount notices.
-            let object = match notices.is_some() {
-                true => None,
-                false => {
-                    // Userspace modes use the offsets only to note each caller's mount namespace.
-                    let layout = layout.unwrap_or_else(|e| {
-                        warn!(
-                            "kernel struct offsets unavailable ({e}): events carry no mount namespace, so \
-                             quarantine reaches only mounts whose process is still alive"
-                        );
-                        KernelLayout::default()
-                    });
-                    Some(start_userspace(&opts, &decision, &tracing, layout, &model)?)
-                }
-            };
-            for fix in model.plan_owners(&BTreeMap::new()) {
-                owners.apply(&fix)?;
-            }
-            (object, owners)
-        }
-    };
-    let (mut feed, watched, object) = match (notices, object) {
-        (Some((notices, held)), object) => {
-            if opts.bpf_stats {
-                info!("--bpf-stats: the fanotify backend runs no BPF program, so there is nothing to count");
-            }
-            (Feed::Notices(notices), Some(held), object)
-        }
-        (None, Some(mut object)) => {
-            let events = loop_runtime.register(|| EventSource::new(&mut object))?;
-            let (counters, decode_errors) = events.shared_counts();
-            let programs = Arc::new(ProgramStats::new(&object, opts.bpf_stats));
-            shared.metrics.kernel.attach(KernelCounts { counters, decode_errors, programs });
-            (Feed::Syscalls(events), None, Some(object))
-        }
-        (None, None) => unreachable!("a syscall backend always loads the object"),
-    };
+    let stages::Loaded { model, owners, object, mut feed, watched, facts, keep_facts_open, events } =
+        stages::load(&opts, &mut probed, &shared, kube, &loop_runtime).await?;
+    let (decision, tracing) = (probed.decision, probed.tracing);
     // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
-    let log_limiter = RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS);
-    let (mounts_tx, csi_mounts) = tokio::sync::watch::channel(model.mounts().clone());
-    let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
-    let (open_reporter, foreign_opens) =
-        if decision.in_kernel() { (None, None) } else { open_reports::start().unzip() };
-    let mut agent = Running {
-        tasks: tokio::runtime::Handle::current(),
-        opts: &opts,
-        decision: &decision,
-        model,
-        owners,
-        explain: source.events,
-        log_limiter,
-        shared: shared.clone(),
-        view_freshness: Default::default(),
-        view: view::ViewBuilder::new(view_sinks.clone(), tokio::runtime::Handle::current()),
-        csi_mounts,
-        csi: None,
-        unnamed: Default::default(),
-        table_namespace: table_namespace::TableNamespace::check(&opts.mountinfo),
-        callers: Default::default(),
-        observed: Default::default(),
-        watched,
-        own_detaches: Default::default(),
-        own_masks: Vec::new(),
-        owned_trees: None,
-        reported_access: Default::default(),
-        driver_pods: Default::default(),
-        open_reporter,
-        foreign_opens,
-        kernel_audited_clones: Default::default(),
-        scans: Default::default(),
-    };
-    agent.facts_metrics();
-    agent.report_shared_volumes();
-    agent.scan_namespaces();
-    // Built here, before readiness: the first request after `ready` sees the volumes.
-    view::build(agent.view_inputs()?, &view_sinks);
+    let mut agent = stages::build(&opts, &decision, stages::Parts { model, owners, watched, events }, &shared)?;
     shared.set_ready();
     // What start-up freed (the BTF parsed by the probes above all) leaves the RSS.
     crate::sys::heap::return_free_memory();
@@ -343,11 +207,12 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
         .run(agent.event_loop(&mut feed, facts, &mut stop))
         .map_err(|source| AgentError::Io { context: "starting the event loop's thread", source })
         .and_then(|ended| ended);
+    drop(keep_facts_open);
     // Unpinned links (the userspace modes') detach here.
     drop(object);
     if decision.in_kernel() && !opts.keep_enforcement_on_exit {
         info!("removing pinned programs and state (--keep-enforcement-on-exit=false)");
-        pins.uninstall()?;
+        Pins::new(&opts.pin_root).uninstall()?;
     }
     result
 }

@@ -9,7 +9,7 @@ use tracing::{debug, warn};
 
 use super::running::Running;
 use crate::{
-    enforce::open_reporter::{ForeignOpen, OpenReporter, Reader, WatchedVolume},
+    enforce::open_reporter::{ForeignOpen, OpenReporter, Opener, WatchedVolume},
     model::{access::Route, explain::ConflictAction, explain::MountedBy},
     node_files::mount_table::MountTable,
     sys::open_watch::Reach,
@@ -53,14 +53,14 @@ impl Running<'_> {
     /// conflict with route `open`, unless the reader is exempt or the volume's driver.
     pub(super) fn foreign_open(&mut self, open: ForeignOpen) {
         let reader = match &open.reader {
-            Reader::Pod(pod) if self.is_exempt(pod) || self.driver_pods.contains(pod) => return,
-            Reader::Pod(pod) => pod.as_str(),
-            Reader::Node => {
+            Opener::Pod(pod) if self.is_exempt(pod) || self.driver_pods.contains(pod) => return,
+            Opener::Pod(pod) => pod.as_str(),
+            Opener::Node => {
                 debug!("volume {}: opened by node process {} ({}), allowed", open.volume, open.pid, open.command);
                 return;
             }
             // Counted and logged with no pod: there is no object to hang an Event on.
-            Reader::Gone => "",
+            Opener::Gone => "",
         };
         let who = if reader.is_empty() {
             "a process that exited before its pod was read".to_owned()

@@ -14,12 +14,12 @@ use volguard_common::{
 use super::running::Running;
 use crate::{
     enforce::{
-        decision::{AccessAction, AccessReportOnly, Reader, decide_access},
+        decision::{AccessAction, AccessReportOnly, MountMaker, decide_access},
         detach,
     },
     kernel::decode::{Call, Caller, Event},
     model::{
-        access::{self, Access, Attach, Scope, VolumeTree},
+        access::{self, Access, AttachKind, Scope, VolumeTree},
         event_target::EventTarget,
         exempt,
         explain::ConflictAction,
@@ -34,9 +34,9 @@ impl Running<'_> {
     pub(super) fn check_out_of_band(&mut self, event: &Event, target: &EventTarget) {
         let (attach, recursive) = match &event.call {
             Call::Mount { flags, .. } if MountOp::of(without_magic(*flags)) == MountOp::Bind => {
-                (Attach::Bind, flags & MS_REC != 0)
+                (AttachKind::Bind, flags & MS_REC != 0)
             }
-            Call::MoveMount { .. } => (Attach::Move, true),
+            Call::MoveMount { .. } => (AttachKind::Move, true),
             _ => return,
         };
         if !target.attaching || !target.succeeded || target.publish_change().is_some() {
@@ -74,10 +74,10 @@ impl Running<'_> {
             let reader = match &reader_pod {
                 // The owner, or a pod whose own publish of the volume stands: what it
                 // binds, kubelet gave it (its publish was judged as a publish).
-                Some(pod) if access::holds_publish(&trees, &access.volume, pod) => Reader::Owner,
-                Some(_) if exempt => Reader::Exempt,
-                Some(_) => Reader::OtherPod,
-                None => Reader::NodeProcess,
+                Some(pod) if access::holds_publish(&trees, &access.volume, pod) => MountMaker::Owner,
+                Some(_) if exempt => MountMaker::Exempt,
+                Some(_) => MountMaker::OtherPod,
+                None => MountMaker::NodeProcess,
             };
             let decided = decide_access(self.decision.mode, reader, self.opts.detach_node_access);
             // A mount left in place (reported only) is found again at its namespace's next
@@ -88,7 +88,8 @@ impl Running<'_> {
             }
             // The kernel's hook reported this clone already (records come in order: the
             // hook's before the exit's).
-            if attach == Attach::Move && self.kernel_audited_clones.remove(&(event.caller.tgid, access.volume.clone()))
+            if attach == AttachKind::Move
+                && self.kernel_audited_clones.remove(&(event.caller.tgid, access.volume.clone()))
             {
                 self.remember_reported(key);
                 continue;

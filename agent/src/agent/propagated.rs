@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use super::running::Running;
 use crate::{
     enforce::{
-        decision::{AccessAction, Reader, decide_access},
+        decision::{AccessAction, MountMaker, decide_access},
         detach,
     },
     kernel::decode::{Caller, RawString},
@@ -88,7 +88,7 @@ impl Running<'_> {
                 if self.reported_access.contains(&key) {
                     continue;
                 }
-                let decided = decide_access(self.decision.mode, Reader::OtherPod, self.opts.detach_node_access);
+                let decided = decide_access(self.decision.mode, MountMaker::OtherPod, self.opts.detach_node_access);
                 if decided != AccessAction::Allow
                     && let Some(true) = self.handle_access(&caller, access, decided, Some(&pod))
                 {

@@ -168,36 +168,48 @@ impl Running<'_> {
             };
             // What is not an event must stay short: each event behind it waits.
             let (started, name) = (std::time::Instant::now(), step.name());
-            match step {
-                Step::Tick => {
-                    if let Some(lost) = feed.events_lost() {
-                        self.shared.metrics.operations.set_events_lost(lost);
-                    }
-                    self.explain_unnamed();
-                    if self.view_freshness.is_dirty() {
-                        self.refresh_view()?;
-                    }
-                }
-                Step::ReconcileTick => reads.start(&self.model),
-                Step::Reconcile(read) => {
-                    if let Some(read) = reads.finished(read, &self.model) {
-                        self.reconcile(read)?;
-                    }
-                }
-                Step::UrgentView => self.refresh_view()?,
-                Step::Scan => self.scan_namespaces(),
-                Step::Csi => {
-                    let report = csi.borrow_and_update().clone();
-                    self.csi_report(report);
-                }
-                Step::Facts(facts) => self.facts_changed(facts)?,
-                Step::ForeignOpen(open) => self.foreign_open(open),
-            }
+            self.step(step, feed, &mut reads, &mut csi)?;
             if started.elapsed() > SLOW_STEP {
                 debug!("event loop: {name} took {:?}", started.elapsed());
             }
         }
         info!("stopping");
+        Ok(())
+    }
+
+    /// Handles one of the loop's inputs that is not a kernel event or notice.
+    fn step(
+        &mut self,
+        step: Step,
+        feed: &mut Feed,
+        reads: &mut NodeReads,
+        csi: &mut watch::Receiver<Arc<CsiReport>>,
+    ) -> Result<(), AgentError> {
+        match step {
+            Step::Tick => {
+                if let Some(lost) = feed.events_lost() {
+                    self.shared.metrics.operations.set_events_lost(lost);
+                }
+                self.explain_unnamed();
+                if self.view_freshness.is_dirty() {
+                    self.refresh_view()?;
+                }
+            }
+            Step::ReconcileTick => reads.start(&self.model),
+            Step::Reconcile(read) => {
+                if let Some(read) = reads.finished(read, &self.model) {
+                    self.reconcile(read)?;
+                }
+            }
+            Step::UrgentView => self.refresh_view()?,
+            Step::Scan => self.scan_namespaces(),
+            Step::Csi => {
+                let report = csi.borrow_and_update().clone();
+                self.csi_report(report);
+            }
+            Step::Facts(facts) => self.facts_changed(facts)?,
+            Step::ForeignOpen(open) => self.foreign_open(open),
+        }
         Ok(())
     }
 

@@ -341,21 +341,7 @@ fn poll(debug: SocketAddr, path: &str, check: impl Fn(&Value) -> bool) -> Result
 async fn play(stage: &Stage, agent: &mut RunningAgent, show: &mut Show) -> Result<(), DemoError> {
     let mode = agent.ready_line.split("mode=").nth(1).unwrap_or("").to_owned();
     let enforce = mode.starts_with("enforce");
-    show.step("A node without a cluster");
-    say(&format!(
-        "In a private mount namespace: a kubelet tree at {}, an inventory with four pods\n\
-         (shop/db-0 and shop/db-1 share PVC shop/data, ReadWriteOncePod; shop/web-0 and shop/web-1\n\
-         share PVC shop/cache, ReadWriteOnce), and a CSI driver {DRIVER} on a unix socket.\n\
-         The agent started: mode={mode}",
-        stage.kubelet().display()
-    ));
-    say(if enforce {
-        "BPF LSM works on this kernel: a second pod's publish is refused in the kernel, before anything is mounted."
-    } else {
-        "No working BPF LSM here (see `volguard lsm-probe`): the agent quarantines instead — the second pod's\n\
-         mount succeeds, and at its syscall exit the agent detaches it and masks the target read-only.\n\
-         Boot with `bpf` in lsm= (or run `cargo xtask demo --vm`) to see the kernel refuse it."
-    });
+    introduce(stage, show, &mode, enforce);
 
     show.step("Pod shop/db-0 publishes pv-data (ReadWriteOncePod)");
     stage.publish("pod-a", "pv-data")?.map_err(sys("publishing pv-data into db-0"))?;
@@ -418,6 +404,30 @@ async fn play(stage: &Stage, agent: &mut RunningAgent, show: &mut Show) -> Resul
          SINGLE_NODE_WRITER, which the driver cannot tell from ReadWriteOnce: below kubelet, only volguard\n\
          stops a second pod on this node.");
 
+    operator_views(agent, show)
+}
+
+/// What the stage holds and what the agent chose on this kernel.
+fn introduce(stage: &Stage, show: &mut Show, mode: &str, enforce: bool) {
+    show.step("A node without a cluster");
+    say(&format!(
+        "In a private mount namespace: a kubelet tree at {}, an inventory with four pods\n\
+         (shop/db-0 and shop/db-1 share PVC shop/data, ReadWriteOncePod; shop/web-0 and shop/web-1\n\
+         share PVC shop/cache, ReadWriteOnce), and a CSI driver {DRIVER} on a unix socket.\n\
+         The agent started: mode={mode}",
+        stage.kubelet().display()
+    ));
+    say(if enforce {
+        "BPF LSM works on this kernel: a second pod's publish is refused in the kernel, before anything is mounted."
+    } else {
+        "No working BPF LSM here (see `volguard lsm-probe`): the agent quarantines instead — the second pod's\n\
+         mount succeeds, and at its syscall exit the agent detaches it and masks the target read-only.\n\
+         Boot with `bpf` in lsm= (or run `cargo xtask demo --vm`) to see the kernel refuse it."
+    });
+}
+
+/// What an operator sees on the node: the CLI's views and a few metrics.
+fn operator_views(agent: &RunningAgent, show: &mut Show) -> Result<(), DemoError> {
     show.step("What an operator sees on the node");
     for (command, view) in [
         ("volguard status", View::Status),

@@ -64,7 +64,7 @@ impl Action {
 
 /// Who made a mount that reaches an owned volume outside kubelet's publish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reader {
+pub enum MountMaker {
     /// A process of the owner pod (its runtime's binds into its containers, restarts).
     Owner,
     /// A pod the operator exempts (`--exempt-reader`: a backup agent).
@@ -98,13 +98,15 @@ pub enum AccessReportOnly {
 /// kernel cannot refuse a classic bind (its source is a string in `sb_mount`), so enforce
 /// detaches at syscall exit like quarantine. A node's own administrator is reported
 /// unless `detach_node_processes`.
-pub fn decide_access(mode: Mode, reader: Reader, detach_node_processes: bool) -> AccessAction {
+pub fn decide_access(mode: Mode, reader: MountMaker, detach_node_processes: bool) -> AccessAction {
     match (reader, mode) {
-        (Reader::Owner | Reader::Exempt, _) => AccessAction::Allow,
+        (MountMaker::Owner | MountMaker::Exempt, _) => AccessAction::Allow,
         (_, Mode::Audit) => AccessAction::Report(AccessReportOnly::ModeReports),
-        (Reader::OtherPod, Mode::Enforce | Mode::Quarantine) => AccessAction::Detach,
-        (Reader::NodeProcess, Mode::Enforce | Mode::Quarantine) if detach_node_processes => AccessAction::Detach,
-        (Reader::NodeProcess, Mode::Enforce | Mode::Quarantine) => AccessAction::Report(AccessReportOnly::NodeProcess),
+        (MountMaker::OtherPod, Mode::Enforce | Mode::Quarantine) => AccessAction::Detach,
+        (MountMaker::NodeProcess, Mode::Enforce | Mode::Quarantine) if detach_node_processes => AccessAction::Detach,
+        (MountMaker::NodeProcess, Mode::Enforce | Mode::Quarantine) => {
+            AccessAction::Report(AccessReportOnly::NodeProcess)
+        }
     }
 }
 
@@ -202,7 +204,7 @@ mod tests {
     fn the_access_policy_table() {
         use AccessAction::{Allow, Detach, Report};
         use Mode::{Audit, Enforce, Quarantine};
-        use Reader::{Exempt, NodeProcess, OtherPod, Owner};
+        use MountMaker::{Exempt, NodeProcess, OtherPod, Owner};
         let rows = [
             (Enforce, Owner, false, Allow),
             (Quarantine, Owner, true, Allow),

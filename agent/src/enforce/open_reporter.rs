@@ -43,12 +43,12 @@ pub struct ForeignOpen {
     pub owner: String,
     pub pid: u32,
     pub command: String,
-    pub reader: Reader,
+    pub reader: Opener,
 }
 
 /// Who opened, as far as the process's cgroup tells.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Reader {
+pub enum Opener {
     /// A process of this pod (UID).
     Pod(String),
     /// A node process: in no pod's cgroup.
@@ -175,7 +175,7 @@ impl Group {
 /// Reads one volume's group for as long as it is watched.
 async fn read_opens(watch: Arc<AsyncFd<OpenWatch>>, volume: String, owner: String, found: mpsc::Sender<ForeignOpen>) {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut judge = Judge::new(volume, owner);
+    let mut judge = OpenJudge::new(volume, owner);
     loop {
         let Ok(mut guard) = watch.readable().await else { return };
         loop {
@@ -204,16 +204,16 @@ async fn read_opens(watch: Arc<AsyncFd<OpenWatch>>, volume: String, owner: Strin
 }
 
 /// Tells the owner's opens from everyone else's, and rate-limits the rest.
-struct Judge {
+struct OpenJudge {
     volume: String,
     owner: String,
     pods: CallerPods,
-    pod_of_pid: HashMap<i32, Reader>,
-    last_report: HashMap<Reader, Instant>,
+    pod_of_pid: HashMap<i32, Opener>,
+    last_report: HashMap<Opener, Instant>,
     dropped: u64,
 }
 
-impl Judge {
+impl OpenJudge {
     fn new(volume: String, owner: String) -> Self {
         let (pods, pod_of_pid, last_report) = (CallerPods::default(), HashMap::new(), HashMap::new());
         Self { volume, owner, pods, pod_of_pid, last_report, dropped: 0 }
@@ -249,12 +249,12 @@ impl Judge {
             .pod_of_pid
             .entry(pid)
             .or_insert_with(|| match pods.pod_uid(tgid, 0) {
-                Some(pod) => Reader::Pod(pod),
-                None if std::path::Path::new(&format!("/proc/{pid}")).exists() => Reader::Node,
-                None => Reader::Gone,
+                Some(pod) => Opener::Pod(pod),
+                None if std::path::Path::new(&format!("/proc/{pid}")).exists() => Opener::Node,
+                None => Opener::Gone,
             })
             .clone();
-        if reader == Reader::Pod(self.owner.clone()) {
+        if reader == Opener::Pod(self.owner.clone()) {
             return None;
         }
         if self.last_report.get(&reader).is_some_and(|at| now.duration_since(*at) < REPORT_EVERY) {

@@ -25,7 +25,7 @@ use super::pins::{PinError, Pins};
 
 /// Where a program attaches.
 #[derive(Clone, Debug)]
-pub enum Attach {
+pub enum AttachPoint {
     /// A tracepoint `category/name` (under /sys/kernel/tracing/events).
     TracePoint { category: &'static str, name: String },
     /// A BPF LSM hook (`security_<hook>` in the kernel).
@@ -40,7 +40,7 @@ pub enum Attach {
 #[derive(Clone, Debug)]
 pub struct Hook {
     pub program: String,
-    pub attach: Attach,
+    pub attach: AttachPoint,
     /// Skipped, not an error, when the kernel lacks the attach point.
     pub optional: bool,
 }
@@ -64,10 +64,14 @@ pub fn tracepoint_hooks(spec: &SyscallSpec) -> [Hook; 2] {
     let enter = format!("{SYSCALL_ENTER_PREFIX}{}", spec.name);
     let exit = format!("sys_exit_{}", spec.name);
     [
-        Hook { program: enter.clone(), attach: Attach::TracePoint { category: "syscalls", name: enter }, optional },
+        Hook {
+            program: enter.clone(),
+            attach: AttachPoint::TracePoint { category: "syscalls", name: enter },
+            optional,
+        },
         Hook {
             program: SYSCALL_EXIT.to_owned(),
-            attach: Attach::TracePoint { category: "syscalls", name: exit },
+            attach: AttachPoint::TracePoint { category: "syscalls", name: exit },
             optional,
         },
     ]
@@ -85,10 +89,14 @@ pub fn trampoline_hooks(spec: &SyscallSpec) -> [Hook; 2] {
     [
         Hook {
             program: format!("{FENTRY_PREFIX}{}", spec.name),
-            attach: Attach::FEntry { function: function.clone() },
+            attach: AttachPoint::FEntry { function: function.clone() },
             optional: false,
         },
-        Hook { program: format!("{FEXIT_PREFIX}{}", spec.name), attach: Attach::FExit { function }, optional: false },
+        Hook {
+            program: format!("{FEXIT_PREFIX}{}", spec.name),
+            attach: AttachPoint::FExit { function },
+            optional: false,
+        },
     ]
 }
 
@@ -101,7 +109,7 @@ pub fn enforce_hooks() -> Vec<Hook> {
         (FILE_OPEN_GUARD, "file_open"),
     ]
     .into_iter()
-    .map(|(program, hook)| Hook { program: program.to_owned(), attach: Attach::Lsm { hook }, optional: false })
+    .map(|(program, hook)| Hook { program: program.to_owned(), attach: AttachPoint::Lsm { hook }, optional: false })
     .collect()
 }
 
@@ -109,25 +117,25 @@ impl Hook {
     /// A stable name for this attachment's pinned link.
     pub fn link_name(&self) -> String {
         match &self.attach {
-            Attach::TracePoint { name, .. } => format!("tp-{name}"),
-            Attach::Lsm { .. } => format!("lsm-{}", self.program),
-            Attach::FEntry { .. } | Attach::FExit { .. } => format!("tramp-{}", self.program),
+            AttachPoint::TracePoint { name, .. } => format!("tp-{name}"),
+            AttachPoint::Lsm { .. } => format!("lsm-{}", self.program),
+            AttachPoint::FEntry { .. } | AttachPoint::FExit { .. } => format!("tramp-{}", self.program),
         }
     }
 
     /// Whether this attachment settles claims at syscall exit (see `settle_claim`).
     pub fn settles_claims(&self) -> bool {
         match &self.attach {
-            Attach::TracePoint { .. } => self.program == SYSCALL_EXIT,
-            Attach::FExit { .. } => true,
-            Attach::Lsm { .. } | Attach::FEntry { .. } => false,
+            AttachPoint::TracePoint { .. } => self.program == SYSCALL_EXIT,
+            AttachPoint::FExit { .. } => true,
+            AttachPoint::Lsm { .. } | AttachPoint::FEntry { .. } => false,
         }
     }
 }
 
 /// The BPF LSM self-test (see `volguard_common::lsm_probe`).
 pub fn lsm_probe_hook() -> Hook {
-    Hook { program: SB_MOUNT_PROBE.to_owned(), attach: Attach::Lsm { hook: "sb_mount" }, optional: false }
+    Hook { program: SB_MOUNT_PROBE.to_owned(), attach: AttachPoint::Lsm { hook: "sb_mount" }, optional: false }
 }
 
 /// Why loading or attaching failed.
@@ -297,12 +305,12 @@ fn ensure_tracefs() -> Result<PathBuf, LoadError> {
 
 fn attach_hooks(ebpf: &mut Ebpf, hooks: &[Hook], take: bool) -> Result<Vec<(String, FdLink)>, LoadError> {
     let mut links = Vec::new();
-    let needs_tracefs = hooks.iter().any(|h| matches!(h.attach, Attach::TracePoint { .. }));
+    let needs_tracefs = hooks.iter().any(|h| matches!(h.attach, AttachPoint::TracePoint { .. }));
     let events = if needs_tracefs { Some(ensure_tracefs()?) } else { None };
     // Parsed once, for every BTF-typed program (LSM, fentry, fexit).
     let mut btf = None;
     for hook in hooks {
-        if let (Attach::TracePoint { category, name }, Some(events)) = (&hook.attach, &events)
+        if let (AttachPoint::TracePoint { category, name }, Some(events)) = (&hook.attach, &events)
             && hook.optional
             && !events.join(category).join(name).is_dir()
         {
@@ -337,7 +345,7 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Re
         }};
     }
     match &hook.attach {
-        Attach::TracePoint { category, name } => {
+        AttachPoint::TracePoint { category, name } => {
             let tp: &mut TracePoint = prog.try_into().map_err(failed("type check"))?;
             // One program may serve several tracepoints: load it the first time only.
             if tp.fd().is_err() {
@@ -353,9 +361,9 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Re
                 return Ok(Some(link));
             }
         }
-        Attach::Lsm { hook } => attach_btf_typed!(Lsm, hook),
-        Attach::FEntry { function } => attach_btf_typed!(FEntry, function),
-        Attach::FExit { function } => attach_btf_typed!(FExit, function),
+        AttachPoint::Lsm { hook } => attach_btf_typed!(Lsm, hook),
+        AttachPoint::FEntry { function } => attach_btf_typed!(FEntry, function),
+        AttachPoint::FExit { function } => attach_btf_typed!(FExit, function),
     }
     Ok(None)
 }

@@ -387,14 +387,16 @@ mod tests {
         let d = decide(BackendChoice::Auto, false, Some(&works), None).unwrap();
         assert_eq!((d.backend, d.reason.label()), (Backend::Trampolines, "trampolines_work"));
         assert!(
-            d.hooks().iter().all(|h| matches!(h.attach, loader::Attach::FEntry { .. } | loader::Attach::FExit { .. }))
+            d.hooks()
+                .iter()
+                .all(|h| matches!(h.attach, loader::AttachPoint::FEntry { .. } | loader::AttachPoint::FExit { .. }))
         );
         let refused = TrampolineProbe::Refused("fentry_mount: load failed: Operation not permitted".into());
         let d = decide(BackendChoice::Auto, false, Some(&refused), None).unwrap();
         assert_eq!((d.backend, d.reason.label()), (Backend::Tracepoints, "trampolines_and_fanotify_refused"));
         assert!(d.to_string().contains("Operation not permitted"), "{d}");
         assert!(d.losses().is_empty());
-        assert!(d.hooks().iter().all(|h| matches!(h.attach, loader::Attach::TracePoint { .. })));
+        assert!(d.hooks().iter().all(|h| matches!(h.attach, loader::AttachPoint::TracePoint { .. })));
     }
 
     #[test]
@@ -409,7 +411,7 @@ mod tests {
         assert_eq!(d.absent, vec!["open_tree_attr"], "a call younger than the kernel is not a fallback");
         let hooks = d.hooks();
         let tracepoints: Vec<_> =
-            hooks.iter().filter(|h| matches!(h.attach, loader::Attach::TracePoint { .. })).collect();
+            hooks.iter().filter(|h| matches!(h.attach, loader::AttachPoint::TracePoint { .. })).collect();
         assert_eq!(tracepoints.len(), 2, "umount's entry and exit: {tracepoints:?}");
         assert!(!hooks.iter().any(|h| h.program.ends_with("open_tree_attr")));
         assert!(d.to_string().contains("umount by tracepoint"), "{d}");

@@ -139,7 +139,7 @@ pub struct Access {
 
 /// How the new mount at the call's target was attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Attach {
+pub enum AttachKind {
     /// `mount(2)` with `MS_BIND` (with `MS_REC`: a recursive bind).
     Bind,
     /// `move_mount(2)` of a detached tree (`open_tree` clone, or `fsmount`).
@@ -168,7 +168,7 @@ pub enum Scope {
 pub fn accesses(
     table: &MountTable,
     target: &Path,
-    attach: Attach,
+    attach: AttachKind,
     scope: Scope,
     kubelet_root: &Path,
     trees: &[VolumeTree],
@@ -194,8 +194,8 @@ pub fn accesses(
             continue;
         }
         let route = match (Some(mount.id) == top, attach) {
-            (true, Attach::Bind) => Route::Bind,
-            (true, Attach::Move) => Route::Clone,
+            (true, AttachKind::Bind) => Route::Bind,
+            (true, AttachKind::Move) => Route::Clone,
             _ if in_call || copied_from_kubelet_place(table, mount, kubelet_root, &tree.owner) => Route::Recursive,
             _ => Route::Bind,
         };
@@ -289,7 +289,7 @@ mod tests {
         owned_trees(&node_table(), Path::new(KUBELET), &owners)
     }
 
-    fn found(extra: &[String], target: &str, attach: Attach) -> Vec<(String, String, Route)> {
+    fn found(extra: &[String], target: &str, attach: AttachKind) -> Vec<(String, String, Route)> {
         let scope = if target.starts_with("/proc") { Scope::Namespace } else { Scope::CallTree };
         let mut text: String = [line(20, 1, "8:1", "/", "/"), line(40, 20, "8:16", "/pv-1", A_TARGET)].concat();
         text.push_str(&extra.concat());
@@ -339,24 +339,24 @@ mod tests {
     fn a_bind_of_the_volume_or_a_directory_in_it_anywhere_is_access() {
         let hostpath = [line(50, 20, "8:16", "/pv-1", "/srv/c-hostpath")];
         assert_eq!(
-            found(&hostpath, "/srv/c-hostpath", Attach::Bind),
+            found(&hostpath, "/srv/c-hostpath", AttachKind::Bind),
             [("pv-1".into(), "/srv/c-hostpath".into(), Route::Bind)]
         );
         let subdir = [line(50, 20, "8:16", "/pv-1/logs", "/srv/logs")];
-        assert_eq!(found(&subdir, "/srv/logs", Attach::Bind).len(), 1);
+        assert_eq!(found(&subdir, "/srv/logs", AttachKind::Bind).len(), 1);
         let clone = [line(50, 20, "8:16", "/pv-1", "/srv/clone")];
-        assert_eq!(found(&clone, "/srv/clone", Attach::Move)[0].2, Route::Clone);
+        assert_eq!(found(&clone, "/srv/clone", AttachKind::Move)[0].2, Route::Clone);
         // Into another pod's emptyDir, inside the kubelet tree.
         let empty_dir = "/var/lib/kubelet/pods/pod-c/volumes/kubernetes.io~empty-dir/scratch";
-        assert_eq!(found(&[line(50, 20, "8:16", "/pv-1", empty_dir)], empty_dir, Attach::Bind).len(), 1);
+        assert_eq!(found(&[line(50, 20, "8:16", "/pv-1", empty_dir)], empty_dir, AttachKind::Bind).len(), 1);
     }
 
     #[test]
     fn other_directories_of_the_same_disk_and_other_disks_are_not() {
         let sibling = [line(50, 20, "8:16", "/pv-10", "/srv/x")];
-        assert_eq!(found(&sibling, "/srv/x", Attach::Bind), []);
+        assert_eq!(found(&sibling, "/srv/x", AttachKind::Bind), []);
         let other_disk = [line(50, 20, "8:32", "/pv-1", "/srv/x")];
-        assert_eq!(found(&other_disk, "/srv/x", Attach::Bind), []);
+        assert_eq!(found(&other_disk, "/srv/x", AttachKind::Bind), []);
     }
 
     #[test]
@@ -367,7 +367,7 @@ mod tests {
             line(62, 60, "8:16", "/pv-2", "/backup/pod-b/volumes/kubernetes.io~csi/pv-2/mount"),
         ];
         assert_eq!(
-            found(&rbind, "/backup", Attach::Bind),
+            found(&rbind, "/backup", AttachKind::Bind),
             [("pv-1".into(), "/backup/pod-a/volumes/kubernetes.io~csi/pv-1/mount".into(), Route::Recursive)]
         );
     }
@@ -375,7 +375,7 @@ mod tests {
     #[test]
     fn a_call_onto_a_path_answers_for_its_own_mounts_only() {
         let earlier = [line(63, 20, "8:16", "/pv-1", "/elsewhere"), line(64, 20, "0:50", "/", "/srv/tmp")];
-        assert_eq!(found(&earlier, "/srv/tmp", Attach::Bind), [], "an earlier mount is not this call's");
+        assert_eq!(found(&earlier, "/srv/tmp", AttachKind::Bind), [], "an earlier mount is not this call's");
     }
 
     #[test]
@@ -389,7 +389,7 @@ mod tests {
             line(73, 72, "8:16", "/pv-1", "/host/pods/pod-a/volumes/kubernetes.io~csi/pv-1/mount"),
         ];
         assert_eq!(
-            found(&container, "/proc/thread-self/fd/7", Attach::Bind),
+            found(&container, "/proc/thread-self/fd/7", AttachKind::Bind),
             [
                 ("pv-1".into(), "/data".into(), Route::Bind),
                 ("pv-1".into(), "/host/pods/pod-a/volumes/kubernetes.io~csi/pv-1/mount".into(), Route::Recursive),
@@ -400,12 +400,12 @@ mod tests {
     #[test]
     fn kubelets_own_places_for_the_owner_are_not_access() {
         // The owner's publish itself, and kubelet's subPath bind for it.
-        assert_eq!(found(&[], A_TARGET, Attach::Bind), []);
+        assert_eq!(found(&[], A_TARGET, AttachKind::Bind), []);
         let subpath = "/var/lib/kubelet/pods/pod-a/volume-subpaths/pv-1/app/0";
-        assert_eq!(found(&[line(50, 20, "8:16", "/pv-1/sub", subpath)], subpath, Attach::Bind), []);
+        assert_eq!(found(&[line(50, 20, "8:16", "/pv-1/sub", subpath)], subpath, AttachKind::Bind), []);
         // The same place for another pod is access.
         let other = "/var/lib/kubelet/pods/pod-c/volume-subpaths/pv-1/app/0";
-        assert_eq!(found(&[line(50, 20, "8:16", "/pv-1/sub", other)], other, Attach::Bind).len(), 1);
+        assert_eq!(found(&[line(50, 20, "8:16", "/pv-1/sub", other)], other, AttachKind::Bind).len(), 1);
     }
 
     #[test]
@@ -425,7 +425,7 @@ mod tests {
         let found = accesses(
             &unpivoted,
             Path::new("/proc/thread-self/fd/7"),
-            Attach::Bind,
+            AttachKind::Bind,
             Scope::Namespace,
             Path::new(KUBELET),
             &trees,
@@ -440,13 +440,20 @@ mod tests {
         let mut text: String = [line(20, 1, "8:1", "/", "/"), line(40, 20, "8:16", "/pv-1", A_TARGET)].concat();
         text.push_str(&extra.concat());
         let table = MountTable::parse(text.as_bytes());
-        accesses(&table, Path::new("/proc/thread-self/fd/7"), Attach::Bind, Scope::Namespace, Path::new(KUBELET), trees)
+        accesses(
+            &table,
+            Path::new("/proc/thread-self/fd/7"),
+            AttachKind::Bind,
+            Scope::Namespace,
+            Path::new(KUBELET),
+            trees,
+        )
     }
 
     #[test]
     fn a_namespace_without_access_is_nothing() {
-        assert_eq!(found(&[], "/srv/none", Attach::Bind), []);
-        assert_eq!(found(&[line(50, 20, "0:50", "/", "/srv/tmp")], "/srv/tmp", Attach::Bind), []);
+        assert_eq!(found(&[], "/srv/none", AttachKind::Bind), []);
+        assert_eq!(found(&[line(50, 20, "0:50", "/", "/srv/tmp")], "/srv/tmp", AttachKind::Bind), []);
     }
 
     #[test]

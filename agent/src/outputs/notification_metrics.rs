@@ -8,6 +8,12 @@ use prometheus_client::{
     registry::Registry,
 };
 
+/// A `reason` label alone (notices skipped here; masks removed in `metrics`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReasonLabels {
+    pub(crate) reason: String,
+}
+
 /// What a notification said happened to a mount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NoticeKind {
@@ -41,11 +47,6 @@ impl SkipReason {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabels {
     event: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    reason: String,
 }
 
 pub struct NotificationMetrics {

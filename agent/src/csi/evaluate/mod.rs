@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     enforce::Mode,
-    facts::{AccessMode, ClaimRef, CsiDriver, Facts, VolumeSource},
+    facts::{AccessMode, ClaimRef, CsiDriver, CsiNode, Facts, VolumeSource},
     model::checks::{Check, Finding, Severity},
     model::mounts::Mounts,
 };
@@ -282,138 +282,19 @@ fn kubelet_rwop_hole(kubelet: &KubeletReport, v: &VolumeReport, mode: Option<Mod
 /// disagree with the registration or the CSINode.
 pub fn driver_findings(ctx: &Context<'_>) -> Vec<Finding> {
     let (facts, drivers) = (ctx.facts, ctx.drivers);
-    let mut findings = Vec::new();
-    let mut push = |check, severity, subject: &str, message: String| {
-        findings.push(Finding { check, severity, subject: subject.to_owned(), message })
-    };
-
+    let mut findings = Findings::default();
     for d in drivers {
         let subject = format!("driver {}", d.name);
-        // A driver that answered none of the calls is one finding, not five.
-        let answered_nothing = d.endpoint.is_some()
-            && d.plugin_name.is_none()
-            && d.plugin_capabilities.is_none()
-            && d.ready.is_none()
-            && d.node_capabilities.is_none()
-            && d.node_id.is_none();
-        let mut reported_silence = false;
-        for failure in &d.errors {
-            if answered_nothing && failure.call != CsiCall::RegistrationGetInfo && failure.call != CsiCall::Connect {
-                if !std::mem::replace(&mut reported_silence, true) {
-                    let place = d.endpoint.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
-                    push(
-                        Check::CsiDriverUnreachable,
-                        Severity::Error,
-                        &subject,
-                        format!("answered none of the calls on {place}: {:?}: {}", failure.call, failure.message),
-                    );
-                }
-                continue;
-            }
-            let (check, what) = match (failure.call, failure.kind) {
-                (CsiCall::RegistrationGetInfo, _) => (Check::CsiRegistrationFailed, "registration socket"),
-                (CsiCall::Connect, _) => (Check::CsiDriverUnreachable, "socket unreachable"),
-                (_, FailureKind::Timeout) => (Check::CsiCallFailed, "call timed out"),
-                (_, _) => (Check::CsiCallFailed, "call failed"),
-            };
-            let place = match failure.call {
-                CsiCall::RegistrationGetInfo => d.registration_socket.as_deref(),
-                _ => d.endpoint.as_deref(),
-            };
-            let place = place.map(|p| p.display().to_string()).unwrap_or_default();
-            push(
-                check,
-                Severity::Error,
-                &subject,
-                format!("{what}: {:?} on {place}: {}", failure.call, failure.message),
-            );
-        }
-        if let (Some(registered), Some(plugin)) = (&d.registered_name, &d.plugin_name)
-            && registered != plugin
-        {
-            push(
-                Check::CsiPluginNameMismatch,
-                Severity::Error,
-                &subject,
-                format!(
-                    "registered with kubelet as {registered:?} but GetPluginInfo says {plugin:?}: the registrar points \
-                     at another driver's socket or is misconfigured"
-                ),
-            );
-        }
-        if d.ready == Some(false) {
-            push(
-                Check::CsiProbeNotReady,
-                Severity::Error,
-                &subject,
-                "Probe says not ready: the driver cannot serve mounts yet".into(),
-            );
-        }
-        let known_name = d.registered_name.is_some() || d.plugin_name.is_some();
-        if known_name && !d.csi_driver_object {
-            push(
-                Check::CsiDriverObjectMissing,
-                Severity::Warning,
-                &subject,
-                "no CSIDriver object: kubelet assumes attachRequired, fsGroupPolicy ReadWriteOnceWithFSType and \
-                 refuses inline volumes"
-                    .into(),
-            );
-        }
-        let Some(csi_node) = &facts.csi_node else { continue };
-        let entry = csi_node.drivers.iter().find(|e| d.answers_to(&e.name));
-        match entry {
-            None if known_name => push(
-                Check::CsiRegisteredNotInCsiNode,
-                Severity::Warning,
-                &subject,
-                format!(
-                    "has a socket on the node ({}) but is not in this node's CSINode: kubelet has not registered it, \
-                     so its volumes cannot be mounted",
-                    d.endpoint
-                        .as_deref()
-                        .or(d.registration_socket.as_deref())
-                        .map_or("?".into(), |p| p.display().to_string()),
-                ),
-            ),
-            None => {}
-            Some(entry) => {
-                if let Some(node_id) = &d.node_id
-                    && *node_id != entry.node_id
-                {
-                    push(
-                        Check::CsiNodeIdMismatch,
-                        Severity::Error,
-                        &subject,
-                        format!(
-                            "CSINode nodeID is {:?} but NodeGetInfo says {node_id:?}: attachments target the wrong node",
-                            entry.node_id
-                        ),
-                    );
-                }
-                if let Some(max) = d.max_volumes_per_node {
-                    // Kubelet sets the count only for a positive maximum, capped at MaxInt32.
-                    let expected = (max > 0).then(|| i32::try_from(max).unwrap_or(i32::MAX));
-                    if expected != entry.allocatable_count {
-                        push(
-                            Check::CsiMaxVolumesMismatch,
-                            Severity::Warning,
-                            &subject,
-                            format!(
-                                "CSINode allocatable.count is {} but NodeGetInfo max_volumes_per_node is {max}: the \
-                                 scheduler's volume limit for this node is wrong",
-                                entry.allocatable_count.map_or("unset".into(), |c| c.to_string())
-                            ),
-                        );
-                    }
-                }
-            }
+        call_failures(d, &subject, &mut findings);
+        identity(d, &subject, &mut findings);
+        if let Some(csi_node) = &facts.csi_node {
+            csi_node_entry(d, csi_node, &subject, &mut findings);
         }
     }
     if let Some(csi_node) = &facts.csi_node {
         for entry in &csi_node.drivers {
             if !drivers.iter().any(|d| d.answers_to(&entry.name)) {
-                push(
+                findings.push(
                     Check::CsiNodeDriverWithoutSocket,
                     Severity::Error,
                     &format!("driver {}", entry.name),
@@ -423,8 +304,147 @@ pub fn driver_findings(ctx: &Context<'_>) -> Vec<Finding> {
             }
         }
     }
+    findings.0
+}
 
-    findings
+/// The findings of one evaluation, in the order they were found.
+#[derive(Default)]
+struct Findings(Vec<Finding>);
+
+impl Findings {
+    fn push(&mut self, check: Check, severity: Severity, subject: &str, message: String) {
+        self.0.push(Finding { check, severity, subject: subject.to_owned(), message });
+    }
+}
+
+/// The driver's failed calls: one finding each, or one for a driver that answered none.
+fn call_failures(d: &DriverReport, subject: &str, findings: &mut Findings) {
+    let answered_nothing = d.endpoint.is_some()
+        && d.plugin_name.is_none()
+        && d.plugin_capabilities.is_none()
+        && d.ready.is_none()
+        && d.node_capabilities.is_none()
+        && d.node_id.is_none();
+    let mut reported_silence = false;
+    for failure in &d.errors {
+        if answered_nothing && failure.call != CsiCall::RegistrationGetInfo && failure.call != CsiCall::Connect {
+            if !std::mem::replace(&mut reported_silence, true) {
+                let place = d.endpoint.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+                findings.push(
+                    Check::CsiDriverUnreachable,
+                    Severity::Error,
+                    subject,
+                    format!("answered none of the calls on {place}: {:?}: {}", failure.call, failure.message),
+                );
+            }
+            continue;
+        }
+        let (check, what) = match (failure.call, failure.kind) {
+            (CsiCall::RegistrationGetInfo, _) => (Check::CsiRegistrationFailed, "registration socket"),
+            (CsiCall::Connect, _) => (Check::CsiDriverUnreachable, "socket unreachable"),
+            (_, FailureKind::Timeout) => (Check::CsiCallFailed, "call timed out"),
+            (_, _) => (Check::CsiCallFailed, "call failed"),
+        };
+        let place = match failure.call {
+            CsiCall::RegistrationGetInfo => d.registration_socket.as_deref(),
+            _ => d.endpoint.as_deref(),
+        };
+        let place = place.map(|p| p.display().to_string()).unwrap_or_default();
+        findings.push(
+            check,
+            Severity::Error,
+            subject,
+            format!("{what}: {:?} on {place}: {}", failure.call, failure.message),
+        );
+    }
+}
+
+/// What the driver says it is against how it registered: its name, readiness, CSIDriver object.
+fn identity(d: &DriverReport, subject: &str, findings: &mut Findings) {
+    if let (Some(registered), Some(plugin)) = (&d.registered_name, &d.plugin_name)
+        && registered != plugin
+    {
+        findings.push(
+            Check::CsiPluginNameMismatch,
+            Severity::Error,
+            subject,
+            format!(
+                "registered with kubelet as {registered:?} but GetPluginInfo says {plugin:?}: the registrar points \
+                 at another driver's socket or is misconfigured"
+            ),
+        );
+    }
+    if d.ready == Some(false) {
+        findings.push(
+            Check::CsiProbeNotReady,
+            Severity::Error,
+            subject,
+            "Probe says not ready: the driver cannot serve mounts yet".into(),
+        );
+    }
+    if known_name(d) && !d.csi_driver_object {
+        findings.push(
+            Check::CsiDriverObjectMissing,
+            Severity::Warning,
+            subject,
+            "no CSIDriver object: kubelet assumes attachRequired, fsGroupPolicy ReadWriteOnceWithFSType and \
+             refuses inline volumes"
+                .into(),
+        );
+    }
+}
+
+fn known_name(d: &DriverReport) -> bool {
+    d.registered_name.is_some() || d.plugin_name.is_some()
+}
+
+/// The driver against this node's CSINode entry for it: present, same node ID, same limit.
+fn csi_node_entry(d: &DriverReport, csi_node: &CsiNode, subject: &str, findings: &mut Findings) {
+    let Some(entry) = csi_node.drivers.iter().find(|e| d.answers_to(&e.name)) else {
+        if known_name(d) {
+            let socket = d.endpoint.as_deref().or(d.registration_socket.as_deref());
+            findings.push(
+                Check::CsiRegisteredNotInCsiNode,
+                Severity::Warning,
+                subject,
+                format!(
+                    "has a socket on the node ({}) but is not in this node's CSINode: kubelet has not registered it, \
+                     so its volumes cannot be mounted",
+                    socket.map_or("?".into(), |p| p.display().to_string()),
+                ),
+            );
+        }
+        return;
+    };
+    if let Some(node_id) = &d.node_id
+        && *node_id != entry.node_id
+    {
+        findings.push(
+            Check::CsiNodeIdMismatch,
+            Severity::Error,
+            subject,
+            format!(
+                "CSINode nodeID is {:?} but NodeGetInfo says {node_id:?}: attachments target the wrong node",
+                entry.node_id
+            ),
+        );
+    }
+    if let Some(max) = d.max_volumes_per_node {
+        // Kubelet sets the count only for a positive maximum, capped at MaxInt32.
+        let expected = (max > 0).then(|| i32::try_from(max).unwrap_or(i32::MAX));
+        if expected != entry.allocatable_count {
+            findings.push(
+                Check::CsiMaxVolumesMismatch,
+                Severity::Warning,
+                subject,
+                format!(
+                    "CSINode allocatable.count is {} but NodeGetInfo max_volumes_per_node is {max}: the scheduler's \
+                     volume limit for this node is wrong",
+                    entry.allocatable_count.map_or("unset".into(), |c| c.to_string())
+                ),
+            );
+        }
+    }
 }
 
 fn finding(check: Check, severity: Severity, subject: &str, message: String) -> Finding {

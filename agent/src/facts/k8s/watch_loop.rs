@@ -76,8 +76,8 @@ pub async fn watch_forever<K, S>(
     loop {
         let started = Instant::now();
         match watch_until_failure(id, &label, start(), &mut writer, &signals).await {
-            Stop::ChannelClosed => return,
-            Stop::Failed => {}
+            WatchEnd::ChannelClosed => return,
+            WatchEnd::Failed => {}
         }
         let delay = restart.after_failure(started.elapsed());
         tracing::debug!(watched = label.as_str(), ?delay, "re-listing after a watch failure");
@@ -85,7 +85,7 @@ pub async fn watch_forever<K, S>(
     }
 }
 
-enum Stop {
+enum WatchEnd {
     ChannelClosed,
     Failed,
 }
@@ -96,7 +96,7 @@ async fn watch_until_failure<K, S>(
     stream: S,
     writer: &mut Writer<K>,
     signals: &Signals,
-) -> Stop
+) -> WatchEnd
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     S: Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
@@ -124,21 +124,21 @@ where
             Err(error) => {
                 tracing::warn!(watched = label, %error, "Kubernetes watch failed");
                 if signals.send((id, Signal::Failed(error.to_string()))).await.is_err() {
-                    return Stop::ChannelClosed;
+                    return WatchEnd::ChannelClosed;
                 }
                 if listed {
-                    return Stop::Failed;
+                    return WatchEnd::Failed;
                 }
                 // Not listed yet: the watcher retries the list itself, with backoff.
                 continue;
             }
         };
         if signals.send((id, signal)).await.is_err() {
-            return Stop::ChannelClosed;
+            return WatchEnd::ChannelClosed;
         }
     }
     // The watcher's stream never ends; treat an end like a failure.
-    Stop::Failed
+    WatchEnd::Failed
 }
 
 #[cfg(test)]

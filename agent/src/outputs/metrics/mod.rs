@@ -16,7 +16,11 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-use super::{kernel_metrics::KernelMetrics, metrics_auth::AccessMetrics, notification_metrics::NotificationMetrics};
+use super::{
+    kernel_metrics::KernelMetrics,
+    metrics_auth::AccessMetrics,
+    notification_metrics::{NotificationMetrics, ReasonLabels},
+};
 use crate::{
     enforce::ModeDecision,
     facts::{ClaimRef, Origin},
@@ -145,11 +149,6 @@ impl SinglePodCounts {
         }
         counts
     }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    reason: String,
 }
 
 /// Why volguard removed one of its masks, for `volguard_quarantine_masks_removed_total`.

@@ -1,0 +1,225 @@
+//! The stages of `volguard run` before its event loop, in order: [`probe`] the kernel
+//! (mode, tracing backend), [`load`] the node model and the programs (or the mount
+//! notices), [`build`] the running agent from them. `run` serves the HTTP listeners
+//! between the first two and hands the result of the last to the loop.
+
+use std::{collections::BTreeMap, path::Path, sync::Arc};
+
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+use volguard_common::enforce::KernelLayout;
+
+use super::{
+    AgentError, RunOptions,
+    feed::{Feed, NoticeFeed},
+    loop_thread::LoopRuntime,
+    open_reports,
+    running::Running,
+    startup::{StartedSource, start_facts_source, start_in_kernel, start_userspace},
+    table_namespace::TableNamespace,
+    view,
+};
+use crate::{
+    enforce::{self, ModeDecision, owners::OwnerStore, ownership::Ownership, quarantine::HeldNamespace},
+    facts::Snapshot,
+    kernel::{
+        btf::{Btf, VMLINUX_BTF},
+        loader::LoadedObject,
+        lsm_probe,
+        pins::Pins,
+        program_stats::ProgramStats,
+        reader::EventSource,
+        trace_backend::{self, Backend, TraceDecision, WatchedNamespace},
+    },
+    model::explain::{self, RateLimiter},
+    model::node::NodeModel,
+    outputs::kernel_metrics::KernelCounts,
+    outputs::served_state::ServedState,
+    sys::mountns::namespace_of,
+};
+
+/// What the kernel probes decided.
+pub(super) struct Probed {
+    pub(super) decision: ModeDecision,
+    pub(super) tracing: TraceDecision,
+    /// The namespace whose mount notices the fanotify backend watches (none otherwise).
+    pub(super) watched: Option<WatchedNamespace>,
+}
+
+/// Probes BPF LSM and the tracing backends (as the flags ask) and decides both.
+pub(super) fn probe(opts: &RunOptions) -> Result<Probed, AgentError> {
+    // One throw-away object for both probes; its links detach when it is dropped.
+    let (lsm, trampolines) = match (enforce::needs_probe(opts.mode), trace_backend::needs_probe(opts.trace_backend)) {
+        (false, false) => (None, None),
+        (lsm, tramp) => {
+            let mut object = LoadedObject::load()?;
+            let trampolines = tramp.then(|| trace_backend::probe(&mut object));
+            let lsm = if lsm { Some(lsm_probe::probe(&mut object)?) } else { None };
+            (lsm, trampolines)
+        }
+    };
+    let decision = enforce::decide(opts.mode, lsm.as_ref())?;
+    info!("mode {}: {}", decision.mode, decision.reason);
+    // Mount notices watch the namespace whose mount table the agent reads: kubelet's.
+    let in_kernel = decision.in_kernel();
+    let (fanotify, watched) =
+        match trace_backend::needs_fanotify_probe(opts.trace_backend, in_kernel, trampolines.as_ref()) {
+            true => {
+                let (probe, watched) = trace_backend::probe_fanotify(&namespace_of(&opts.mountinfo));
+                (Some(probe), watched)
+            }
+            false => (None, None),
+        };
+    let tracing = trace_backend::decide(opts.trace_backend, in_kernel, trampolines.as_ref(), fanotify.as_ref())?;
+    tracing.log();
+    Ok(Probed { decision, tracing, watched })
+}
+
+/// The node model and what feeds the loop, ready for [`build`].
+pub(super) struct Loaded {
+    pub(super) model: NodeModel,
+    pub(super) owners: OwnerStore,
+    /// The programs (none with mount notices); unpinned links detach when it is dropped.
+    pub(super) object: Option<LoadedObject>,
+    pub(super) feed: Feed,
+    /// The namespace the mount notices come from, for the quarantine to act in.
+    pub(super) watched: Option<HeldNamespace>,
+    /// The facts as they change from here on.
+    pub(super) facts: watch::Receiver<Snapshot>,
+    /// Kept while the loop runs, so a source that never sends leaves `facts` waiting.
+    pub(super) keep_facts_open: watch::Sender<Snapshot>,
+    /// Where conflicts go to become Kubernetes Events, when there is an API.
+    pub(super) events: Option<mpsc::Sender<explain::Conflict>>,
+}
+
+/// Starts the facts source, reads the mount table into the node model, and loads the
+/// programs: pinned and enforcing for the in-kernel modes, tracing only otherwise (none
+/// with mount notices, whose watch starts first).
+pub(super) async fn load(
+    opts: &RunOptions,
+    probed: &mut Probed,
+    shared: &Arc<ServedState>,
+    kube: Option<kube::Client>,
+    loop_runtime: &LoopRuntime,
+) -> Result<Loaded, AgentError> {
+    let Probed { decision, tracing, watched } = probed;
+    // Indexed before the mount table is read, so no detach falls between the two.
+    let notices = match (tracing.backend, watched.take()) {
+        (Backend::Fanotify, Some(watched)) => Some(
+            loop_runtime
+                .register(|| NoticeFeed::start(watched, &opts.kubelet_root, shared.clone()))
+                .map_err(|source| AgentError::Io { context: "listing the watched namespace's mounts", source })?,
+        ),
+        _ => None,
+    };
+    let StartedSource { initial, facts, keep_alive, events } = start_facts_source(&opts.facts_source, kube).await?;
+    let mut model = NodeModel::new(&opts.kubelet_root, &opts.mountinfo, opts.single_pod_volumes.clone(), initial)
+        .map_err(|source| AgentError::Io { context: "reading the mount table", source })?;
+    model.log_summary();
+
+    let pins = Pins::new(&opts.pin_root);
+    // Parsed once and dropped once the offsets are taken (it is megabytes).
+    let btf = Btf::from_file(Path::new(VMLINUX_BTF));
+    let (object, owners) = match decision.in_kernel() {
+        true => {
+            let (object, owners) = start_in_kernel(opts, decision, tracing, &pins, &btf?, &mut model)?;
+            (Some(object), owners)
+        }
+        false => {
+            let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().clone()));
+            // No program at all with mount notices.
+            let object = match notices.is_some() {
+                true => None,
+                false => {
+                    // Userspace modes use the offsets only to note each caller's mount namespace.
+                    let layout = btf.and_then(|btf| btf.kernel_layout()).unwrap_or_else(|e| {
+                        warn!(
+                            "kernel struct offsets unavailable ({e}): events carry no mount namespace, so \
+                             quarantine reaches only mounts whose process is still alive"
+                        );
+                        KernelLayout::default()
+                    });
+                    Some(start_userspace(opts, decision, tracing, layout, &model)?)
+                }
+            };
+            for fix in model.plan_owners(&BTreeMap::new()) {
+                owners.apply(&fix)?;
+            }
+            (object, owners)
+        }
+    };
+    let (feed, watched, object) = match (notices, object) {
+        (Some((notices, held)), object) => {
+            if opts.bpf_stats {
+                info!("--bpf-stats: the fanotify backend runs no BPF program, so there is nothing to count");
+            }
+            (Feed::Notices(notices), Some(held), object)
+        }
+        (None, Some(mut object)) => {
+            let events = loop_runtime.register(|| EventSource::new(&mut object))?;
+            let (counters, decode_errors) = events.shared_counts();
+            let programs = Arc::new(ProgramStats::new(&object, opts.bpf_stats));
+            shared.metrics.kernel.attach(KernelCounts { counters, decode_errors, programs });
+            (Feed::Syscalls(events), None, Some(object))
+        }
+        (None, None) => unreachable!("a syscall backend always loads the object"),
+    };
+    Ok(Loaded { model, owners, object, feed, watched, facts, keep_facts_open: keep_alive, events })
+}
+
+/// What [`build`] takes from [`load`] (the loop keeps the rest).
+pub(super) struct Parts {
+    pub(super) model: NodeModel,
+    pub(super) owners: OwnerStore,
+    pub(super) watched: Option<HeldNamespace>,
+    pub(super) events: Option<mpsc::Sender<explain::Conflict>>,
+}
+
+/// The running agent, caught up with the node: its facts metrics, the volumes already
+/// shared, the first namespace scan and the debug view done (the first request after
+/// readiness sees the volumes).
+pub(super) fn build<'a>(
+    opts: &'a RunOptions,
+    decision: &'a ModeDecision,
+    parts: Parts,
+    shared: &Arc<ServedState>,
+) -> Result<Running<'a>, AgentError> {
+    let Parts { model, owners, watched, events } = parts;
+    let (mounts_tx, csi_mounts) = watch::channel(model.mounts().clone());
+    let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
+    let (open_reporter, foreign_opens) =
+        if decision.in_kernel() { (None, None) } else { open_reports::start().unzip() };
+    let mut agent = Running {
+        tasks: tokio::runtime::Handle::current(),
+        opts,
+        decision,
+        model,
+        owners,
+        explain: events,
+        log_limiter: RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS),
+        shared: shared.clone(),
+        view_freshness: Default::default(),
+        view: view::ViewBuilder::new(view_sinks.clone(), tokio::runtime::Handle::current()),
+        csi_mounts,
+        csi: None,
+        unnamed: Default::default(),
+        table_namespace: TableNamespace::check(&opts.mountinfo),
+        callers: Default::default(),
+        observed: Default::default(),
+        watched,
+        own_detaches: Default::default(),
+        own_masks: Vec::new(),
+        owned_trees: None,
+        reported_access: Default::default(),
+        driver_pods: Default::default(),
+        open_reporter,
+        foreign_opens,
+        kernel_audited_clones: Default::default(),
+        scans: Default::default(),
+    };
+    agent.facts_metrics();
+    agent.report_shared_volumes();
+    agent.scan_namespaces();
+    view::build(agent.view_inputs()?, &view_sinks);
+    Ok(agent)
+}
