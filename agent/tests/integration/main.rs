@@ -3,7 +3,8 @@
 //! and `cargo test -p volguard --test integration host_trace::` runs one area.
 //!
 //! - no root needed: `csi_driver` (CSI checks against stand-in drivers), `k8s_fake_api`
-//!   (the Kubernetes source against a fake API server), `k8s_secure_metrics` (HTTPS
+//!   (the Kubernetes source against a fake API server), `k8s_events` (conflicts become
+//!   Events on it), `k8s_secure_metrics` (HTTPS
 //!   `/metrics` behind token and access reviews asked of the fake API server),
 //!   `fixtures_real_world` (published real-node samples in `agent/tests/fixtures/`);
 //! - `host_*` (root; each says why it skips without): the real kernel and a real agent,
@@ -48,6 +49,7 @@ mod host_prometheus;
 mod host_quarantine;
 mod host_trace;
 mod host_trace_backend;
+mod k8s_events;
 mod k8s_fake_api;
 mod k8s_scale_bench;
 mod k8s_secure_metrics;

@@ -3,6 +3,7 @@
 //! private mount namespace, a real `volguard run`) and `fake_api` (a fake Kubernetes API
 //! server, over `tls` with HTTP/2 where asked).
 
+pub mod csi_standin;
 pub mod fake_api;
 pub mod kubelet;
 pub mod pod_cgroup;

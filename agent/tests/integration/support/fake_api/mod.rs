@@ -10,8 +10,7 @@
 //! Watches replay the events after the requested resourceVersion, as the real server does,
 //! so a watch opened a little after the list misses nothing.
 //!
-//! The builders at the end make the objects the tests apply: pods in namespace `shop`
-//! using PVC `shop/data`, a ReadWriteOncePod PV and claim, CSIDriver, CSINode and Node.
+//! [`objects`] makes the objects the tests apply.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -36,6 +35,12 @@ use axum::{
 use serde_json::{Value, json};
 
 use super::tls::{self, TlsIdentity};
+
+mod handlers;
+mod objects;
+
+use handlers::*;
+pub use objects::*;
 use tokio::{
     net::TcpListener,
     sync::{mpsc, oneshot},
@@ -476,135 +481,6 @@ impl Collection {
     }
 }
 
-fn collection_route(resource: &'static str) -> MethodRouter<Shared> {
-    get(move |State(inner): State<Shared>, Query(params): Query<HashMap<String, String>>| async move {
-        delay_list(&inner, resource, &params).await;
-        collection(&inner, resource, None, params)
-    })
-}
-
-fn namespaced_route(resource: &'static str) -> MethodRouter<Shared> {
-    get(
-        move |State(inner): State<Shared>,
-              Path(namespace): Path<String>,
-              Query(params): Query<HashMap<String, String>>| async move {
-            delay_list(&inner, resource, &params).await;
-            collection(&inner, resource, Some(namespace), params)
-        },
-    )
-}
-
-/// Holds a list of `resource` for its [`FakeApi::slow_lists`] delay, counted in flight.
-async fn delay_list(inner: &Shared, resource: &str, params: &HashMap<String, String>) {
-    let is_watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
-    let delay = {
-        let mut guard = lock(inner);
-        let c = guard.collections.get_mut(resource).expect("known resource");
-        let Some(delay) = c.list_delay.filter(|_| !is_watch) else { return };
-        c.lists_in_flight += 1;
-        c.most_lists_in_flight = c.most_lists_in_flight.max(c.lists_in_flight);
-        delay
-    };
-    tokio::time::sleep(delay).await;
-    lock(inner).collections.get_mut(resource).expect("known resource").lists_in_flight -= 1;
-}
-
-fn collection(
-    inner: &Shared,
-    resource: &'static str,
-    namespace: Option<String>,
-    params: HashMap<String, String>,
-) -> Response {
-    let mut guard = lock(inner);
-    let request = Request { resource: resource.to_owned(), namespace: namespace.clone(), params: params.clone() };
-    let watch = request.is_watch();
-    guard.requests.push(request);
-    if guard.stopping {
-        // A client re-watching the moment its watch ended would otherwise open a stream that
-        // holds the graceful shutdown (and the server, past its abort) up for good.
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(status(503, "ServiceUnavailable", "stopping"))).into_response();
-    }
-    let current_rv = guard.resource_version;
-    let c = guard.collections.get_mut(resource).expect("known resource");
-    let scope = Scope { namespace, selector: params.get("fieldSelector").cloned() };
-    if !watch {
-        if c.fail_lists {
-            return (StatusCode::INTERNAL_SERVER_ERROR, Json(status(500, "InternalError", "lists fail")))
-                .into_response();
-        }
-        let items: Vec<Value> = match scope.only_key(resource) {
-            Some(key) => c.objects.get(&key).filter(|o| scope.includes(o)).cloned().into_iter().collect(),
-            None => c.objects.values().filter(|o| scope.includes(o)).cloned().collect(),
-        };
-        let list = json!({"apiVersion": c.api_version, "kind": format!("{}List", c.kind),
-            "metadata": {"resourceVersion": current_rv.to_string()}, "items": items});
-        return Json(list).into_response();
-    }
-    let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
-    if std::mem::take(&mut c.gone_next_watch) {
-        let _ = tx.send(line(&json!({"type": "ERROR",
-            "object": status(410, "Expired", "too old resource version")})));
-        drop(tx);
-    } else {
-        let from: u64 = params.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
-        if from > 0 {
-            for (rv, event) in &c.history {
-                if *rv > from && scope.includes(&event["object"]) {
-                    let _ = tx.send(line(event));
-                }
-            }
-        }
-        c.watchers.push(Watcher { scope, tx });
-    }
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|bytes| (Ok::<Bytes, Infallible>(bytes), rx))
-    });
-    ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(stream)).into_response()
-}
-
-async fn get_node(State(inner): State<Shared>, Path(name): Path<String>) -> Response {
-    let mut guard = lock(&inner);
-    guard.requests.push(Request { resource: format!("{NODES}/{name}"), namespace: None, params: HashMap::new() });
-    match guard.collections.get(NODES).and_then(|c| c.objects.get(&name)) {
-        Some(node) => Json(node.clone()).into_response(),
-        None => (StatusCode::NOT_FOUND, Json(status(404, "NotFound", &format!("nodes \"{name}\" not found"))))
-            .into_response(),
-    }
-}
-
-async fn create_event(
-    State(inner): State<Shared>,
-    Path(namespace): Path<String>,
-    Json(event): Json<Value>,
-) -> impl IntoResponse {
-    let mut guard = lock(&inner);
-    guard.requests.push(Request { resource: format!("events/{namespace}"), namespace: None, params: HashMap::new() });
-    guard.events.push(event.clone());
-    (StatusCode::CREATED, Json(event))
-}
-
-async fn token_review(State(inner): State<Shared>, Json(mut review): Json<Value>) -> impl IntoResponse {
-    let mut guard = lock(&inner);
-    guard.reviews.push(review.clone());
-    let user = review["spec"]["token"].as_str().and_then(|t| guard.tokens.get(t).cloned());
-    review["status"] = match user {
-        Some(user) => json!({"authenticated": true, "user": user}),
-        None => json!({"authenticated": false, "error": "invalid bearer token"}),
-    };
-    (StatusCode::CREATED, Json(review))
-}
-
-/// Allowed: `get` on the non-resource URL `/metrics` by a declared reader; nothing else.
-async fn access_review(State(inner): State<Shared>, Json(mut review): Json<Value>) -> impl IntoResponse {
-    let mut guard = lock(&inner);
-    guard.reviews.push(review.clone());
-    let spec = &review["spec"];
-    let wants_metrics = spec["nonResourceAttributes"] == json!({"path": "/metrics", "verb": "get"});
-    let reader = spec["user"].as_str().is_some_and(|u| guard.metrics_readers.iter().any(|r| r == u));
-    review["status"] = json!({"allowed": wants_metrics && reader});
-    (StatusCode::CREATED, Json(review))
-}
-
 /// Polls `check` until it returns `Some`, failing the test after `timeout`.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where
@@ -621,63 +497,4 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// Pod `shop/<name>` on `node`, whose volume `data` is the PVC `shop/data`.
-pub fn pod(name: &str, uid: &str, node: &str) -> Value {
-    json!({"metadata": {"name": name, "namespace": "shop", "uid": uid},
-           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}],
-                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}})
-}
-
-/// A ReadWriteOncePod CSI PV bound to the PVC `shop/data`.
-pub fn rwop_pv(name: &str, driver: &str, handle: &str) -> Value {
-    json!({"metadata": {"name": name},
-           "spec": {"accessModes": ["ReadWriteOncePod"], "claimRef": {"namespace": "shop", "name": "data"},
-                    "csi": {"driver": driver, "volumeHandle": handle}}})
-}
-
-/// The ReadWriteOncePod PVC `shop/data`, bound to `volume`.
-pub fn rwop_pvc(volume: &str) -> Value {
-    json!({"metadata": {"name": "data", "namespace": "shop"},
-           "spec": {"accessModes": ["ReadWriteOncePod"], "volumeName": volume}})
-}
-
-/// A CSIDriver object with the API's defaults.
-pub fn csi_driver(name: &str) -> Value {
-    json!({"metadata": {"name": name}, "spec": {}})
-}
-
-/// `node`'s CSINode, listing `(driver, node ID)` pairs.
-pub fn csi_node(node: &str, drivers: &[(&str, &str)]) -> Value {
-    let drivers: Vec<Value> = drivers.iter().map(|(name, id)| json!({"name": name, "nodeID": id})).collect();
-    json!({"metadata": {"name": node}, "spec": {"drivers": drivers}})
-}
-
-/// Node `name`, whose kubelet reports `kubelet_version`.
-pub fn node(name: &str, kubelet_version: &str) -> Value {
-    json!({"metadata": {"name": name},
-           "status": {"nodeInfo": {"kubeletVersion": kubelet_version, "kubeProxyVersion": kubelet_version,
-                                   "operatingSystem": "linux", "architecture": "amd64"}}})
-}
-
-/// Pod `shop/<name>` on `node` using the PVCs `shop/<claim>` (volumes named after the claims).
-pub fn pod_with_claims(name: &str, uid: &str, node: &str, claims: &[&str]) -> Value {
-    let volumes: Vec<Value> =
-        claims.iter().map(|c| json!({"name": c, "persistentVolumeClaim": {"claimName": c}})).collect();
-    json!({"metadata": {"name": name, "namespace": "shop", "uid": uid},
-           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}], "volumes": volumes}})
-}
-
-/// PVC `<namespace>/<name>` with `access_mode`, bound to `volume`.
-pub fn claim(namespace: &str, name: &str, access_mode: &str, volume: &str) -> Value {
-    json!({"metadata": {"name": name, "namespace": namespace},
-           "spec": {"accessModes": [access_mode], "volumeName": volume}})
-}
-
-/// CSI PV `name` (driver d.example.com) with `access_mode`, bound to PVC `<namespace>/<claim>`.
-pub fn volume(name: &str, access_mode: &str, namespace: &str, claim: &str) -> Value {
-    json!({"metadata": {"name": name},
-           "spec": {"accessModes": [access_mode], "claimRef": {"namespace": namespace, "name": claim},
-                    "csi": {"driver": "d.example.com", "volumeHandle": format!("h-{name}")}}})
 }
