@@ -11,12 +11,6 @@ mod disk;
 mod e2e;
 mod fuzz;
 mod go;
-/// The agent's HTTP client (ureq), compiled in by path: xtask must not link the agent,
-/// whose build compiles eBPF. The bench times GETs with it; the e2e asks the secure
-/// /metrics with and without tokens.
-#[path = "../../agent/src/cli/client.rs"]
-#[allow(dead_code, reason = "the agent's tests trust one certificate (Trust::Certificate); xtask trusts any")]
-mod http_client;
 mod layers;
 mod nodejs;
 mod proc;

@@ -3,5 +3,6 @@
 //! every caller of the agent's HTTP listeners uses.
 
 pub mod check;
-pub mod client;
 pub mod views;
+
+pub use volguard_client as client;

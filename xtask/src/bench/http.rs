@@ -1,5 +1,5 @@
 //! The timed GET the benchmarks make, with the agent's own HTTP client
-//! ([`crate::http_client`], `agent/src/cli/client.rs`).
+//! ([`volguard_client`], `agent-client/`).
 
 use std::{
     net::SocketAddr,
@@ -8,7 +8,7 @@ use std::{
 
 use anyhow::bail;
 
-use crate::http_client;
+use volguard_client as http_client;
 
 /// GET over a fresh connection; (time from connect to last byte, body). Fails unless 200.
 pub(super) fn get(addr: SocketAddr, path: &str) -> anyhow::Result<(Duration, String)> {

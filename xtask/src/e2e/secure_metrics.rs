@@ -14,7 +14,7 @@ use super::{
     kube::{Kube, wait_for},
     prometheus,
 };
-use crate::http_client::{Client, Trust};
+use volguard_client::{Client, Trust};
 
 const UNBOUND: &str = "e2e-unbound";
 

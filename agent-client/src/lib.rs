@@ -1,8 +1,7 @@
 //! The one client of the agent's own HTTP listeners (debug API, metrics), on ureq: a
 //! blocking GET read to the end, whatever the status. The CLI views, the demo and the
-//! integration tests call it, the tests also over HTTPS with a bearer token;
-//! `cargo xtask bench` compiles this same file into xtask (`#[path]`), so it depends on
-//! ureq and thiserror only.
+//! integration tests call it, the tests also over HTTPS with a bearer token; xtask's bench
+//! and e2e too, which is why it is a crate of its own (xtask must not link the agent).
 
 use std::{io, net::SocketAddr, sync::Arc, time::Duration};
 
