@@ -19,7 +19,7 @@ use crate::{
     },
     kernel::decode::{Call, Caller, Event},
     model::{
-        access::{self, Access, AttachKind, Scope, VolumeTree},
+        access::{self, Access, AttachKind, Route, Scope, VolumeTree},
         event_target::EventTarget,
         exempt,
         explain::ConflictAction,
@@ -115,19 +115,24 @@ impl Running<'_> {
     ) -> Option<bool> {
         let by = self.mounted_by(caller);
         let id = access.mount_id;
-        let (volume, owner, route, point) = (&access.volume, &access.owner, access.route.label(), &access.mount_point);
+        let (volume, owner, point) = (&access.volume, &access.owner, &access.mount_point);
+        // "a bind mount", "an ancestor mount".
+        let route = match access.route {
+            Route::Ancestor => "an ancestor",
+            other => &format!("a {}", other.label()),
+        };
         let action = match decided {
             AccessAction::Detach => match detach::detach(caller, vec![(id, point.clone())]) {
                 Ok(0) => {
                     // Moved (a runtime's pivot) or gone: a scan soon finds it where it is
                     // now (else only the namespace's next mount call or reconciliation would).
-                    debug!("a {route} mount at {} by {by} was no longer there to detach", point.display());
+                    debug!("{route} mount at {} by {by} was no longer there to detach", point.display());
                     self.scans.soon(std::time::Instant::now());
                     return None;
                 }
                 Ok(n) => {
                     warn!(
-                        "CONFLICT detached: a {route} mount at {} by {by} reached volume \"{volume}\", owned by pod \
+                        "CONFLICT detached: {route} mount at {} by {by} reached volume \"{volume}\", owned by pod \
                          {owner}; detached {n} mount(s)",
                         point.display()
                     );
@@ -135,7 +140,7 @@ impl Running<'_> {
                 }
                 Err(e) => {
                     warn!(
-                        "CONFLICT NOT detached: a {route} mount at {} by {by} reached volume \"{volume}\", owned by \
+                        "CONFLICT NOT detached: {route} mount at {} by {by} reached volume \"{volume}\", owned by \
                          pod {owner}: {e}",
                         point.display()
                     );
@@ -146,9 +151,13 @@ impl Running<'_> {
                 let why = match why {
                     AccessReportOnly::ModeReports => "audit mode",
                     AccessReportOnly::NodeProcess => "a node process; --detach-node-access detaches those",
+                    AccessReportOnly::ShowsMore => {
+                        "it shows a directory above the volume, and much else: left in place; without BPF LSM its \
+                         opens of the volume's files are not refused"
+                    }
                 };
                 warn!(
-                    "CONFLICT reported ({why}): a {route} mount at {} by {by} reached volume \"{volume}\", owned by \
+                    "CONFLICT reported ({why}): {route} mount at {} by {by} reached volume \"{volume}\", owned by \
                      pod {owner}",
                     point.display()
                 );

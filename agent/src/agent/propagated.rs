@@ -4,7 +4,9 @@
 //! were never seen. The node's namespaces are scanned at start-up, after a publish of a
 //! single-pod volume (`super::scan_schedule`: at once, or at most twice a second in a
 //! burst), and at each reconciliation; what is found is judged as a mount call's access
-//! is (`enforce::decision::decide_access`), with route `propagated`. A namespace that
+//! is (`enforce::decision::decide_access`), with route `propagated`; a mount of a directory
+//! above an owned volume's is reported where no BPF LSM guards its opens (route
+//! `ancestor`, `decide_ancestor_access`). A namespace that
 //! still shows the node's root (a container being created, before its runtime pivots
 //! into the container's root) is left: its copies are the node's own mounts.
 
@@ -19,7 +21,7 @@ use tracing::{debug, info, warn};
 use super::running::Running;
 use crate::{
     enforce::{
-        decision::{AccessAction, MountMaker, decide_access},
+        decision::{AccessAction, MountMaker, decide_access, decide_ancestor_access},
         detach,
     },
     kernel::decode::{Caller, RawString},
@@ -36,15 +38,60 @@ impl Running<'_> {
         if trees.is_empty() {
             return;
         }
+        let (namespaces, drivers) = self.read_pod_namespaces();
+        let scanned = namespaces.len();
+        let mut owner_places: BTreeMap<String, BTreeSet<PathBuf>> = BTreeMap::new();
+        for (pod, caller, table) in namespaces {
+            let (pid, mnt_ns) = (caller.pid, caller.mnt_ns);
+            for access in access::copies_in_namespace(&table, &trees) {
+                if access.owner == pod && access.route == access::Route::Propagated {
+                    // Where the owner's containers see it: the open reporter watches there.
+                    let place = Path::new(&format!("/proc/{pid}/root"))
+                        .join(access.mount_point.strip_prefix("/").unwrap_or(&access.mount_point));
+                    owner_places.entry(access.volume.clone()).or_default().insert(place);
+                }
+                // The pod's own publish (the owner's, or a second pod's that stands: made
+                // while no agent ran, or left in audit mode) in its containers.
+                if access::holds_publish(&trees, &access.volume, &pod) {
+                    continue;
+                }
+                let key = (mnt_ns, access.mount_id, access.mount_point.clone());
+                if self.reported_access.contains(&key) {
+                    continue;
+                }
+                let decided = match access.route {
+                    // A CSI node plugin's data directory is above every volume it serves.
+                    access::Route::Ancestor if drivers.contains(&pod) => continue,
+                    access::Route::Ancestor => decide_ancestor_access(self.decision.mode),
+                    _ => decide_access(self.decision.mode, MountMaker::OtherPod, self.opts.detach_node_access),
+                };
+                if decided != AccessAction::Allow
+                    && let Some(true) = self.handle_access(&caller, access, decided, Some(&pod))
+                {
+                    self.remember_reported(key);
+                }
+            }
+        }
+        debug!("propagated copies: {scanned} pod mount namespace(s) scanned for {} owned volume(s)", trees.len());
+        self.found_drivers(drivers);
+        if let Some(reports) = self.open_reporter.as_mut() {
+            reports.owner_places = owner_places;
+            self.watch_opens();
+        }
+    }
+
+    /// The mount table of every pod's namespace (pods not exempt, containers that have
+    /// pivoted into their root), with the process it was read through, and the pods that
+    /// have a mount in a shared peer group (taken for CSI node plugins).
+    fn read_pod_namespaces(&mut self) -> (Vec<(String, Caller, MountTable)>, BTreeSet<String>) {
         // The node's own namespace (kubelet's places are there) and the agent's (its
         // read-only view of the kubelet root) hold copies of every publish by design.
         let node = namespace_inode(&namespace_of(self.model.mountinfo())).ok();
         let own = namespace_inode(Path::new(OWN_NAMESPACE)).ok();
         // Read once, and only if a pod's namespace is there to compare.
         let mut node_root = None;
-        let mut scanned = 0;
         let mut drivers = BTreeSet::new();
-        let mut owner_places: BTreeMap<String, BTreeSet<PathBuf>> = BTreeMap::new();
+        let mut namespaces = Vec::new();
         for (inode, pid) in mount_namespaces(Path::new("/proc")) {
             let Ok(mnt_ns) = u32::try_from(inode) else { continue };
             if Some(inode) == node || Some(inode) == own {
@@ -68,40 +115,13 @@ impl Running<'_> {
                 debug!("mount namespace {mnt_ns} (pid {pid}) shows the node's root: not yet a container's, left");
                 continue;
             }
-            scanned += 1;
+            // A pod is a driver if any of its containers is: all are read before any is judged.
             if table.mounts.iter().any(|m| m.shared) {
                 drivers.insert(pod.clone());
             }
-            for access in access::copies_in_namespace(&table, &trees) {
-                if access.owner == pod {
-                    // Where the owner's containers see it: the open reporter watches there.
-                    let place = Path::new(&format!("/proc/{pid}/root"))
-                        .join(access.mount_point.strip_prefix("/").unwrap_or(&access.mount_point));
-                    owner_places.entry(access.volume.clone()).or_default().insert(place);
-                }
-                // The pod's own publish (the owner's, or a second pod's that stands: made
-                // while no agent ran, or left in audit mode) in its containers.
-                if access::holds_publish(&trees, &access.volume, &pod) {
-                    continue;
-                }
-                let key = (mnt_ns, access.mount_id, access.mount_point.clone());
-                if self.reported_access.contains(&key) {
-                    continue;
-                }
-                let decided = decide_access(self.decision.mode, MountMaker::OtherPod, self.opts.detach_node_access);
-                if decided != AccessAction::Allow
-                    && let Some(true) = self.handle_access(&caller, access, decided, Some(&pod))
-                {
-                    self.remember_reported(key);
-                }
-            }
+            namespaces.push((pod, caller, table));
         }
-        debug!("propagated copies: {scanned} pod mount namespace(s) scanned for {} owned volume(s)", trees.len());
-        self.found_drivers(drivers);
-        if let Some(reports) = self.open_reporter.as_mut() {
-            reports.owner_places = owner_places;
-            self.watch_opens();
-        }
+        (namespaces, drivers)
     }
 
     /// Keeps the pods this scan took for CSI node plugins (a `Bidirectional` mount, which

@@ -92,6 +92,9 @@ pub enum AccessReportOnly {
     ModeReports,
     /// A node process, and the operator did not opt in to detaching those.
     NodeProcess,
+    /// A mount of a directory above the volume: it shows much else (a monitoring pod's
+    /// hostPath on `/`), so taking it away would break what is not the volume's.
+    ShowsMore,
 }
 
 /// The decision about a mount that reaches an owned volume outside kubelet's publish. The
@@ -107,6 +110,17 @@ pub fn decide_access(mode: Mode, reader: MountMaker, detach_node_processes: bool
         (MountMaker::NodeProcess, Mode::Enforce | Mode::Quarantine) => {
             AccessAction::Report(AccessReportOnly::NodeProcess)
         }
+    }
+}
+
+/// The decision about another pod's mount of a directory above an owned volume's (route
+/// `ancestor`). Where the kernel guards opens (`enforce`) the volume's files are refused
+/// through it and nothing else needs doing; elsewhere it is reported, never detached.
+pub fn decide_ancestor_access(mode: Mode) -> AccessAction {
+    match mode {
+        Mode::Enforce => AccessAction::Allow,
+        Mode::Audit => AccessAction::Report(AccessReportOnly::ModeReports),
+        Mode::Quarantine => AccessAction::Report(AccessReportOnly::ShowsMore),
     }
 }
 
@@ -224,6 +238,15 @@ mod tests {
         for (m, reader, opt_in, expected) in rows {
             assert_eq!(decide_access(m, reader, opt_in), expected, "{m:?}, {reader:?}, opt-in {opt_in}");
         }
+    }
+
+    /// A mount above the volume is left in place in every mode; reported where no open
+    /// guard refuses the reads through it.
+    #[test]
+    fn a_mount_above_a_volume_is_reported_only_where_the_kernel_does_not_guard_opens() {
+        assert_eq!(decide_ancestor_access(Mode::Enforce), AccessAction::Allow);
+        assert_eq!(decide_ancestor_access(Mode::Quarantine), AccessAction::Report(AccessReportOnly::ShowsMore));
+        assert_eq!(decide_ancestor_access(Mode::Audit), AccessAction::Report(AccessReportOnly::ModeReports));
     }
 
     #[test]

@@ -44,6 +44,13 @@ impl VolumeTree {
         mount.device == self.device && mount.root.starts_with(&self.root)
     }
 
+    /// Whether `mount` shows a directory above this volume's on the same filesystem (a
+    /// hostPath on a CSI driver's data directory, on `/var/lib`, on `/`): the volume's
+    /// files are reachable through it, among much else.
+    pub fn above(&self, mount: &Mount) -> bool {
+        mount.device == self.device && mount.root != self.root && self.root.starts_with(&mount.root)
+    }
+
     /// Whether `pod` has a publish of its own that shows this volume: a copy in its mount
     /// namespace is what kubelet gave it, not a way around kubelet's publish.
     pub fn published_to(&self, pod: &str) -> bool {
@@ -109,6 +116,9 @@ pub enum Route {
     /// An open of the volume's files with no mount of its own: through `/proc/<pid>/root`,
     /// a setns, a hostPath on an ancestor directory, a second mount of its device.
     Open,
+    /// A mount in a pod's namespace that shows a directory above the volume's on the same
+    /// filesystem (a hostPath on the driver's data directory): found by the scan.
+    Ancestor,
 }
 
 impl Route {
@@ -121,6 +131,7 @@ impl Route {
             Self::Recursive => "recursive",
             Self::Propagated => "propagated",
             Self::Open => "open",
+            Self::Ancestor => "ancestor",
         }
     }
 }
@@ -211,22 +222,27 @@ pub fn accesses(
 }
 
 /// The mounts of a pod's mount namespace (`table`, read through one of its tasks) that
-/// reach an owned volume. Unlike [`accesses`], kubelet's places are not spared: in a pod's
-/// namespace a mount at such a path is a copy (a hostPath of the kubelet root at the same
-/// path), not kubelet's. Spared are the mounts in a shared peer group: a `Bidirectional`
-/// volume, which only a privileged container can have, and which CSI node plugins need
-/// (their publishes propagate back to the node through it).
+/// reach an owned volume: copies of it (route `propagated`), and mounts of a directory
+/// above it on its filesystem (route `ancestor`, one per volume and mount). Unlike
+/// [`accesses`], kubelet's places are not spared: in a pod's namespace a mount at such a
+/// path is a copy (a hostPath of the kubelet root at the same path), not kubelet's. Spared
+/// are the mounts in a shared peer group: a `Bidirectional` volume, which only a
+/// privileged container can have, and which CSI node plugins need (their publishes
+/// propagate back to the node through it).
 pub fn copies_in_namespace(table: &MountTable, trees: &[VolumeTree]) -> Vec<Access> {
     let mut found = Vec::new();
     for mount in table.mounts.iter().filter(|m| !m.shared) {
-        let Some(tree) = trees.iter().find(|t| t.shown_by(mount)) else { continue };
-        found.push(Access {
+        let access = |tree: &VolumeTree, route| Access {
             volume: tree.volume.clone(),
             owner: tree.owner.clone(),
             mount_point: mount.mount_point.clone(),
             mount_id: mount.id,
-            route: Route::Propagated,
-        });
+            route,
+        };
+        match trees.iter().find(|t| t.shown_by(mount)) {
+            Some(tree) => found.push(access(tree, Route::Propagated)),
+            None => found.extend(trees.iter().filter(|t| t.above(mount)).map(|t| access(t, Route::Ancestor))),
+        }
     }
     found
 }
@@ -475,5 +491,32 @@ mod tests {
         let found: Vec<(i32, Route)> =
             copies_in_namespace(&table, &trees()).into_iter().map(|a| (a.mount_id, a.route)).collect();
         assert_eq!(found, [(101, Route::Propagated), (102, Route::Propagated)]);
+    }
+
+    #[test]
+    fn a_mount_of_a_directory_above_the_volume_is_an_ancestor_and_a_sibling_or_another_device_is_not() {
+        let table = MountTable::parse(
+            [
+                slave_line(100, 100, "0:50", "/", "/"),
+                // A hostPath on the driver's data directory (the volume is /pv-1 there).
+                slave_line(101, 100, "8:16", "/", "/hp"),
+                // A sibling whose name starts the same, another device's root, a shared copy.
+                slave_line(102, 100, "8:16", "/pv-10", "/sibling"),
+                slave_line(103, 100, "8:17", "/", "/other"),
+                line(104, 100, "8:16", "/", "/plugin-data"),
+            ]
+            .concat()
+            .as_bytes(),
+        );
+        let found: Vec<(i32, Route)> =
+            copies_in_namespace(&table, &trees()).into_iter().map(|a| (a.mount_id, a.route)).collect();
+        assert_eq!(found, [(101, Route::Ancestor)]);
+        // A whole filesystem has nothing above it on its own device: every unshared mount of
+        // it shows it.
+        let whole = VolumeTree { root: PathBuf::from("/"), ..trees()[0].clone() };
+        assert_eq!(
+            copies_in_namespace(&table, &[whole]).iter().map(|a| (a.mount_id, a.route)).collect::<Vec<_>>(),
+            [(101, Route::Propagated), (102, Route::Propagated)]
+        );
     }
 }

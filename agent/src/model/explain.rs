@@ -185,6 +185,13 @@ impl Conflict {
                 ),
             };
         }
+        if let (Some(mount_point), Route::Ancestor) = (&self.mount_point, self.route) {
+            return format!(
+                "{in_use}; a mount of a directory above it (at {} in the mount's namespace) shows its files. volguard \
+                 left that mount in place (it shows much else); without BPF LSM the opens through it are not refused.",
+                mount_point.display()
+            );
+        }
         if let Some(mount_point) = &self.mount_point {
             let reached = format!(
                 "{in_use}; a mount outside kubelet's publish ({}, at {} in the mount's namespace) reached its data",

@@ -9,7 +9,8 @@
 //! bind is reported and left in place. A reader the operator exempts (`--exempt-reader`)
 //! reads, and `--detach-node-access=true` detaches the node process's bind. A publish that
 //! reaches C's container by propagation alone is detached there; so is C's bind of a
-//! raw-block volume's device node.
+//! raw-block volume's device node. A hostPath above A's volume directory is left in place:
+//! its reads refused by the open guard, or the mount reported where there is none.
 
 use std::{
     os::unix::fs::FileTypeExt,
@@ -115,6 +116,7 @@ fn detached_at(point: &Path) -> impl Fn(&str) -> bool {
     move |l: &str| l.contains("CONFLICT detached") && l.contains(&format!(" at {point} by "))
 }
 
+// Long by design: the numbered routes share one agent, one owner and its mounts.
 #[test]
 fn a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_their_route() {
     if !have_root(TEST) {
@@ -378,6 +380,49 @@ pub fn propagated_copies_are_detached(test: &str, backend: &[&str]) {
     }
     drop((container, being_created));
     published.finish(&[&root]);
+}
+
+const ANCESTOR_TEST: &str = "a_hostpath_above_a_volumes_directory_is_left_and_its_reads_refused_or_reported";
+
+/// Pod C's container has a hostPath on the directory that holds A's volume directory (a CSI
+/// driver's data directory): it shows A's files among much else. The agent leaves the
+/// mount; with BPF LSM (enforce) C's read of A's file through it is refused in the kernel
+/// and nothing is reported about the mount; without (quarantine) the read succeeds and the
+/// mount is reported once, with route `ancestor`.
+#[test]
+fn a_hostpath_above_a_volumes_directory_is_left_and_its_reads_refused_or_reported() {
+    if !have_root(ANCESTOR_TEST) {
+        return;
+    }
+    let Some(cgroups) = PodCgroup::hierarchy(ANCESTOR_TEST) else { return };
+    let pod_c = PodCgroup::new(&cgroups, POD_C);
+    let (tree, ns) = (KubeletTree::new(), MountNs::new());
+    let data_dir = tree.tmp.path().join("volumes");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    // Made before A's publish: the scan after it finds the container.
+    let container = pod_c.container(&ns, &tree.tmp.path().join("c-rootfs"), &data_dir);
+    let published = Published::with_tree(tree, ns, "ancestor", &syscall_backend(), &[]);
+    let through_data_dir = data_dir.join("pv-rwop/marker");
+    let read = pod_c.try_read_in_namespace_of(&published.ns, container.pid(), &through_data_dir);
+    let ancestor_line = |l: &str| {
+        l.contains("CONFLICT reported") && l.contains(&format!("an ancestor mount at {}", data_dir.display()))
+    };
+    match published.agent.mode().as_str() {
+        "enforce" => {
+            assert_eq!(read, libc::EACCES, "C's read of A's file through the data directory was not refused");
+            assert_eq!(published.agent.count_lines(ancestor_line), 0, "the mount was reported where opens are guarded");
+        }
+        mode => {
+            assert_eq!(mode, "quarantine", "the agent's mode");
+            published.agent.wait_for_line("the ancestor mount's report", ancestor_line);
+            assert_eq!(read, 0, "C's read through the data directory failed: was its mount taken away?");
+            let route = published.agent.metric_family_sum_where("volguard_conflicts_total", "route=\"ancestor\"");
+            assert_eq!(route, 1.0, "the mount above A's volume, reported once");
+        }
+    }
+    assert_eq!(published.marker(&published.a_target).ok().as_deref(), Some("pv-rwop"), "A's own publish is left");
+    drop(container);
+    published.finish(&[]);
 }
 
 const BLOCK_TEST: &str = "a_raw_block_volumes_device_node_bound_by_another_pod_is_detached";

@@ -59,7 +59,8 @@ pub struct ConflictLabels {
     pub namespace: String,
     pub persistentvolumeclaim: String,
     pub action: String,
-    /// How the volume was reached: `publish`, `bind`, `clone`, `recursive` or `propagated`.
+    /// How the volume was reached: `publish`, `bind`, `clone`, `recursive`, `propagated`, `open` or
+    /// `ancestor`.
     pub route: String,
 }
 
@@ -283,7 +284,7 @@ impl ConflictMetrics {
         registry.register(
             "volguard_conflicts",
             "Mounts of a single-pod volume by a second pod or a process outside its owner, and opens of its files by \
-             another pod, by namespace, PVC, what was done and route (publish, bind, clone, recursive, propagated, \
+             another pod, by namespace, PVC, what was done and route (publish, bind, clone, recursive, propagated, ancestor, \
              open)",
             conflicts.clone(),
         );
