@@ -49,6 +49,7 @@ fn serve_flood(socket: &Path) {
     });
 }
 
+// Long by design: one agent sees every hostile path in turn, then the real conflict.
 #[test]
 fn hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_still_stopped() {
     if !have_root("hostile_paths_are_traced_without_a_wrong_refusal_and_the_real_conflict_is_still_stopped") {

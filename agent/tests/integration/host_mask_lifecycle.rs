@@ -43,6 +43,7 @@ fn assert_mask_alone(ns: &MountNs, target: &Path, what: &str) {
     assert_eq!(ns.write_in(target).map_err(|e| e.raw_os_error()), Err(Some(libc::EROFS)), "{what}: read-only");
 }
 
+// Long by design: each landing point of the quarantine is one step of the same publish.
 #[test]
 fn a_two_step_publish_ends_with_the_mask_alone_whenever_the_quarantine_lands() {
     if !quarantine_runs_here("a_two_step_publish_ends_with_the_mask_alone_whenever_the_quarantine_lands") {

@@ -113,6 +113,7 @@ fn value(result: &[Value]) -> Option<f64> {
     result.first()?["value"][1].as_str()?.parse().ok()
 }
 
+// Long by design: one Prometheus and one agent through the whole story.
 #[test]
 fn a_real_prometheus_scrapes_the_agent_while_real_mounts_happen() {
     if !have_root("a_real_prometheus_scrapes_the_agent_while_real_mounts_happen") {

@@ -25,6 +25,7 @@ const POD_C: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c1";
 const POD_EXEMPT: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000e1";
 const EACCES: i32 = libc::EACCES;
 
+// Long by design: every route against one owner, which reads and writes throughout.
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_refuses_another_pods_open_of_an_owned_volumes_files_on_every_route() {

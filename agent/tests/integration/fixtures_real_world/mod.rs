@@ -187,6 +187,7 @@ fn check(e: &Expect, paths: &[Vec<u8>]) {
     }
 }
 
+// Long by design: one row per real-world sample, read as a table.
 fn mount_table_expectations() -> Vec<Expect> {
     let vsphere_pv = "csi.vsphere.vmware.com-[WorkloadDatastore] 5137595f-7ce3-e95a-5c03-06d835dea807/e2e-vmdk-1641379409741383902.vmdk";
     let vsphere_pod_volume = "csi.vsphere.vmware.com-[WorkloadDatastore] 5137595f-7ce3-e95a-5c03-06d835dea807~e2e-vmdk-1641379409741383902.vmdk";

@@ -3,6 +3,7 @@
 
 use super::*;
 
+// Long by design: one row per real-world sample, read as a table.
 fn text_expectations() -> Vec<Expect> {
     let smb_staging = "/var/lib/kubelet/plugins/kubernetes.io/csi/smb.csi.k8s.io/6eede1929b708423990deaef8efd0ddc79452b5dd7012f2b551c5ca5772e71d5/globalmount";
     let smb_publish = "/var/lib/kubelet/pods/737fd7af-d844-491e-8b4d-21227a7cb697/volumes/kubernetes.io~csi/aicp-local-pv-ae308314-e8c4-443d-a9a1-dee92cc53759/mount";
