@@ -8,7 +8,8 @@
 //! away by the namespace scan that follows the publish. Then the
 //! operator exempts a backup agent by its namespace and ServiceAccount (chart value
 //! `exemptReaders`): that agent reads single-c's data, and nothing is reported about it.
-//! The hostPath reader is tried first with the chart's default backend (fanotify where
+//! A pod with a hostPath on the driver's data directory (above the volume's) is left and
+//! reported. The hostPath reader is tried first with the chart's default backend (fanotify where
 //! auto picks it: the namespace scan finds it), then with the syscall tracepoints backend,
 //! which sees each bind at its syscall's exit.
 
@@ -55,13 +56,14 @@ pub(super) fn hostpath_readers(admin: &Kube, site: Site) -> anyhow::Result<Strin
     let backup = read_or_refused(admin, "backup-agent", &copy)?;
     let backup_event = access_event(admin, "backup-agent", "single-c")?;
     let propagated = late_publish(admin, site)?;
+    let above = data_dir_reader(admin, site)?;
     for name in ["hostpath-reader", "backup-agent", "late-owner"] {
         admin.run(&["delete", "pod", "-n", NS, name, "--wait=true", "--timeout=90s"])?;
     }
     let exempt = exempt_backup_agent(admin, site, pods, mounts, &copy)?;
     Ok(format!(
         "{scanned}. With tracepoints, hostPath reader: {reader}; Event {event}. Backup agent: {backup}; Event \
-         {backup_event}. {propagated}. {exempt}"
+         {backup_event}. {propagated}. {above}. {exempt}"
     ))
 }
 
@@ -98,6 +100,36 @@ fn late_publish(admin: &Kube, site: Site) -> anyhow::Result<String> {
         "the backup agent's read of the late volume at {copy}: {late:?}, not `No such file or directory`"
     );
     Ok(format!("Published after it started: the backup agent finds nothing at {copy}; Event {event}"))
+}
+
+/// A pod with a hostPath on csi-driver-host-path's data directory, a directory above
+/// single-c's volume: on this node (quarantine, no BPF LSM) nothing can refuse its reads,
+/// so it reads the owner's file; volguard leaves the mount (it shows much else) and
+/// reports it once, route `ancestor`, with a `SinglePodVolumeInUse` Event naming the owner.
+fn data_dir_reader(admin: &Kube, site: Site) -> anyhow::Result<String> {
+    const READER: &str = "data-dir-reader";
+    let pv = volume_of(admin, "single")?;
+    let handle = admin.run(&["get", "pv", &pv, "-o", "jsonpath={.spec.csi.volumeHandle}"])?.trim().to_owned();
+    ensure!(!handle.is_empty(), "PV {pv} names no CSI volume handle");
+    let data_dir = format!("[{{name: hp, hostPath: {{path: {HOSTPATH_DATA_DIR}, type: Directory}}}}]");
+    admin.apply(&pod(site, READER, "exec sleep 100000", "[{name: hp, mountPath: /hp}]", &data_dir))?;
+    ran(admin, READER, Duration::from_secs(90))?;
+    let mut found = None;
+    wait_for(&format!("volguard's SinglePodVolumeInUse on {READER}"), Duration::from_secs(180), || {
+        found = admin.events_for(NS, READER)?.into_iter().find(|e| {
+            e.reason == "SinglePodVolumeInUse" && e.note.contains("single-c") && e.note.contains("directory above")
+        });
+        Ok(found.is_some())
+    })?;
+    let event = found.expect("found");
+    ensure!(event.kind == "Warning" && event.instance == site.node, "the Event: {event:?}");
+    let data = exec(admin, READER, &["cat", &format!("/hp/{handle}/owner")]).context("the data-dir reader's read")?;
+    ensure!(data.trim() == A_DATA, "{READER} reads {:?}, not single-c's data: was its mount taken?", data.trim());
+    admin.run(&["delete", "pod", "-n", NS, READER, "--wait=true", "--timeout=90s"])?;
+    Ok(format!(
+        "hostPath on the driver's data directory: left, reads the owner's file; Event {} ({})",
+        event.reason, event.note
+    ))
 }
 
 /// The same backup agent, under a ServiceAccount of its own that the chart exempts: it
