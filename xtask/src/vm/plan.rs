@@ -92,7 +92,8 @@ impl VmKernel {
 /// Which tracing backend a run forces on its tracers and agents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Tracing {
-    /// The agent's own choice (trampolines on the VM kernels).
+    /// Each test's own: the agent's choice (trampolines on the VM kernels), except where a
+    /// test needs a syscall backend and forces tracepoints (`syscall_backend()`).
     Auto,
     /// The run twice: with `tracepoints`, then with `trampolines`.
     Both,
@@ -355,7 +356,7 @@ pub(super) fn in_default_run(boot: &Boot) -> bool {
 #[cfg(test)]
 pub(super) fn tracing_label(tracing: Tracing) -> &'static str {
     match tracing {
-        Tracing::Auto => "auto",
+        Tracing::Auto => "each test's own",
         Tracing::Both => "tracepoints, then trampolines",
         Tracing::Trampolines => "trampolines",
         Tracing::TrampolinesWithBpfStats => "trampolines with --bpf-stats",
