@@ -15,6 +15,7 @@ mod open_reports;
 mod out_of_band;
 mod own_calls;
 mod propagated;
+mod reported_access;
 mod running;
 mod scan_schedule;
 mod stages;

@@ -11,7 +11,7 @@ use volguard_common::{
     mount_flags::{MS_REC, without_magic},
 };
 
-use super::running::Running;
+use super::{reported_access::ReportedAccess, running::Running};
 use crate::{
     enforce::{
         decision::{AccessAction, AccessReportOnly, MountMaker, decide_access},
@@ -82,7 +82,7 @@ impl Running<'_> {
             let decided = decide_access(self.decision.mode, reader, self.opts.detach_node_access);
             // A mount left in place (reported only) is found again at its namespace's next
             // bind: reported once. Mount ids are reused, so the mount point is in the key.
-            let key = (event.caller.mnt_ns, access.mount_id, access.mount_point.clone());
+            let key = ReportedAccess::of(event.caller.mnt_ns, &access);
             if self.reported_access.contains(&key) {
                 continue;
             }
@@ -175,7 +175,7 @@ impl Running<'_> {
     }
 
     /// Remembers an access left in place, so that it is reported once.
-    pub(super) fn remember_reported(&mut self, key: (u32, i32, std::path::PathBuf)) {
+    pub(super) fn remember_reported(&mut self, key: ReportedAccess) {
         if self.reported_access.len() >= REPORTED_ACCESSES {
             self.reported_access.clear();
         }

@@ -18,7 +18,7 @@ use std::{
 
 use tracing::{debug, info, warn};
 
-use super::running::Running;
+use super::{reported_access::ReportedAccess, running::Running};
 use crate::{
     enforce::{
         decision::{AccessAction, MountMaker, decide_access, decide_ancestor_access},
@@ -55,7 +55,7 @@ impl Running<'_> {
                 if access::holds_publish(&trees, &access.volume, &pod) {
                     continue;
                 }
-                let key = (mnt_ns, access.mount_id, access.mount_point.clone());
+                let key = ReportedAccess::of(mnt_ns, &access);
                 if self.reported_access.contains(&key) {
                     continue;
                 }

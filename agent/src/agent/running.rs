@@ -83,9 +83,8 @@ pub(super) struct Running<'a> {
     /// What each owned volume's publish shows, for the out-of-band check; `None` when it
     /// must be read again (ownership or the publishes changed).
     pub(super) owned_trees: Option<Arc<[crate::model::access::VolumeTree]>>,
-    /// Accesses outside kubelet's publish reported and left in place, by (mount namespace,
-    /// mount id, mount point).
-    pub(super) reported_access: std::collections::HashSet<(u32, i32, std::path::PathBuf)>,
+    /// Accesses outside kubelet's publish reported and left in place.
+    pub(super) reported_access: std::collections::HashSet<super::reported_access::ReportedAccess>,
     /// Pods the namespace scan took for CSI node plugins (a mount in a shared peer group):
     /// exempt from the open guard, so the driver may work on the volumes it serves.
     pub(super) driver_pods: std::collections::BTreeSet<String>,
