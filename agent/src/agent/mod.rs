@@ -1,6 +1,7 @@
 //! `volguard run`: the node agent. Chooses the mode by probing the kernel, attaches the
 //! programs (pinned, adopting an earlier agent's, when the kernel enforces), then
-//! handles events until SIGTERM or Ctrl-C.
+//! handles events until SIGTERM or Ctrl-C: [`run`] goes probe → serve → load → build →
+//! loop (the stages in `stages.rs`, the loop in `running.rs`).
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
