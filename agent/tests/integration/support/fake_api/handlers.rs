@@ -22,7 +22,7 @@ pub(super) fn namespaced_route(resource: &'static str) -> MethodRouter<Shared> {
 }
 
 /// Holds a list of `resource` for its [`FakeApi::slow_lists`] delay, counted in flight.
-pub(super) async fn delay_list(inner: &Shared, resource: &str, params: &HashMap<String, String>) {
+async fn delay_list(inner: &Shared, resource: &str, params: &HashMap<String, String>) {
     let is_watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
     let delay = {
         let mut guard = lock(inner);
@@ -36,7 +36,7 @@ pub(super) async fn delay_list(inner: &Shared, resource: &str, params: &HashMap<
     lock(inner).collections.get_mut(resource).expect("known resource").lists_in_flight -= 1;
 }
 
-pub(super) fn collection(
+fn collection(
     inner: &Shared,
     resource: &'static str,
     namespace: Option<String>,
