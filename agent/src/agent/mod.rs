@@ -180,7 +180,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     if !opts.kubelet_root.is_dir() {
         return Err(AgentError::KubeletRoot(opts.kubelet_root.display().to_string()));
     }
-    let mut probed = stages::probe(&opts)?;
+    let probed = stages::probe(&opts)?;
     let shared = Arc::new(ServedState::new(opts.effective()));
     shared.metrics.mode.set_mode(&probed.decision);
     shared.metrics.mode.set_trace_backend(&probed.tracing);
@@ -193,9 +193,8 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     serve_http(&opts, &shared, kube.as_ref()).await?;
     let loop_runtime =
         LoopRuntime::new().map_err(|source| AgentError::Io { context: "starting the event loop's runtime", source })?;
-    let stages::Loaded { model, owners, object, mut feed, watched, facts, keep_facts_open, events } =
-        stages::load(&opts, &mut probed, &shared, kube, &loop_runtime).await?;
-    let (decision, tracing) = (probed.decision, probed.tracing);
+    let (loaded, decision, tracing) = stages::load(&opts, probed, &shared, kube, &loop_runtime).await?;
+    let stages::Loaded { model, owners, object, mut feed, watched, facts, keep_facts_open, events } = loaded;
     // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;

@@ -94,17 +94,17 @@ pub(super) struct Loaded {
 
 /// Starts the facts source, reads the mount table into the node model, and loads the
 /// programs: pinned and enforcing for the in-kernel modes, tracing only otherwise (none
-/// with mount notices, whose watch starts first).
+/// with mount notices, whose watch starts first). Hands the probes' decisions back.
 pub(super) async fn load(
     opts: &RunOptions,
-    probed: &mut Probed,
+    probed: Probed,
     shared: &Arc<ServedState>,
     kube: Option<kube::Client>,
     loop_runtime: &LoopRuntime,
-) -> Result<Loaded, AgentError> {
+) -> Result<(Loaded, ModeDecision, TraceDecision), AgentError> {
     let Probed { decision, tracing, watched } = probed;
     // Indexed before the mount table is read, so no detach falls between the two.
-    let notices = match (tracing.backend, watched.take()) {
+    let notices = match (tracing.backend, watched) {
         (Backend::Fanotify, Some(watched)) => Some(
             loop_runtime
                 .register(|| NoticeFeed::start(watched, &opts.kubelet_root, shared.clone()))
@@ -122,7 +122,7 @@ pub(super) async fn load(
     let btf = Btf::from_file(Path::new(VMLINUX_BTF));
     let (object, owners) = match decision.in_kernel() {
         true => {
-            let (object, owners) = start_in_kernel(opts, decision, tracing, &pins, &btf?, &mut model)?;
+            let (object, owners) = start_in_kernel(opts, &decision, &tracing, &pins, &btf?, &mut model)?;
             (Some(object), owners)
         }
         false => {
@@ -139,7 +139,7 @@ pub(super) async fn load(
                         );
                         KernelLayout::default()
                     });
-                    Some(start_userspace(opts, decision, tracing, layout, &model)?)
+                    Some(start_userspace(opts, &decision, &tracing, layout, &model)?)
                 }
             };
             for fix in model.plan_owners(&BTreeMap::new()) {
@@ -164,7 +164,8 @@ pub(super) async fn load(
         }
         (None, None) => unreachable!("a syscall backend always loads the object"),
     };
-    Ok(Loaded { model, owners, object, feed, watched, facts, keep_facts_open: keep_alive, events })
+    let loaded = Loaded { model, owners, object, feed, watched, facts, keep_facts_open: keep_alive, events };
+    Ok((loaded, decision, tracing))
 }
 
 /// What [`build`] takes from [`load`] (the loop keeps the rest).
