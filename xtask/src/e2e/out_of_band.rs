@@ -19,7 +19,7 @@ use anyhow::{Context, bail, ensure};
 
 use super::{
     UPGRADE_TAG,
-    kube::{Kube, helm, wait_for},
+    kube::{Event, Kube, helm, wait_for},
     workload::{
         A_DATA, AGENT_NS, Chart, NS, Site, claim_pod, exec, helm_with_values, pod, pod_uid, volume, volume_of,
         wait_rollout,
@@ -108,20 +108,12 @@ fn late_publish(admin: &Kube, site: Site) -> anyhow::Result<String> {
 /// reports it once, route `ancestor`, with a `SinglePodVolumeInUse` Event naming the owner.
 fn data_dir_reader(admin: &Kube, site: Site) -> anyhow::Result<String> {
     const READER: &str = "data-dir-reader";
-    let pv = volume_of(admin, "single")?;
-    let handle = admin.run(&["get", "pv", &pv, "-o", "jsonpath={.spec.csi.volumeHandle}"])?.trim().to_owned();
-    ensure!(!handle.is_empty(), "PV {pv} names no CSI volume handle");
-    let data_dir = format!("[{{name: hp, hostPath: {{path: {HOSTPATH_DATA_DIR}, type: Directory}}}}]");
-    admin.apply(&pod(site, READER, "exec sleep 100000", "[{name: hp, mountPath: /hp}]", &data_dir))?;
+    let handle = volume_handle(admin, "single")?;
+    admin.apply(&pod(site, READER, "exec sleep 100000", "[{name: hp, mountPath: /hp}]", &data_dir_volume()))?;
     ran(admin, READER, Duration::from_secs(90))?;
-    let mut found = None;
-    wait_for(&format!("volguard's SinglePodVolumeInUse on {READER}"), Duration::from_secs(180), || {
-        found = admin.events_for(NS, READER)?.into_iter().find(|e| {
-            e.reason == "SinglePodVolumeInUse" && e.note.contains("single-c") && e.note.contains("directory above")
-        });
-        Ok(found.is_some())
+    let event = volguard_event(admin, READER, "SinglePodVolumeInUse", Duration::from_secs(180), |note| {
+        note.contains("single-c") && note.contains("directory above")
     })?;
-    let event = found.expect("found");
     ensure!(event.kind == "Warning" && event.instance == site.node, "the Event: {event:?}");
     let data = exec(admin, READER, &["cat", &format!("/hp/{handle}/owner")]).context("the data-dir reader's read")?;
     ensure!(data.trim() == A_DATA, "{READER} reads {:?}, not single-c's data: was its mount taken?", data.trim());
@@ -202,30 +194,20 @@ pub(super) fn reads_without_a_mount_in_vm(
 ) -> anyhow::Result<String> {
     const DEBUGGER: &str = "vm-node-debugger";
     const DATA_READER: &str = "vm-data-dir-reader";
-    let pv = volume_of(admin, claim)?;
-    let handle = admin.run(&["get", "pv", &pv, "-o", "jsonpath={.spec.csi.volumeHandle}"])?.trim().to_owned();
-    ensure!(!handle.is_empty(), "PV {pv} names no CSI volume handle");
+    let handle = volume_handle(admin, claim)?;
     // The owner's processes found by `test -e` (a stat, not an open) on their root.
     let script = "for d in /proc/[0-9]*; do test -e $d/root/data/owner && grep -qx sleep $d/comm && \
                   exec cat $d/root/data/owner; done; echo no-owner-process >&2; exit 3";
     let debugger =
         pod(site, DEBUGGER, "exec sleep 100000", "[]", "[]").replacen("spec:\n", "spec:\n  hostPID: true\n", 1);
     admin.apply(&debugger)?;
-    let data_dir = format!("[{{name: hp, hostPath: {{path: {HOSTPATH_DATA_DIR}, type: Directory}}}}]");
-    admin.apply(&pod(site, DATA_READER, "exec sleep 100000", "[{name: hp, mountPath: /hp}]", &data_dir))?;
+    admin.apply(&pod(site, DATA_READER, "exec sleep 100000", "[{name: hp, mountPath: /hp}]", &data_dir_volume()))?;
     let through_proc = refused_open(admin, DEBUGGER, &["sh", "-c", script], timeout)?;
     let through_dir = refused_open(admin, DATA_READER, &["cat", &format!("/hp/{handle}/owner")], timeout)?;
     let mut events = Vec::new();
     for reader in [DEBUGGER, DATA_READER] {
-        let mut found = None;
-        wait_for(&format!("volguard's SinglePodVolumeAccessRefused on {reader}"), timeout, || {
-            found = admin
-                .events_for(NS, reader)?
-                .into_iter()
-                .find(|e| e.reason == "SinglePodVolumeAccessRefused" && e.note.contains(owner_pod));
-            Ok(found.is_some())
-        })?;
-        let event = found.expect("found");
+        let event =
+            volguard_event(admin, reader, "SinglePodVolumeAccessRefused", timeout, |note| note.contains(owner_pod))?;
         ensure!(event.kind == "Warning" && event.instance == site.node, "the Event: {event:?}");
         events.push(event.reason);
     }
@@ -302,14 +284,38 @@ fn read_or_refused_within(
 /// volguard's Warning Event on `pod` about a mount outside kubelet's publish, naming
 /// `owner`.
 fn access_event(admin: &Kube, pod: &str, owner: &str) -> anyhow::Result<String> {
-    let mut found = None;
-    wait_for(&format!("volguard's access Event on {pod} naming {owner}"), Duration::from_secs(180), || {
-        let events = admin.events_for(NS, pod)?;
-        found = events.into_iter().find(|e| e.reason == "SinglePodVolumeAccessDetached" && e.note.contains(owner));
-        Ok(found.is_some())
-    })
-    .with_context(|| format!("no SinglePodVolumeAccessDetached Event on {pod} naming {owner}"))?;
-    let event = found.expect("found");
+    let reason = "SinglePodVolumeAccessDetached";
+    let event = volguard_event(admin, pod, reason, Duration::from_secs(180), |note| note.contains(owner))
+        .with_context(|| format!("no {reason} Event on {pod} naming {owner}"))?;
     ensure!(event.kind == "Warning", "the Event is a {}", event.kind);
     Ok(format!("{} ({})", event.reason, event.note))
+}
+
+/// Waits up to `timeout` for an Event with `reason` on `pod` whose note `note_says`.
+fn volguard_event(
+    admin: &Kube,
+    pod: &str,
+    reason: &str,
+    timeout: Duration,
+    note_says: impl Fn(&str) -> bool,
+) -> anyhow::Result<Event> {
+    let mut found = None;
+    wait_for(&format!("volguard's {reason} on {pod}"), timeout, || {
+        found = admin.events_for(NS, pod)?.into_iter().find(|e| e.reason == reason && note_says(&e.note));
+        Ok(found.is_some())
+    })?;
+    Ok(found.expect("found"))
+}
+
+/// The CSI volume handle of `claim`'s PV: its directory's name in the driver's data directory.
+fn volume_handle(admin: &Kube, claim: &str) -> anyhow::Result<String> {
+    let pv = volume_of(admin, claim)?;
+    let handle = admin.run(&["get", "pv", &pv, "-o", "jsonpath={.spec.csi.volumeHandle}"])?.trim().to_owned();
+    ensure!(!handle.is_empty(), "PV {pv} names no CSI volume handle");
+    Ok(handle)
+}
+
+/// A pod's volume `hp`: a hostPath on csi-driver-host-path's data directory.
+fn data_dir_volume() -> String {
+    format!("[{{name: hp, hostPath: {{path: {HOSTPATH_DATA_DIR}, type: Directory}}}}]")
 }
