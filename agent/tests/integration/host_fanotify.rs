@@ -201,6 +201,16 @@ fn a_publish_propagated_into_another_pods_namespace_is_detached_there_with_fanot
     }
 }
 
+/// A pod's hostPath above an owned volume's directory is found by the namespace scan with
+/// fanotify too: left in place, and reported where no BPF LSM refuses the reads.
+#[test]
+fn a_hostpath_above_a_volumes_directory_is_left_and_reported_with_fanotify() {
+    const TEST: &str = "a_hostpath_above_a_volumes_directory_is_left_and_reported_with_fanotify";
+    if fanotify_works(TEST) {
+        crate::host_out_of_band::hostpath_above_a_volume_is_left(TEST, &["--trace-backend", "fanotify"]);
+    }
+}
+
 /// With fanotify the namespace scan is the only check: it must leave a pod's own publish,
 /// made while no agent ran, in that pod's container.
 #[test]

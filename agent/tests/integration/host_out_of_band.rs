@@ -391,17 +391,23 @@ const ANCESTOR_TEST: &str = "a_hostpath_above_a_volumes_directory_is_left_and_it
 /// mount is reported once, with route `ancestor`.
 #[test]
 fn a_hostpath_above_a_volumes_directory_is_left_and_its_reads_refused_or_reported() {
-    if !have_root(ANCESTOR_TEST) {
+    hostpath_above_a_volume_is_left(ANCESTOR_TEST, &syscall_backend());
+}
+
+/// The test above, the agent with `backend`. Shared with the fanotify backend's tests
+/// (host_fanotify.rs).
+pub fn hostpath_above_a_volume_is_left(test: &str, backend: &[&str]) {
+    if !have_root(test) {
         return;
     }
-    let Some(cgroups) = PodCgroup::hierarchy(ANCESTOR_TEST) else { return };
+    let Some(cgroups) = PodCgroup::hierarchy(test) else { return };
     let pod_c = PodCgroup::new(&cgroups, POD_C);
     let (tree, ns) = (KubeletTree::new(), MountNs::new());
     let data_dir = tree.tmp.path().join("volumes");
     std::fs::create_dir_all(&data_dir).unwrap();
     // Made before A's publish: the scan after it finds the container.
     let container = pod_c.container(&ns, &tree.tmp.path().join("c-rootfs"), &data_dir);
-    let published = Published::with_tree(tree, ns, "ancestor", &syscall_backend(), &[]);
+    let published = Published::with_tree(tree, ns, &format!("ancestor-{}", backend.join("-")), backend, &[]);
     let through_data_dir = data_dir.join("pv-rwop/marker");
     let read = pod_c.try_read_in_namespace_of(&published.ns, container.pid(), &through_data_dir);
     let ancestor_line = |l: &str| {
