@@ -126,6 +126,11 @@ struct RunArgs {
     /// `mount --bind`) that reaches a single-pod volume outside kubelet's publish.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "VOLGUARD_DETACH_NODE_ACCESS")]
     detach_node_access: bool,
+    /// In quarantine mode (no BPF LSM), refuse (EPERM), not only report, another pod's opens
+    /// of a single-pod volume's files. Every open through the volume's mounts then waits for
+    /// the agent's answer: the owner's too.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, env = "VOLGUARD_DENY_FOREIGN_OPEN")]
+    deny_foreign_open: bool,
     /// A pod allowed to reach single-pod volumes outside kubelet's publish (a backup or log
     /// agent binding kubelet's pods/ on purpose): NAMESPACE/SERVICEACCOUNT,
     /// NAMESPACE:KEY=VALUE[,KEY=VALUE] (pod labels) or both; repeat for more.
@@ -304,6 +309,7 @@ fn run_options(args: RunArgs) -> RunOptions {
         ring_buffer_bytes: args.ring_buffer_size,
         bpf_stats: args.bpf_stats,
         detach_node_access: args.detach_node_access,
+        deny_foreign_open: args.deny_foreign_open,
         exempt_readers: args.exempt_readers,
     }
 }

@@ -116,7 +116,7 @@ impl Running<'_> {
             let Some((oldest, younger)) = pods.split_first() else { continue };
             for pod in younger {
                 let key = (volume.clone(), pod.clone());
-                if !self.observed.contains(&key) {
+                if !self.outlets.observed.contains(&key) {
                     warn!(
                         "CONFLICT found: single-pod volume {volume} is published into pod {pod} and, earlier, pod \
                          {oldest}; left as it is"
@@ -126,7 +126,7 @@ impl Running<'_> {
                 still_shared.insert(key);
             }
         }
-        self.observed = still_shared;
+        self.outlets.observed = still_shared;
     }
 
     /// A conflict the LSM programs saw (refused in enforce mode, allowed in audit).
@@ -139,10 +139,10 @@ impl Running<'_> {
         if c.hook == decode::CLONE_HOOK {
             if !c.blocked {
                 // Allowed: the call's exit comes next, and its check would find the clone.
-                if self.kernel_audited_clones.len() >= super::out_of_band::REPORTED_ACCESSES {
-                    self.kernel_audited_clones.clear();
+                if self.out_of_band.kernel_audited_clones.len() >= super::out_of_band::REPORTED_ACCESSES {
+                    self.out_of_band.kernel_audited_clones.clear();
                 }
-                self.kernel_audited_clones.insert((c.caller.tgid, volume.clone()));
+                self.out_of_band.kernel_audited_clones.insert((c.caller.tgid, volume.clone()));
             }
             let conflict = self.model.conflict(action, &volume, &pod, &owner).made_by(Some(by));
             self.tell(conflict.routed(Route::Clone, None));
@@ -180,7 +180,7 @@ impl Running<'_> {
     ) {
         if matches!(action, ConflictAction::Audited | ConflictAction::Observed) {
             // Both pods hold it now: not to be reported again as found shared.
-            self.observed.insert((volume.to_owned(), pod_uid.to_owned()));
+            self.outlets.observed.insert((volume.to_owned(), pod_uid.to_owned()));
         }
         let conflict = self.model.conflict(action, volume, pod_uid, owner_uid).made_by(by);
         self.tell(conflict);
@@ -197,10 +197,10 @@ impl Running<'_> {
         if conflict.pod.uid.is_empty() {
             return;
         }
-        if conflict.pod.name.is_none() && self.explain.is_some() {
+        if conflict.pod.name.is_none() && self.outlets.events.is_some() {
             // A pod this new may not have reached the agent's watch yet: wait for it.
             let facts = self.model.snapshot().facts.clone();
-            if let Some(overflow) = self.unnamed.hold(&facts, conflict) {
+            if let Some(overflow) = self.outlets.unnamed.hold(&facts, conflict) {
                 self.send_event(overflow);
             }
             return;
@@ -210,25 +210,27 @@ impl Running<'_> {
 
     /// The held conflicts whose pod the facts now name (or that waited long enough).
     pub(super) fn explain_unnamed(&mut self) {
-        if self.unnamed.is_empty() {
+        if self.outlets.unnamed.is_empty() {
             return;
         }
         let facts = self.model.snapshot().facts.clone();
-        for conflict in self.unnamed.ready(&facts, tokio::time::Instant::now()) {
+        for conflict in self.outlets.unnamed.ready(&facts, tokio::time::Instant::now()) {
             self.send_event(conflict);
         }
     }
 
     fn send_event(&mut self, conflict: explain::Conflict) {
         let volume = conflict.volume.clone();
-        match &self.explain {
+        match &self.outlets.events {
             Some(tx) => {
                 if tx.try_send(conflict).is_err() {
                     warn!("conflict on volume {volume} not sent as a Kubernetes Event: the event queue is full");
                 }
             }
             None => {
-                if let Verdict::Send { held_back } = self.log_limiter.check(&conflict, std::time::Instant::now()) {
+                if let Verdict::Send { held_back } =
+                    self.outlets.log_limiter.check(&conflict, std::time::Instant::now())
+                {
                     info!(
                         "explained (no Kubernetes API, Event logged only): Warning {} on pod {}: {}{}",
                         conflict.reason(),

@@ -14,7 +14,10 @@ mod mount_index;
 mod off_loop;
 mod open_reports;
 mod out_of_band;
+mod out_of_band_state;
+mod outlets;
 mod own_calls;
+mod pod_namespaces;
 mod propagated;
 mod reported_access;
 mod running;
@@ -94,6 +97,9 @@ pub struct RunOptions {
     /// Detach a node process's mount that reaches an owned volume outside kubelet's publish
     /// (by default it is reported only: a node's own administrator should not be surprised).
     pub detach_node_access: bool,
+    /// Where no BPF LSM refuses opens (quarantine), refuse another pod's opens of an owned
+    /// volume's files through fanotify permission events, not only report them.
+    pub deny_foreign_open: bool,
     /// Pods allowed to reach single-pod volumes outside kubelet's publish (a backup agent).
     pub exempt_readers: Vec<ExemptReader>,
 }
@@ -125,6 +131,7 @@ impl RunOptions {
             "ringBufferBytes": self.ring_buffer_bytes,
             "bpfStats": self.bpf_stats,
             "detachNodeAccess": self.detach_node_access,
+            "denyForeignOpen": self.deny_foreign_open,
             "exemptReaders": self.exempt_readers.iter().map(ToString::to_string).collect::<Vec<_>>(),
         })
     }
@@ -148,6 +155,7 @@ pub enum AgentError {
     Pin(#[from] PinError),
     #[error("kubelet root {0} is not a directory")]
     KubeletRoot(String),
+
     #[error(transparent)]
     Inventory(#[from] InventoryError),
     #[error("Kubernetes API client: {0} (in a pod: the service account; elsewhere: KUBECONFIG or ~/.kube/config)")]

@@ -5,21 +5,35 @@
 use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
-use super::running::Running;
+use super::{RunOptions, running::Running};
 use crate::{
-    enforce::open_reporter::{ForeignOpen, OpenReporter, Opener, WatchedVolume},
+    enforce::{
+        Mode, ModeDecision,
+        open_reporter::{ForeignOpen, OpenReporter, Opener, WatchedVolume},
+    },
     model::{access::Route, explain::ConflictAction, explain::MountedBy},
     node_files::mount_table::MountTable,
-    sys::open_watch::Reach,
+    sys::open_watch::{Answers, Reach},
 };
 
 /// Starts the reporter (`None`, logged, where fanotify cannot watch opens); the loop reads
-/// what it finds from the receiver.
-pub(super) fn start() -> Option<(OpenReporter, mpsc::Receiver<ForeignOpen>)> {
-    OpenReporter::start()
-        .inspect_err(|e| warn!("another pod's opens of an owned volume's files are not reported: {e}"))
+/// what it finds from the receiver. It refuses other pods' opens where `--deny-foreign-open`
+/// asks, in quarantine mode (audit refuses nothing).
+pub(super) fn start(opts: &RunOptions, decision: &ModeDecision) -> Option<(OpenReporter, mpsc::Receiver<ForeignOpen>)> {
+    let answers = match (opts.deny_foreign_open, decision.mode) {
+        (true, Mode::Quarantine) => Answers::Yes,
+        (true, mode) => {
+            warn!("--deny-foreign-open is ignored in {mode} mode: another pod's opens are reported, not refused");
+            Answers::No
+        }
+        (false, _) => Answers::No,
+    };
+    let verb = if answers == Answers::Yes { "refused" } else { "reported" };
+    OpenReporter::start(answers)
+        .inspect(|_| info!("another pod's opens of an owned volume's files are {verb} (fanotify)"))
+        .inspect_err(|e| warn!("another pod's opens of an owned volume's files are not {verb}: {e}"))
         .ok()
 }
 
@@ -27,12 +41,13 @@ impl Running<'_> {
     /// Tells the reporter every owned volume and the places that show it: the owner's
     /// publish (its whole filesystem where the volume is one) and its containers' mounts.
     pub(super) fn watch_opens(&mut self) {
-        if self.open_reporter.is_none() {
+        if self.out_of_band.open_reporter.is_none() {
             return;
         }
         let trees = self.owned_trees();
+        let allowed = self.exempt_pods();
         let in_namespace = MountTable::root_of(self.model.mountinfo());
-        let Some(reporter) = self.open_reporter.as_ref() else { return };
+        let Some(reporter) = self.out_of_band.open_reporter.as_ref() else { return };
         let volumes = trees
             .iter()
             .map(|tree| {
@@ -43,7 +58,8 @@ impl Running<'_> {
                 };
                 let containers = reporter.owner_places.get(&tree.volume).into_iter().flatten();
                 let places = std::iter::once(publish).chain(containers.cloned()).map(|path| (path, reach)).collect();
-                WatchedVolume { volume: tree.volume.clone(), owner: tree.owner.clone(), places }
+                let (volume, owner) = (tree.volume.clone(), tree.owner.clone());
+                WatchedVolume { volume, owner, places, allowed: allowed.clone() }
             })
             .collect();
         reporter.watch(volumes);
@@ -53,7 +69,7 @@ impl Running<'_> {
     /// conflict with route `open`, unless the reader is exempt or the volume's driver.
     pub(super) fn foreign_open(&mut self, open: ForeignOpen) {
         let reader = match &open.reader {
-            Opener::Pod(pod) if self.is_exempt(pod) || self.driver_pods.contains(pod) => return,
+            Opener::Pod(pod) if self.is_exempt(pod) || self.out_of_band.driver_pods.contains(pod) => return,
             Opener::Pod(pod) => pod.as_str(),
             Opener::Node => {
                 debug!("volume {}: opened by node process {} ({}), allowed", open.volume, open.pid, open.command);
@@ -67,13 +83,17 @@ impl Running<'_> {
         } else {
             format!("pod {reader}")
         };
+        let (done, opened, action) = match open.refused {
+            true => ("refused (EPERM)", "tried to open", ConflictAction::Refused),
+            false => ("reported", "opened", ConflictAction::Audited),
+        };
         warn!(
-            "CONFLICT reported file_open: volume {:?} is owned by pod {}; {who} opened its files (pid={} comm={:?})",
+            "CONFLICT {done} file_open: volume {:?} is owned by pod {}; {who} {opened} its files (pid={} comm={:?})",
             open.volume, open.owner, open.pid, open.command
         );
         let pod = (!reader.is_empty()).then_some(reader);
         let by = MountedBy::resolve(&self.model.snapshot().facts, open.pid, &open.command, pod);
-        let conflict = self.model.conflict(ConflictAction::Audited, &open.volume, reader, &open.owner);
+        let conflict = self.model.conflict(action, &open.volume, reader, &open.owner);
         self.tell(conflict.made_by(Some(by)).routed(Route::Open, None));
     }
 }

@@ -83,13 +83,13 @@ impl Running<'_> {
             // A mount left in place (reported only) is found again at its namespace's next
             // bind: reported once. Mount ids are reused, so the mount point is in the key.
             let key = ReportedAccess::of(event.caller.mnt_ns, &access);
-            if self.reported_access.contains(&key) {
+            if self.out_of_band.reported.contains(&key) {
                 continue;
             }
             // The kernel's hook reported this clone already (records come in order: the
             // hook's before the exit's).
             if attach == AttachKind::Move
-                && self.kernel_audited_clones.remove(&(event.caller.tgid, access.volume.clone()))
+                && self.out_of_band.kernel_audited_clones.remove(&(event.caller.tgid, access.volume.clone()))
             {
                 self.remember_reported(key);
                 continue;
@@ -127,7 +127,7 @@ impl Running<'_> {
                     // Moved (a runtime's pivot) or gone: a scan soon finds it where it is
                     // now (else only the namespace's next mount call or reconciliation would).
                     debug!("{route} mount at {} by {by} was no longer there to detach", point.display());
-                    self.scans.soon(std::time::Instant::now());
+                    self.out_of_band.scans.schedule.soon(std::time::Instant::now());
                     return None;
                 }
                 Ok(n) => {
@@ -176,10 +176,10 @@ impl Running<'_> {
 
     /// Remembers an access left in place, so that it is reported once.
     pub(super) fn remember_reported(&mut self, key: ReportedAccess) {
-        if self.reported_access.len() >= REPORTED_ACCESSES {
-            self.reported_access.clear();
+        if self.out_of_band.reported.len() >= REPORTED_ACCESSES {
+            self.out_of_band.reported.clear();
         }
-        self.reported_access.insert(key);
+        self.out_of_band.reported.insert(key);
     }
 
     /// Whether the pod is a reader the operator exempts (by the facts in force: a pod the
@@ -195,7 +195,7 @@ impl Running<'_> {
     /// reader takes, or a driver's open of a volume it serves, is not refused in the kernel.
     pub(super) fn exempt_pods(&self) -> BTreeSet<String> {
         let mut pods = exempt::exempt_pods(&self.opts.exempt_readers, &self.model.snapshot().facts.pods);
-        pods.extend(self.driver_pods.iter().cloned());
+        pods.extend(self.out_of_band.driver_pods.iter().cloned());
         pods
     }
 
@@ -209,7 +209,7 @@ impl Running<'_> {
     /// What each owned volume's publish shows, from the agent's mount table; kept until
     /// ownership or the publishes change.
     pub(super) fn owned_trees(&mut self) -> Arc<[VolumeTree]> {
-        if let Some(trees) = &self.owned_trees {
+        if let Some(trees) = &self.out_of_band.owned_trees {
             return trees.clone();
         }
         let owners = match self.owners.owners() {
@@ -230,7 +230,7 @@ impl Running<'_> {
             },
         };
         debug!("out-of-band check: {} owned volume tree(s) known", trees.len());
-        self.owned_trees = Some(trees.clone());
+        self.out_of_band.owned_trees = Some(trees.clone());
         trees
     }
 }

@@ -29,7 +29,6 @@ use crate::{
     facts::{Origin, Snapshot},
     kernel::decode::{Event, Record},
     model::event_target::EventTarget,
-    model::explain::{self, RateLimiter},
     model::mounts::Mounts,
     model::mounts::{OwnerFix, PublishChange, StaleMask},
     model::node::{NodeModel, NodeRead, PreparedFacts},
@@ -50,10 +49,8 @@ pub(super) struct Running<'a> {
     pub(super) decision: &'a ModeDecision,
     pub(super) model: NodeModel,
     pub(super) owners: OwnerStore,
-    /// Where conflicts go to become Kubernetes Events (none without an API).
-    pub(super) explain: Option<mpsc::Sender<explain::Conflict>>,
-    /// Without an API the would-be Events are logged, as rate-limited as real ones.
-    pub(super) log_limiter: RateLimiter,
+    /// Where conflicts go once told (Events, the log), and what telling them keeps.
+    pub(super) outlets: super::outlets::Outlets,
     /// Metrics and what the debug API shows.
     pub(super) shared: Arc<ServedState>,
     /// When the debug view is owed a new copy.
@@ -64,14 +61,10 @@ pub(super) struct Running<'a> {
     pub(super) csi_mounts: watch::Receiver<Mounts>,
     /// The last CSI report, for the debug view.
     pub(super) csi: Option<Arc<CsiReport>>,
-    /// Conflicts whose pod the facts do not name yet, waiting to become Events.
-    pub(super) unnamed: super::unnamed::Unnamed,
     /// Whose mount namespace the mount table is, for the reconciliation's messages.
     pub(super) table_namespace: super::table_namespace::TableNamespace,
     /// Which pod a calling process belongs to, by its cgroup.
     pub(super) callers: CallerPods,
-    /// `(volume, pod)` already reported as holding a single-pod volume another pod holds.
-    pub(super) observed: std::collections::BTreeSet<(String, String)>,
     /// The namespace watched for mount notices (fanotify backend): where their quarantine acts.
     pub(super) watched: Option<HeldNamespace>,
     /// The unique ids of the mounts the agent detached itself (quarantine, unmask) whose
@@ -80,23 +73,8 @@ pub(super) struct Running<'a> {
     pub(super) own_detaches: std::collections::HashSet<u64>,
     /// Masks the agent attached while handling the current notice, for the feed to index.
     pub(super) own_masks: Vec<OwnMount>,
-    /// What each owned volume's publish shows, for the out-of-band check; `None` when it
-    /// must be read again (ownership or the publishes changed).
-    pub(super) owned_trees: Option<Arc<[crate::model::access::VolumeTree]>>,
-    /// Accesses outside kubelet's publish reported and left in place.
-    pub(super) reported_access: std::collections::HashSet<super::reported_access::ReportedAccess>,
-    /// Pods the namespace scan took for CSI node plugins (a mount in a shared peer group):
-    /// exempt from the open guard, so the driver may work on the volumes it serves.
-    pub(super) driver_pods: std::collections::BTreeSet<String>,
-    /// Where no BPF LSM guards opens: the reporter of other pods' opens, and what it
-    /// found (taken by the event loop).
-    pub(super) open_reporter: Option<crate::enforce::open_reporter::OpenReporter>,
-    pub(super) foreign_opens: Option<tokio::sync::mpsc::Receiver<crate::enforce::open_reporter::ForeignOpen>>,
-    /// Clones the `move_mount` hook reported and let through (audit mode), by (caller's
-    /// thread group, volume): the same call's exit check does not report them again.
-    pub(super) kernel_audited_clones: std::collections::HashSet<(u32, String)>,
-    /// When the propagated-copies scan after publishes runs.
-    pub(super) scans: super::scan_schedule::ScanSchedule,
+    /// What the out-of-band checks keep between events.
+    pub(super) out_of_band: super::out_of_band_state::OutOfBand,
 }
 
 /// What told the agent about a mount.
@@ -124,11 +102,12 @@ impl Running<'_> {
         let (mut reads, mut node_reads) = NodeReads::new(self.tasks.clone());
         let mut prepared = prepare_facts(&self.tasks, facts, self.model.command_line().clone());
         let mut resync = false;
-        let mut foreign_opens = self.foreign_opens.take();
+        let mut foreign_opens = self.out_of_band.foreign_opens.take();
+        let mut namespaces_read = self.out_of_band.scans.take_results();
         loop {
             let view_due = self.view_freshness.urgent_due();
             let view_due_at = tokio::time::Instant::from_std(view_due.unwrap_or_else(Instant::now));
-            let scan_due = self.scans.due();
+            let scan_due = self.out_of_band.scans.schedule.due();
             let scan_due_at = tokio::time::Instant::from_std(scan_due.unwrap_or_else(Instant::now));
             let step = tokio::select! {
                 batch = feed.next_batch(|input| {
@@ -162,7 +141,8 @@ impl Running<'_> {
                 Some(read) = node_reads.recv() => Step::Reconcile(read),
                 Ok(()) = csi.changed() => Step::Csi,
                 Some(facts) = prepared.recv() => Step::Facts(facts),
-                Some(open) = next_open(&mut foreign_opens) => Step::ForeignOpen(open),
+                Some(open) = next_from(&mut foreign_opens) => Step::ForeignOpen(open),
+                Some(read) = next_from(&mut namespaces_read) => Step::NamespacesRead(read),
                 _ = stop.recv() => break,
             };
             // What is not an event must stay short: each event behind it waits.
@@ -202,6 +182,7 @@ impl Running<'_> {
             }
             Step::UrgentView => self.refresh_view()?,
             Step::Scan => self.scan_namespaces(),
+            Step::NamespacesRead(read) => self.namespaces_read(read),
             Step::Csi => {
                 let report = csi.borrow_and_update().clone();
                 self.csi_report(report);
@@ -282,7 +263,7 @@ impl Running<'_> {
         }
         self.model.apply(&change);
         self.view_freshness.changed();
-        self.owned_trees = None;
+        self.out_of_band.owned_trees = None;
         let ownership = self.owners.observe(&change);
         if matches!(change, PublishChange::Unpublished(_)) {
             // A released volume is no one's: the reporter stops watching it at once.
@@ -300,7 +281,7 @@ impl Running<'_> {
         // publish goes; the reconciliation's scan covers that); the scan reads which are.
         if let PublishChange::Published(t, _) = &change
             && self.model.single_pod().contains_key(&t.volume)
-            && self.scans.wanted(Instant::now())
+            && self.out_of_band.scans.schedule.wanted(Instant::now())
         {
             self.scan_namespaces();
         }
@@ -386,7 +367,7 @@ impl Running<'_> {
     /// the masks of pods that are gone.
     fn reconcile(&mut self, read: NodeRead) -> Result<(), AgentError> {
         let owners = self.owners.owners()?;
-        self.owned_trees = None;
+        self.out_of_band.owned_trees = None;
         let masks_before: Vec<(String, String)> =
             self.model.mounts().masks().map(|(v, p, _)| (v.to_owned(), p.to_owned())).collect();
         self.model.set_tree_findings(read.tree_findings);
@@ -462,7 +443,7 @@ impl Running<'_> {
         self.facts_metrics();
         self.view_freshness.changed();
         if change.single_pod {
-            self.owned_trees = None;
+            self.out_of_band.owned_trees = None;
             self.report_shared_volumes();
             self.owners.sync_single_pod_set(&self.model)?;
             let owners = self.owners.owners()?;
@@ -501,12 +482,13 @@ enum Step {
     Csi,
     Facts(PreparedFacts),
     ForeignOpen(crate::enforce::open_reporter::ForeignOpen),
+    /// The pods' mount tables a namespace scan read.
+    NamespacesRead(super::pod_namespaces::PodNamespaces),
 }
 
-/// The next foreign open, or never where no reporter runs.
-async fn next_open(
-    found: &mut Option<tokio::sync::mpsc::Receiver<crate::enforce::open_reporter::ForeignOpen>>,
-) -> Option<crate::enforce::open_reporter::ForeignOpen> {
+/// The next message of an input the loop took, or never where there is none (no open
+/// reporter).
+async fn next_from<T>(found: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match found {
         Some(found) => found.recv().await,
         None => std::future::pending().await,
@@ -524,6 +506,7 @@ impl Step {
             Step::Csi => "a CSI report",
             Step::Facts(_) => "new facts",
             Step::ForeignOpen(_) => "another pod's open of an owned volume's files",
+            Step::NamespacesRead(_) => "judging what a namespace scan read",
         }
     }
 }

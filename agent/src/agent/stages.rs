@@ -14,6 +14,8 @@ use super::{
     feed::{Feed, NoticeFeed},
     loop_thread::LoopRuntime,
     open_reports,
+    out_of_band_state::OutOfBand,
+    outlets::Outlets,
     running::Running,
     startup::{StartedSource, start_facts_source, start_in_kernel, start_userspace},
     table_namespace::TableNamespace,
@@ -31,7 +33,7 @@ use crate::{
         reader::EventSource,
         trace_backend::{self, Backend, TraceDecision, WatchedNamespace},
     },
-    model::explain::{self, RateLimiter},
+    model::explain,
     model::node::NodeModel,
     outputs::kernel_metrics::KernelCounts,
     outputs::served_state::ServedState,
@@ -189,38 +191,29 @@ pub(super) fn build<'a>(
     let (mounts_tx, csi_mounts) = watch::channel(model.mounts().clone());
     let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
     let (open_reporter, foreign_opens) =
-        if decision.in_kernel() { (None, None) } else { open_reports::start().unzip() };
+        if decision.in_kernel() { (None, None) } else { open_reports::start(opts, decision).unzip() };
     let mut agent = Running {
         tasks: tokio::runtime::Handle::current(),
         opts,
         decision,
         model,
         owners,
-        explain: events,
-        log_limiter: RateLimiter::new(explain::EVENT_WINDOW, explain::EVENT_KEYS),
+        outlets: Outlets::new(events),
         shared: shared.clone(),
         view_freshness: Default::default(),
         view: view::ViewBuilder::new(view_sinks.clone(), tokio::runtime::Handle::current()),
         csi_mounts,
         csi: None,
-        unnamed: Default::default(),
         table_namespace: TableNamespace::check(&opts.mountinfo),
         callers: Default::default(),
-        observed: Default::default(),
         watched,
         own_detaches: Default::default(),
         own_masks: Vec::new(),
-        owned_trees: None,
-        reported_access: Default::default(),
-        driver_pods: Default::default(),
-        open_reporter,
-        foreign_opens,
-        kernel_audited_clones: Default::default(),
-        scans: Default::default(),
+        out_of_band: OutOfBand::new(open_reporter, foreign_opens, tokio::runtime::Handle::current()),
     };
     agent.facts_metrics();
     agent.report_shared_volumes();
-    agent.scan_namespaces();
+    agent.scan_namespaces_now();
     view::build(agent.view_inputs()?, &view_sinks);
     Ok(agent)
 }

@@ -7,6 +7,8 @@
 //! loop, in a task of its own; an open by a process of a pod other than the owner comes
 //! back to the loop as a [`ForeignOpen`], at most once a second per reader pod and volume.
 //! The owner's own opens are notices too (what reporting costs it); they are dropped here.
+//! With `--deny-foreign-open` the groups are asked before each open (`FAN_OPEN_PERM`) and
+//! refuse another pod's (`EPERM`); every open through the marks then waits for the answer.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -25,7 +27,7 @@ use tracing::{debug, info, warn};
 
 use crate::{
     node_files::caller_pod::CallerPods,
-    sys::open_watch::{OpenNotice, OpenWatch, OpenWatchError, Reach, parse},
+    sys::open_watch::{Answers, OpenNotice, OpenWatch, OpenWatchError, Reach, parse},
 };
 
 /// One owned volume and the places that show it.
@@ -34,6 +36,9 @@ pub struct WatchedVolume {
     pub volume: String,
     pub owner: String,
     pub places: BTreeSet<(PathBuf, Reach)>,
+    /// Pods besides the owner whose opens are neither reported nor refused: exempt
+    /// readers and the CSI node plugins.
+    pub allowed: BTreeSet<String>,
 }
 
 /// An open of `volume`'s files by a process that is not the owner's.
@@ -44,6 +49,8 @@ pub struct ForeignOpen {
     pub pid: u32,
     pub command: String,
     pub reader: Opener,
+    /// Refused (`--deny-foreign-open`), not only reported.
+    pub refused: bool,
 }
 
 /// Who opened, as far as the process's cgroup tells.
@@ -76,12 +83,13 @@ pub struct OpenReporter {
 }
 
 impl OpenReporter {
-    /// Starts the reporter, if fanotify groups can be made here.
-    pub fn start() -> Result<(Self, mpsc::Receiver<ForeignOpen>), OpenWatchError> {
-        drop(OpenWatch::new()?);
+    /// Starts the reporter, if fanotify groups can be made here; where `answers`, its
+    /// groups refuse other pods' opens.
+    pub fn start(answers: Answers) -> Result<(Self, mpsc::Receiver<ForeignOpen>), OpenWatchError> {
+        drop(OpenWatch::new(answers)?);
         let (wanted, wanted_rx) = watch::channel(Vec::new());
         let (found_tx, found) = mpsc::channel(QUEUE);
-        let manager = tokio::spawn(manage(wanted_rx, found_tx));
+        let manager = tokio::spawn(manage(wanted_rx, found_tx, answers));
         Ok((Self { wanted, manager, owner_places: BTreeMap::new() }, found))
     }
 
@@ -106,6 +114,7 @@ struct Group {
     owner: String,
     watch: Arc<AsyncFd<OpenWatch>>,
     marked: BTreeSet<(PathBuf, Reach)>,
+    allowed: watch::Sender<BTreeSet<String>>,
     reader: JoinHandle<()>,
 }
 
@@ -116,14 +125,14 @@ impl Drop for Group {
 }
 
 /// Keeps one group per wanted volume, with every wanted place marked.
-async fn manage(mut wanted: watch::Receiver<Vec<WatchedVolume>>, found: mpsc::Sender<ForeignOpen>) {
+async fn manage(mut wanted: watch::Receiver<Vec<WatchedVolume>>, found: mpsc::Sender<ForeignOpen>, answers: Answers) {
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     loop {
         let volumes = wanted.borrow_and_update().clone();
         groups.retain(|volume, group| volumes.iter().any(|v| &v.volume == volume && v.owner == group.owner));
         for volume in volumes {
             if !groups.contains_key(&volume.volume) {
-                match Group::start(&volume, found.clone()) {
+                match Group::start(&volume, found.clone(), answers) {
                     Ok(group) => {
                         groups.insert(volume.volume.clone(), group);
                     }
@@ -144,19 +153,26 @@ async fn manage(mut wanted: watch::Receiver<Vec<WatchedVolume>>, found: mpsc::Se
 }
 
 impl Group {
-    fn start(volume: &WatchedVolume, found: mpsc::Sender<ForeignOpen>) -> io::Result<Self> {
-        let watch = OpenWatch::new().map_err(io::Error::other)?;
+    fn start(volume: &WatchedVolume, found: mpsc::Sender<ForeignOpen>, answers: Answers) -> io::Result<Self> {
+        let watch = OpenWatch::new(answers).map_err(io::Error::other)?;
         // SAFETY: the group's descriptor stays open, and the same, for as long as `watch`
         // lives (it is never replaced).
         let registered = unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) };
         let watch = Arc::new(registered.map_err(|e| e.into_parts().1)?);
-        let reader = tokio::spawn(read_opens(watch.clone(), volume.volume.clone(), volume.owner.clone(), found));
-        Ok(Self { owner: volume.owner.clone(), watch, marked: BTreeSet::new(), reader })
+        let (allowed, allowed_rx) = watch::channel(volume.allowed.clone());
+        let judge = OpenJudge::new(volume.volume.clone(), volume.owner.clone(), allowed_rx);
+        let reader = tokio::spawn(read_opens(watch.clone(), judge, found));
+        Ok(Self { owner: volume.owner.clone(), watch, marked: BTreeSet::new(), allowed, reader })
     }
 
     /// Marks the places newly wanted and unmarks those no longer wanted (a mount that went
     /// took its mark with it).
     fn mark(&mut self, volume: &WatchedVolume) {
+        self.allowed.send_if_modified(|allowed| {
+            let changed = *allowed != volume.allowed;
+            allowed.clone_from(&volume.allowed);
+            changed
+        });
         for (path, reach) in self.marked.difference(&volume.places) {
             let _ = self.watch.get_ref().unwatch(path, *reach);
         }
@@ -172,17 +188,17 @@ impl Group {
     }
 }
 
-/// Reads one volume's group for as long as it is watched.
-async fn read_opens(watch: Arc<AsyncFd<OpenWatch>>, volume: String, owner: String, found: mpsc::Sender<ForeignOpen>) {
+/// Reads one volume's group for as long as it is watched, answering each open that
+/// waits.
+async fn read_opens(watch: Arc<AsyncFd<OpenWatch>>, mut judge: OpenJudge, found: mpsc::Sender<ForeignOpen>) {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut judge = OpenJudge::new(volume, owner);
     loop {
         let Ok(mut guard) = watch.readable().await else { return };
         loop {
             match guard.get_inner().read(&mut buf) {
                 Ok(len) => {
                     for notice in parse(&buf[..len]) {
-                        if let Some(open) = judge.notice(notice, Instant::now())
+                        if let Some(open) = judge.notice(notice, guard.get_inner(), Instant::now())
                             && found.try_send(open).is_err()
                         {
                             judge.dropped += 1;
@@ -207,6 +223,8 @@ async fn read_opens(watch: Arc<AsyncFd<OpenWatch>>, volume: String, owner: Strin
 struct OpenJudge {
     volume: String,
     owner: String,
+    /// Pods besides the owner that may open (exempt readers, CSI node plugins).
+    allowed: watch::Receiver<BTreeSet<String>>,
     pods: CallerPods,
     pod_of_pid: HashMap<i32, Opener>,
     last_report: HashMap<Opener, Instant>,
@@ -214,19 +232,45 @@ struct OpenJudge {
 }
 
 impl OpenJudge {
-    fn new(volume: String, owner: String) -> Self {
+    fn new(volume: String, owner: String, allowed: watch::Receiver<BTreeSet<String>>) -> Self {
         let (pods, pod_of_pid, last_report) = (CallerPods::default(), HashMap::new(), HashMap::new());
-        Self { volume, owner, pods, pod_of_pid, last_report, dropped: 0 }
+        Self { volume, owner, allowed, pods, pod_of_pid, last_report, dropped: 0 }
+    }
+
+    /// An open waiting for its answer: allowed unless a pod other than the owner (and the
+    /// allowed ones) makes it; refused opens are reported as notices are. The pod is read
+    /// from the process each time (a pid remembered might be another process's by now:
+    /// a refusal must never fall on the owner).
+    fn opening(&mut self, pid: i32, now: Instant) -> (bool, Option<ForeignOpen>) {
+        let Ok(tgid) = u32::try_from(pid) else { return (true, None) };
+        let reader = match self.pods.pod_uid(tgid, 0) {
+            Some(pod) => Opener::Pod(pod),
+            // The process waits for the answer: it is there, and in no pod.
+            None => Opener::Node,
+        };
+        if !self.may_not_open(&reader) {
+            return (true, None);
+        }
+        (false, self.report(reader, tgid, now, true))
     }
 
     /// What one notice means: a foreign open to report, or nothing (the owner's, one
-    /// reported less than a second ago, an overflow, a notice not understood).
+    /// reported less than a second ago, an overflow, a notice not understood). An open
+    /// that waits is answered on `watch` first.
     fn notice(
         &mut self,
         notice: Result<OpenNotice, crate::sys::fanotify::NoticeError>,
+        watch: &OpenWatch,
         now: Instant,
     ) -> Option<ForeignOpen> {
         let pid = match notice {
+            Ok(OpenNotice::Opening { pid, file }) => {
+                let (allow, report) = self.opening(pid, now);
+                if let Err(e) = watch.answer(&file, allow) {
+                    warn!("open reports: volume {}: answering pid {pid}'s open: {e}", self.volume);
+                }
+                return report;
+            }
             Ok(OpenNotice::Opened { pid, file }) => {
                 drop(file);
                 pid
@@ -257,12 +301,27 @@ impl OpenJudge {
         if reader == Opener::Pod(self.owner.clone()) {
             return None;
         }
+        self.report(reader, tgid, now, false)
+    }
+
+    /// Whether `reader` is a pod that may not open the volume's files: not the owner, not
+    /// an allowed pod (node processes may).
+    fn may_not_open(&self, reader: &Opener) -> bool {
+        match reader {
+            Opener::Pod(pod) => *pod != self.owner && !self.allowed.borrow().contains(pod),
+            Opener::Node | Opener::Gone => false,
+        }
+    }
+
+    /// The report of `reader`'s open, unless one was made less than [`REPORT_EVERY`] ago.
+    fn report(&mut self, reader: Opener, tgid: u32, now: Instant, refused: bool) -> Option<ForeignOpen> {
         if self.last_report.get(&reader).is_some_and(|at| now.duration_since(*at) < REPORT_EVERY) {
             return None;
         }
         self.last_report.insert(reader.clone(), now);
-        let command = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim_end().to_owned();
-        Some(ForeignOpen { volume: self.volume.clone(), owner: self.owner.clone(), pid: tgid, command, reader })
+        let command = std::fs::read_to_string(format!("/proc/{tgid}/comm")).unwrap_or_default().trim_end().to_owned();
+        let (volume, owner) = (self.volume.clone(), self.owner.clone());
+        Some(ForeignOpen { volume, owner, pid: tgid, command, reader, refused })
     }
 
     fn log_dropped(&mut self) {

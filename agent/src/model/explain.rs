@@ -176,12 +176,15 @@ impl Conflict {
         let (volume, owner) = (&self.volume, &self.owner);
         let in_use = format!("volume \"{volume}\"{claim} is single-pod and already in use by pod {owner} on this node");
         if self.route == Route::Open {
-            let opened = format!("{in_use}; a process of this pod opened its files outside kubelet's publish");
+            let outside = "its files outside kubelet's publish";
             return match self.action {
-                ConflictAction::Refused => format!("{opened}, and the kernel refused the open (EACCES)."),
+                ConflictAction::Refused => format!(
+                    "{in_use}; a process of this pod tried to open {outside}, and the open was refused (EACCES from \
+                     BPF LSM, or EPERM with --deny-foreign-open on a node without it)."
+                ),
                 _ => format!(
-                    "{opened}. volguard reported it and refused nothing (audit mode, or a node without BPF LSM, \
-                     where an open cannot be refused)."
+                    "{in_use}; a process of this pod opened {outside}. volguard reported it and refused nothing \
+                     (audit mode, or a node without BPF LSM where --deny-foreign-open is off)."
                 ),
             };
         }
@@ -319,11 +322,10 @@ mod tests {
         let open = |action| Conflict::resolve(&facts(), action, "pv-1", "uid-b", "uid-a").routed(Route::Open, None);
         let refused = open(ConflictAction::Refused);
         assert_eq!(refused.reason(), "SinglePodVolumeAccessRefused");
-        assert!(
-            refused
-                .message()
-                .ends_with("opened its files outside kubelet's publish, and the kernel refused the open (EACCES).")
-        );
+        assert!(refused.message().ends_with(
+            "tried to open its files outside kubelet's publish, and the open was refused (EACCES from BPF \
+                            LSM, or EPERM with --deny-foreign-open on a node without it)."
+        ));
         let audited = open(ConflictAction::Audited);
         assert_eq!(audited.reason(), "SinglePodVolumeInUse");
         assert!(

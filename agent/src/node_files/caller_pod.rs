@@ -2,7 +2,8 @@
 //! A live process answers through `/proc/<pid>/cgroup`; mount(8), which drivers run and
 //! which has usually exited by the time the event is handled, through the cgroup ID the
 //! kernel recorded (the cgroup v2 directory's inode), looked up once under the unified
-//! hierarchy. Answers are cached by cgroup ID, and the cache is bounded.
+//! hierarchy. The answers by ID are cached, and the cache is bounded; a live process is
+//! always asked (its ID may be shared: see [`CallerPods::pod_uid`]).
 
 use std::{
     collections::HashMap,
@@ -40,6 +41,12 @@ pub fn unified_root() -> Option<PathBuf> {
     UNIFIED_ROOTS.iter().map(PathBuf::from).find(|p| is_cgroup2(p))
 }
 
+/// The UID of the pod whose cgroup a live process is in (its `/proc/<pid>/cgroup`).
+pub fn pod_of_process(proc_root: &Path, pid: u32) -> Option<String> {
+    let live = std::fs::read(proc_root.join(pid.to_string()).join("cgroup")).ok()?;
+    cgroup::parse_proc_file(&live).map(|PodCgroup { pod_uid, .. }| pod_uid)
+}
+
 impl CallerPods {
     pub fn new(proc_root: &Path, unified_root: Option<PathBuf>) -> Self {
         Self { proc_root: proc_root.to_owned(), unified_root, by_cgroup_id: HashMap::new() }
@@ -48,32 +55,41 @@ impl CallerPods {
     /// The UID of the pod whose cgroup the caller (`tgid`, `cgroup_id` as the kernel saw
     /// them) was in, if it was a pod's.
     pub fn pod_uid(&mut self, tgid: u32, cgroup_id: u64) -> Option<String> {
-        if let Some(known) = self.by_cgroup_id.get(&cgroup_id).filter(|_| cgroup_id != 0) {
+        // A live process's own cgroup file is the answer, pod or not, before any by ID: the
+        // kernel's cgroup ID is the unified hierarchy's, and where a runtime places pods in
+        // v1 alone (a hybrid host) their processes share it with node processes.
+        if let Ok(live) = std::fs::read(self.proc_root.join(tgid.to_string()).join("cgroup")) {
+            let uid = cgroup::parse_proc_file(&live).map(|PodCgroup { pod_uid, .. }| pod_uid);
+            if cgroup::id_tells_pod(&live) {
+                self.remember(cgroup_id, &uid);
+            }
+            return uid;
+        }
+        // Gone (mount(8), which drivers run, usually is by the time its event is handled):
+        // by the ID the kernel recorded.
+        if cgroup_id == 0 {
+            return None;
+        }
+        if let Some(known) = self.by_cgroup_id.get(&cgroup_id) {
             return known.clone();
         }
-        // A live process's own cgroup file is the answer (pod or not); only a process that
-        // has gone needs the walk from its cgroup ID.
-        let (found, keyed_by_id) = match std::fs::read(self.proc_root.join(tgid.to_string()).join("cgroup")) {
-            Ok(live) => (cgroup::parse_proc_file(&live), cgroup::id_tells_pod(&live)),
-            // A directory found by its ID is that cgroup's alone; an ID found nowhere (the
-            // unified root's, say) is no answer to keep.
-            Err(_) if cgroup_id != 0 => match self.path_of(cgroup_id) {
-                Some(path) => (cgroup::parse_path(path.as_os_str().as_bytes()), true),
-                None => (None, false),
-            },
-            Err(_) => (None, false),
-        };
-        let uid = found.map(|PodCgroup { pod_uid, .. }| pod_uid);
-        // The kernel's cgroup ID is the unified hierarchy's: where a pod is placed in v1
-        // alone, its processes share their ID with others (the unified root's, often), and
-        // an answer cached by it would be given to every one of them.
-        if cgroup_id != 0 && keyed_by_id {
-            if self.by_cgroup_id.len() >= CACHE_ENTRIES {
-                self.by_cgroup_id.clear();
-            }
-            self.by_cgroup_id.insert(cgroup_id, uid.clone());
-        }
+        // A directory found by its ID is that cgroup's alone; an ID found nowhere (the
+        // unified root's, say) is no answer to keep.
+        let path = self.path_of(cgroup_id)?;
+        let uid = cgroup::parse_path(path.as_os_str().as_bytes()).map(|PodCgroup { pod_uid, .. }| pod_uid);
+        self.remember(cgroup_id, &uid);
         uid
+    }
+
+    /// Keeps the answer for a cgroup ID (never for 0, which the kernel does not give).
+    fn remember(&mut self, cgroup_id: u64, uid: &Option<String>) {
+        if cgroup_id == 0 {
+            return;
+        }
+        if self.by_cgroup_id.len() >= CACHE_ENTRIES {
+            self.by_cgroup_id.clear();
+        }
+        self.by_cgroup_id.insert(cgroup_id, uid.clone());
     }
 
     /// The cgroup v2 directory whose inode is `cgroup_id`, relative to the hierarchy.
@@ -153,5 +169,27 @@ mod tests {
                 assert_eq!(pods.pod_uid(pid, ROOT_ID).as_deref(), expected, "pid {pid}, asked in the order {order:?}");
             }
         }
+    }
+
+    /// A node process that is gone is found by its ID (a directory of the unified
+    /// hierarchy, no pod's); a live process of a pod placed in v1 alone shares that ID and
+    /// must still be its pod's.
+    #[test]
+    fn an_answer_kept_for_a_gone_node_process_is_not_given_to_a_live_v1_pod_process_with_its_id() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shared = tmp.path().join("unified/system.slice/containerd.service");
+        std::fs::create_dir_all(&shared).unwrap();
+        let shared_id = std::fs::metadata(&shared).unwrap().ino();
+        let dir = tmp.path().join("proc/10");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("cgroup"),
+            format!("12:memory:/kubepods/besteffort/pod{POD}/abc\n0::/system.slice/containerd.service\n"),
+        )
+        .unwrap();
+        let mut pods = CallerPods::new(&tmp.path().join("proc"), Some(tmp.path().join("unified")));
+        assert_eq!(pods.pod_uid(4242, shared_id), None, "the gone node process, by its ID");
+        assert_eq!(pods.pod_uid(10, shared_id).as_deref(), Some(POD), "the live pod process, by its cgroup file");
+        assert_eq!(pods.pod_uid(4243, shared_id), None, "another gone process with that ID");
     }
 }

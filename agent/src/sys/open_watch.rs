@@ -2,7 +2,8 @@
 //! kernel queues the opening process's pid and a descriptor of the opened file. What
 //! quarantine mode (no BPF LSM to refuse) reads to report another pod's opens of an owned
 //! volume's files. One group per volume: every notice of a group is an open of that
-//! volume's files, so no notice needs its path resolved.
+//! volume's files, so no notice needs its path resolved. A group that [`Answers`] gets
+//! `FAN_OPEN_PERM` instead: the open waits until the group allows or denies it.
 //!
 //! [`OpenWatch`] owns the fanotify descriptor; [`parse`] decodes what a read returned,
 //! takes ownership of every descriptor in it (closed when dropped), and never panics.
@@ -26,6 +27,9 @@ const NO_FD: i32 = -1;
 pub enum OpenNotice {
     /// Process `pid` opened `file` (a descriptor the agent must close: dropping it does).
     Opened { pid: i32, file: OwnedFd },
+    /// Process `pid` is opening `file` and waits for [`OpenWatch::answer`] (a group that
+    /// answers).
+    Opening { pid: i32, file: OwnedFd },
     /// The queue overflowed: opens were dropped uncounted.
     Overflow,
 }
@@ -33,8 +37,12 @@ pub enum OpenNotice {
 /// Why the watch could not be set up or a place not watched.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenWatchError {
-    #[error("fanotify_init(FAN_CLASS_NOTIF): {0} (needs CAP_SYS_ADMIN)")]
-    Init(#[source] io::Error),
+    #[error("fanotify_init({class}): {source} (needs CAP_SYS_ADMIN)")]
+    Init {
+        class: &'static str,
+        #[source]
+        source: io::Error,
+    },
     #[error("fanotify_mark({what}) on {path}: {source}")]
     Mark {
         what: &'static str,
@@ -49,6 +57,17 @@ pub enum OpenWatchError {
 #[derive(Debug)]
 pub struct OpenWatch {
     fd: OwnedFd,
+    answers: Answers,
+}
+
+/// Whether a group is told of opens after the fact, or asked before each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answers {
+    /// `FAN_OPEN`: told; the open has happened.
+    No,
+    /// `FAN_OPEN_PERM`: asked; every open through the marks waits for the answer (the
+    /// kernel allows those still waiting when the group is closed).
+    Yes,
 }
 
 /// What a mark covers.
@@ -63,17 +82,21 @@ pub enum Reach {
 impl OpenWatch {
     /// A new group. The queue keeps the kernel's default bound (16384 notices): past it
     /// the kernel drops notices and queues one [`OpenNotice::Overflow`].
-    pub fn new() -> Result<Self, OpenWatchError> {
-        let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK;
+    pub fn new(answers: Answers) -> Result<Self, OpenWatchError> {
+        let (class, class_name) = match answers {
+            Answers::No => (libc::FAN_CLASS_NOTIF, "FAN_CLASS_NOTIF"),
+            Answers::Yes => (libc::FAN_CLASS_CONTENT, "FAN_CLASS_CONTENT"),
+        };
+        let flags = class | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK;
         // The descriptors notices carry: read-only, and without updating the file's atime.
         let event_flags = (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NOATIME) as libc::c_uint;
         // SAFETY: plain syscall; the result is checked before use.
         let raw = unsafe { libc::fanotify_init(flags, event_flags) };
         if raw < 0 {
-            return Err(OpenWatchError::Init(io::Error::last_os_error()));
+            return Err(OpenWatchError::Init { class: class_name, source: io::Error::last_os_error() });
         }
         // SAFETY: fanotify_init returned a new descriptor that nothing else owns.
-        Ok(Self { fd: unsafe { OwnedFd::from_raw_fd(raw) } })
+        Ok(Self { fd: unsafe { OwnedFd::from_raw_fd(raw) }, answers })
     }
 
     /// Starts telling of opens through the mount (or on the filesystem) at `path`.
@@ -94,11 +117,27 @@ impl OpenWatch {
         let mark_error = |source| OpenWatchError::Mark { what, path: path.display().to_string(), source };
         let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
             .map_err(|_| mark_error(io::Error::from(io::ErrorKind::InvalidInput)))?;
-        // SAFETY: the descriptor is open and the path NUL-terminated for the call.
-        let marked = unsafe {
-            libc::fanotify_mark(self.fd.as_raw_fd(), action | object, libc::FAN_OPEN, libc::AT_FDCWD, c_path.as_ptr())
+        let mask = match self.answers {
+            Answers::No => libc::FAN_OPEN,
+            Answers::Yes => libc::FAN_OPEN_PERM,
         };
+        // SAFETY: the descriptor is open and the path NUL-terminated for the call.
+        let marked =
+            unsafe { libc::fanotify_mark(self.fd.as_raw_fd(), action | object, mask, libc::AT_FDCWD, c_path.as_ptr()) };
         if marked < 0 { Err(mark_error(io::Error::last_os_error())) } else { Ok(()) }
+    }
+
+    /// Allows or denies (`EPERM`) the open an [`OpenNotice::Opening`] asked about; `file`
+    /// is its descriptor, to be closed after.
+    pub fn answer(&self, file: &OwnedFd, allow: bool) -> io::Result<()> {
+        let response = libc::fanotify_response {
+            fd: file.as_raw_fd(),
+            response: if allow { libc::FAN_ALLOW } else { libc::FAN_DENY },
+        };
+        let len = std::mem::size_of::<libc::fanotify_response>();
+        // SAFETY: `response` is valid for reads of its size for the call.
+        let n = unsafe { libc::write(self.fd.as_raw_fd(), (&raw const response).cast(), len) };
+        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
     }
 
     /// Reads queued notices into `buf`; the bytes go to [`parse`].
@@ -131,15 +170,21 @@ pub fn parse(buf: &[u8]) -> Vec<Result<OpenNotice, NoticeError>> {
             // SAFETY: the kernel installed this descriptor in our table for this notice;
             // nothing else owns it.
             let file = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) });
+            let mask = u64_at(record, 8).unwrap_or(0);
+            let pid = u32_at(record, 20).map_or(0, |pid| pid as i32);
+            // A process waits on a permission notice whatever else the record says: it
+            // always goes back to be answered.
+            let file = match file {
+                Some(file) if mask & libc::FAN_OPEN_PERM != 0 => return Ok(OpenNotice::Opening { pid, file }),
+                other => other,
+            };
             let version = record[4];
             if version != libc::FANOTIFY_METADATA_VERSION {
                 return Err(NoticeError::Version(version));
             }
-            let mask = u64_at(record, 8).unwrap_or(0);
             if mask & libc::FAN_Q_OVERFLOW != 0 {
                 return Ok(OpenNotice::Overflow);
             }
-            let pid = u32_at(record, 20).map_or(0, |pid| pid as i32);
             match file {
                 Some(file) if mask & libc::FAN_OPEN != 0 => Ok(OpenNotice::Opened { pid, file }),
                 _ => Err(NoticeError::UnknownMask { mask }),
@@ -181,6 +226,13 @@ mod tests {
         drop(notices);
         // SAFETY: probing whether the descriptor is still open.
         assert_eq!(unsafe { libc::fcntl(fd, libc::F_GETFD) }, -1, "the notice's descriptor was closed with it");
+    }
+
+    #[test]
+    fn a_permission_notice_keeps_its_own_descriptor_for_the_answer() {
+        let fd = a_descriptor();
+        let notices = parse(&record(libc::FAN_OPEN_PERM, fd, 9));
+        assert!(matches!(&notices[0], Ok(OpenNotice::Opening { pid: 9, file }) if file.as_raw_fd() == fd));
     }
 
     #[test]

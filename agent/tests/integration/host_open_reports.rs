@@ -4,6 +4,9 @@
 //! whole. Other pods' reads through `/proc/<pid>/root` of A's container, a setns into A's
 //! namespace, A's publish target and another mount of A's filesystem are each reported
 //! (route `open`), naming the reader's pod; pod A's own reads and a node process's are not.
+//! With `--deny-foreign-open` the same routes, and `/proc/<pid>/cwd` and `/proc/<pid>/fd/N`
+//! of A's process, are refused (`EPERM`) and reported; A reads and writes throughout, and a
+//! node process reads.
 
 use std::path::Path;
 
@@ -11,6 +14,7 @@ use crate::support::{
     have_root,
     kubelet::{Agent, KubeletTree, MountNs, pin_root},
     pod_cgroup::PodCgroup,
+    pod_process::HELD_FD,
 };
 
 const TEST: &str = "another_pods_opens_of_an_owned_volume_are_reported_where_no_bpf_lsm_refuses_them";
@@ -91,4 +95,85 @@ fn another_pods_opens_of_an_owned_volume_are_reported_where_no_bpf_lsm_refuses_t
     for point in [&a_target, &blk_target, &staging] {
         let _ = ns.umount_detach(Path::new(point));
     }
+}
+
+/// A reader's attempt by one route: 0, or the errno.
+type ReadBy<'a> = Box<dyn Fn() -> i32 + 'a>;
+
+const DENY_TEST: &str = "with_deny_foreign_open_another_pods_opens_are_refused_and_the_owner_works_throughout";
+
+/// The agent's refusal of `reader`'s open of `volume`.
+fn refused(volume: &str, reader: &str) -> impl Fn(&str) -> bool {
+    let (volume, reader) = (format!("volume {volume:?}"), format!("pod {reader} tried to open"));
+    move |l: &str| l.contains("CONFLICT refused (EPERM) file_open") && l.contains(&volume) && l.contains(&reader)
+}
+
+#[test]
+fn with_deny_foreign_open_another_pods_opens_are_refused_and_the_owner_works_throughout() {
+    if !have_root(DENY_TEST) {
+        return;
+    }
+    let Some(cgroups) = PodCgroup::hierarchy(DENY_TEST) else { return };
+    let pod_a = PodCgroup::new(&cgroups, POD_A);
+    let reader = PodCgroup::new(&cgroups, READERS[0]);
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let extra = ["--reconcile-interval", "300ms", "--deny-foreign-open", "true"];
+    let agent = Agent::start_in(&ns, &tree.root(), &pin_root("deny-open"), &["pv-rwop"], &extra);
+    assert_eq!(agent.mode(), "quarantine", "precondition: no BPF LSM on this host");
+    agent.wait_for_line("the refusing reporter", |l| {
+        l.contains("another pod's opens of an owned volume's files are refused (fanotify)")
+    });
+
+    let volume = tree.volume("pv-rwop");
+    std::fs::write(volume.join("data"), b"pod A's data").unwrap();
+    let a_target = tree.publish_dir(POD_A, "pv-rwop");
+    ns.bind(&volume, &a_target).unwrap();
+    let container = pod_a.container(&ns, &tree.tmp.path().join("rootfs-a"), &a_target);
+    let in_container = a_target.join("data");
+    let through_root = container.path(&in_container);
+    let container_watched = format!("/proc/{}/root", container.pid());
+    agent.wait_for_line("the container's mount watched", |l| {
+        l.contains("open reports: volume pv-rwop's files watched at") && l.contains(&container_watched)
+    });
+    // A process of A holding the file open, its working directory beside it.
+    let holder = pod_a.holding_open(&ns, &a_target.join("data"));
+    let (fd_link, cwd) = (format!("/proc/{}/fd/{HELD_FD}", holder.pid()), format!("/proc/{}/cwd/data", holder.pid()));
+
+    let owner_works = |when: &str| {
+        assert_eq!(pod_a.try_read(&ns, &through_root), 0, "{when}: pod A reads through its container's root");
+        assert_eq!(pod_a.try_write(&ns, &a_target.join("data")), 0, "{when}: pod A writes at its publish target");
+    };
+    owner_works("before the readers");
+    let routes: [(&str, ReadBy); 5] = [
+        ("/proc/<pid>/root of A's container", Box::new(|| reader.try_read(&ns, &through_root))),
+        (
+            "a setns into A's namespace",
+            Box::new(|| reader.try_read_in_namespace_of(&ns, container.pid(), &in_container)),
+        ),
+        ("A's publish target", Box::new(|| reader.try_read(&ns, &a_target.join("data")))),
+        ("/proc/<pid>/fd/N of A's process", Box::new(|| reader.try_read(&ns, Path::new(&fd_link)))),
+        ("/proc/<pid>/cwd of A's process", Box::new(|| reader.try_read(&ns, Path::new(&cwd)))),
+    ];
+    for (route, read) in &routes {
+        assert_eq!(read(), libc::EPERM, "another pod's open through {route} is refused");
+        owner_works(&format!("after the open through {route}"));
+    }
+    agent.wait_for_line("the refusal reported", refused("pv-rwop", READERS[0]));
+    // A node process reads, by every path the reader was refused (so each path leads to
+    // the file, and only the reader's pod is refused).
+    let node_paths = [through_root.clone(), a_target.join("data"), fd_link.clone().into(), cwd.clone().into()];
+    for path in node_paths {
+        let shown = path.display().to_string();
+        assert!(ns.run(move || std::fs::read(path).is_ok()), "a node process reads through {shown}");
+    }
+    let blocked = agent.metric_family_sum_where("volguard_conflicts_total", "action=\"blocked\",route=\"open\"");
+    assert!(blocked >= 1.0, "the refusal is counted as blocked with route open: {blocked}");
+    let by_owner = format!("pod {POD_A} tried to open");
+    assert_eq!(agent.count_lines(|l| l.contains(&by_owner)), 0, "pod A's own opens are not refused");
+
+    drop(routes);
+    drop((holder, container));
+    agent.stop();
+    let _ = ns.umount_detach(&a_target);
 }

@@ -30,13 +30,13 @@ const POD_C: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c1";
 
 /// Pod A's single-pod volume `pv-rwop`, staged (a bind standing for the driver's mount)
 /// and published for A in a private mount namespace, with the agent running there.
-struct Published {
+pub(crate) struct Published {
     tree: KubeletTree,
-    ns: MountNs,
+    pub(crate) ns: MountNs,
     volume: PathBuf,
     staging: PathBuf,
-    a_target: PathBuf,
-    agent: Agent,
+    pub(crate) a_target: PathBuf,
+    pub(crate) agent: Agent,
     /// The agent's pins: left by default when it exits (a new agent adopts them), so
     /// removed by [`Published::finish`] (each agent's kernel maps weigh tens of MB).
     pins: PathBuf,
@@ -44,7 +44,7 @@ struct Published {
 
 impl Published {
     /// The agent runs with the syscall backend under test and `extra` arguments.
-    fn new(pin: &str, extra: &[&str]) -> Self {
+    pub(crate) fn new(pin: &str, extra: &[&str]) -> Self {
         Self::with_tree(KubeletTree::new(), MountNs::new(), pin, &syscall_backend(), extra)
     }
 
@@ -80,19 +80,19 @@ impl Published {
     }
 
     /// A new directory outside the kubelet tree.
-    fn dir(&self, name: &str) -> PathBuf {
+    pub(crate) fn dir(&self, name: &str) -> PathBuf {
         let d = self.tree.tmp.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
         d
     }
 
     /// What A's volume's marker file reads through `dir`.
-    fn marker(&self, dir: &Path) -> std::io::Result<String> {
+    pub(crate) fn marker(&self, dir: &Path) -> std::io::Result<String> {
         self.ns.read(&dir.join("marker"))
     }
 
     /// Stops the agent and takes the test's mounts down.
-    fn finish(self, points: &[&Path]) {
+    pub(crate) fn finish(self, points: &[&Path]) {
         self.agent.stop();
         uninstall(&self.pins);
         for point in points.iter().copied().chain([self.a_target.as_path(), self.staging.as_path()]) {
@@ -111,7 +111,7 @@ fn claimed_by_a(volume: &str) -> impl Fn(&str) -> bool {
 }
 
 /// The agent's line for a detach at `point`.
-fn detached_at(point: &Path) -> impl Fn(&str) -> bool {
+pub(crate) fn detached_at(point: &Path) -> impl Fn(&str) -> bool {
     let point = point.display().to_string();
     move |l: &str| l.contains("CONFLICT detached") && l.contains(&format!(" at {point} by "))
 }

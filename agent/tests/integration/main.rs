@@ -12,7 +12,8 @@
 //!   `host_node_model`, `host_demo`, `host_out_of_band`, `host_hostile`, `host_quarantine` and
 //!   `host_trace_backend` run again in the VM (the tracing ones once per tracing backend);
 //!   `host_fanotify` (Linux 6.15+) checks the mount-notification backend, which auto
-//!   picks on a host that refuses trampolines; tests about what only a traced syscall
+//!   picks on a host that refuses trampolines; `host_cgroup_v1` (a hybrid host) tells a
+//!   pod placed in cgroup v1 alone from the node's processes; tests about what only a traced syscall
 //!   tells (its caller, its duration, the ring buffer) force a syscall backend
 //!   ([`support::kubelet::syscall_backend`]);
 //! - `k8s_scale_bench` (ignored; root): the agent's memory with a large cluster behind a
@@ -35,6 +36,7 @@ mod support;
 mod csi_driver;
 mod fixtures_real_world;
 mod host_busy_node;
+mod host_cgroup_v1;
 mod host_demo;
 mod host_fanotify;
 mod host_hostile;

@@ -1,6 +1,6 @@
 //! Benchmarks 1, 8 and 9 of `cargo xtask bench`, run where the kernel under test is: on the
 //! host (`cargo xtask bench` runs this binary once per backend the host has) and in the
-//! VM with BPF LSM (the bench boot, once per backend). The tracing backend is the one
+//! VM with BPF LSM (the bench boot, once per backend; not 9d, for nodes without it). The tracing backend is the one
 //! `VOLGUARD_TRACE_BACKEND` forces; each test prints `volguard-bench:` JSON lines naming
 //! it and the mode, which `cargo xtask bench` turns into rows.
 //!
@@ -25,6 +25,8 @@
 //!   pays: the guard walks up to the filesystem's root) and inside it through the publish
 //!   target, by a node process (the guard finds the volume and the caller's pod; without
 //!   BPF LSM the open reporter gets a notice of each and drops it).
+//! - `open_refusal_cost` (9d, no BPF LSM): the last case with `--deny-foreign-open`, whose
+//!   opens each wait for the agent's answer, against an agent that only reports them.
 
 use std::{
     collections::BTreeMap,
@@ -95,9 +97,10 @@ fn with_agent(
     tree: &KubeletTree,
     ns: &MountNs,
     pins: &Path,
+    extra: &[&str],
     each_case: &dyn Fn() -> Vec<f64>,
 ) -> AgentRun {
-    let agent = Agent::start_binary_in(binary, ns, &tree.root(), pins, &["pv-rwop"], &[]);
+    let agent = Agent::start_binary_in(binary, ns, &tree.root(), pins, &["pv-rwop"], extra);
     let (backend, mode) = (agent.trace_backend(), agent.mode());
     let seconds = each_case();
     let program_runs =
@@ -126,13 +129,13 @@ fn alternate(tree: &KubeletTree, ns: &MountNs, test: &str, cases: usize, measure
     let each_case = || (0..cases).map(&measure).collect::<Vec<f64>>();
     let base = base_agent();
     let baseline = || match &base {
-        Some(binary) => with_agent(binary, tree, ns, &pins, &each_case).seconds,
+        Some(binary) => with_agent(binary, tree, ns, &pins, &[], &each_case).seconds,
         None => each_case(),
     };
     for pair in 0..pairs() {
         let agent_first = pair % 2 == 1;
         let baseline_first = (!agent_first).then(&baseline);
-        let run = with_agent(&agent_binary(), tree, ns, &pins, &each_case);
+        let run = with_agent(&agent_binary(), tree, ns, &pins, &[], &each_case);
         (runs.backend, runs.mode, runs.program_runs) = (run.backend, run.mode, run.program_runs);
         if lsm_enforces() {
             assert_eq!(runs.mode, "enforce", "where BPF LSM works, the LSM hooks are part of what is measured");
@@ -307,6 +310,57 @@ fn open_guard_cost() {
     let runs = alternate(&tree, &ns, "bench-open", files.len(), |case| opens(&ns, &files[case].1, iterations[case]));
     let cases: Vec<(&str, u64)> = files.iter().zip(&iterations).map(|((name, _), n)| (*name, *n)).collect();
     report("open", &runs, &cases, |_| serde_json::json!({}));
+    ns.umount(&target).unwrap();
+}
+
+/// What `--deny-foreign-open` adds to the opens of benchmark 9 where no BPF LSM refuses
+/// (quarantine): every open through the owned volume's mounts waits for the agent's
+/// answer. Pairs of a reporting agent (`FAN_OPEN`) and a refusing one (`FAN_OPEN_PERM`),
+/// each first in every other pair. With BPF LSM the flag does nothing: no line.
+#[test]
+#[ignore = "a benchmark: cargo xtask bench runs it on the host"]
+fn open_refusal_cost() {
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let volume = tree.volume("pv-rwop");
+    std::fs::write(volume.join("data"), b"x").unwrap();
+    let target = tree.publish_dir("pod-a", "pv-rwop");
+    ns.bind(&volume, &target).unwrap();
+    let file = target.join("data");
+    let iterations = calibrate(|n| opens(&ns, &file, n), 10_000);
+    quiet_agents();
+    let pins = pin_root("bench-open-refusal");
+    let each_case = || vec![opens(&ns, &file, iterations)];
+    let (mut reporting, mut refusing) = (Vec::new(), Vec::new());
+    let mut last = None;
+    for pair in 0..pairs() {
+        let refusing_first = pair % 2 == 1;
+        let report = || with_agent(&agent_binary(), &tree, &ns, &pins, &[], &each_case).seconds[0];
+        let refuse = || with_agent(&agent_binary(), &tree, &ns, &pins, &["--deny-foreign-open", "true"], &each_case);
+        let early = (!refusing_first).then(report);
+        let run = refuse();
+        reporting.push(early.unwrap_or_else(report));
+        refusing.push(run.seconds[0]);
+        last = Some(run);
+    }
+    let run = last.expect("at least one pair");
+    if run.mode != "quarantine" {
+        eprintln!("open_refusal_cost: mode {}: --deny-foreign-open refuses nothing there; no line", run.mode);
+        return;
+    }
+    let line = serde_json::json!({
+        "bench": "open_refusal",
+        "backend": run.backend,
+        "mode": run.mode,
+        "bpf_stats": bpf_stats(),
+        "baseline": "agent reporting opens",
+        "case": "in the volume, through its publish target, by a node process",
+        "iterations": iterations,
+        "without_s": reporting,
+        "with_s": refusing,
+        "extra": {},
+    });
+    println!("volguard-bench: {line}");
     ns.umount(&target).unwrap();
 }
 

@@ -303,6 +303,13 @@ impl Bench {
                     1e9,
                     m.case.starts_with("outside").then_some(OPEN_TAX_TARGET),
                 ),
+                // What refusing opens through fanotify costs over reporting them: reported.
+                "open_refusal" => (
+                    format!("9d. open+close with --deny-foreign-open ({place}, {}, {}): {}", m.backend, m.mode, m.case),
+                    "ns/open",
+                    1e9,
+                    None,
+                ),
                 other => bail!("a bench line of an unknown benchmark: {other}"),
             };
             let per_iteration = |s: f64| s / m.iterations * per;

@@ -407,7 +407,12 @@ pub(super) fn bench_boot(kernel: VmKernel) -> Boot {
         part: None,
         lsm: LSM_BPF,
         runs: &[
-            ("syscall_bench", Tracing::Both, &["--ignored", "syscall_bench::", "--nocapture"]),
+            // Not the refusal of opens through fanotify (9d), which BPF LSM makes moot.
+            (
+                "syscall_bench",
+                Tracing::Both,
+                &["--ignored", "syscall_bench::", "--skip", "syscall_bench::open_refusal_cost", "--nocapture"],
+            ),
             (
                 "syscall_bench",
                 Tracing::TrampolinesWithBpfStats,

@@ -1,5 +1,6 @@
 //! A pod's cgroup, as kubelet's cgroupfs driver names it (`kubepods/besteffort/pod<uid>`),
-//! under a directory of the test's own in the cgroup v2 hierarchy; removed when dropped.
+//! under a directory of the test's own in the cgroup v2 hierarchy (or a v1 one: a pod
+//! placed in v1 alone); removed when dropped.
 //! A process written into it is, to the agent, a process of that pod.
 
 use std::path::{Path, PathBuf};
@@ -16,6 +17,26 @@ impl PodCgroup {
         let root = volguard::node_files::caller_pod::unified_root();
         if root.is_none() {
             super::skip(test, "no cgroup v2 hierarchy here: a caller's pod cannot be read from its cgroup");
+        }
+        root
+    }
+
+    /// A cgroup v1 hierarchy (a hybrid host's, as this machine kind has), to place a pod in
+    /// v1 alone; without one, `test` is skipped (which fails it under CI).
+    pub fn v1_hierarchy(test: &str) -> Option<PathBuf> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        // `pids` or systemd's named hierarchy: a process joins either as it is (cpuset, say,
+        // wants its cpus and mems set first).
+        let root = mountinfo.lines().find_map(|line| {
+            let (mount, filesystem) = line.split_once(" - ")?;
+            let point = mount.split(' ').nth(4)?;
+            let mut fields = filesystem.split(' ');
+            let (kind, options) = (fields.next()?, fields.nth(1)?);
+            let joinable = options.split(',').any(|o| o == "pids" || o == "name=systemd");
+            (kind == "cgroup" && joinable).then(|| PathBuf::from(point))
+        });
+        if root.is_none() {
+            super::skip(test, "no cgroup v1 hierarchy here (not a hybrid host): no pod can be placed in v1 alone");
         }
         root
     }
