@@ -54,8 +54,8 @@ fn the_demo_plays_every_step_and_cleans_up() {
 const HOLDING: &str = "Ctrl-C to finish.";
 
 /// Runs `volguard demo --hold`, sends SIGINT once a stdout line contains `marker`, and
-/// returns the exit status and everything printed.
-fn interrupt_demo_after(marker: &str) -> (std::process::ExitStatus, String) {
+/// returns the exit status, everything printed and the demo's pid.
+fn interrupt_demo_after(marker: &str) -> (std::process::ExitStatus, String, u32) {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(agent_binary())
         .args(["demo", "--hold"])
@@ -81,7 +81,7 @@ fn interrupt_demo_after(marker: &str) -> (std::process::ExitStatus, String) {
         printed.push_str(&line.unwrap());
         printed.push('\n');
     }
-    (child.wait().unwrap(), printed)
+    (child.wait().unwrap(), printed, child.id())
 }
 
 /// Ctrl-C in the middle of the story, or while it holds at the end, stops the agent and
@@ -92,7 +92,7 @@ fn ctrl_c_at_any_point_cleans_up() {
         return;
     }
     for marker in ["── 2/8", "── 5/8", HOLDING] {
-        let (status, printed) = interrupt_demo_after(marker);
+        let (status, printed, demo) = interrupt_demo_after(marker);
         assert!(status.success() || status.code() == Some(130), "after {marker:?}: {status}\n{printed}");
         assert!(printed.contains("Cleaned up"), "after {marker:?}:\n{printed}");
         let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
@@ -100,8 +100,8 @@ fn ctrl_c_at_any_point_cleans_up() {
         assert!(!std::path::Path::new("/sys/fs/bpf/volguard-demo").exists(), "after {marker:?}: pins left behind");
         let hierarchy =
             volguard::node_files::caller_pod::unified_root().expect("the demo's backup pod needs cgroup v2");
-        let left = std::fs::read_dir(hierarchy).unwrap().flatten().map(|e| e.file_name());
-        let left: Vec<_> = left.filter(|n| n.to_string_lossy().starts_with("volguard-demo-")).collect();
-        assert!(left.is_empty(), "after {marker:?}: the backup pod's cgroup was left behind: {left:?}");
+        // This demo's own (another test's demo may be running beside it, with its pods).
+        let own = hierarchy.join(format!("volguard-demo-{demo}"));
+        assert!(!own.exists(), "after {marker:?}: the backup pod's cgroup was left behind: {}", own.display());
     }
 }
