@@ -11,7 +11,7 @@ use super::{RunOptions, running::Running};
 use crate::{
     enforce::{
         Mode, ModeDecision,
-        open_reporter::{ForeignOpen, OpenReporter, Opener, WatchedVolume},
+        open_reporter::{ForeignOpen, OpenReporter, Opener, Scope, WatchedVolume},
     },
     model::{access::Route, explain::ConflictAction, explain::MountedBy},
     node_files::mount_table::MountTable,
@@ -39,7 +39,8 @@ pub(super) fn start(opts: &RunOptions, decision: &ModeDecision) -> Option<(OpenR
 
 impl Running<'_> {
     /// Tells the reporter every owned volume and the places that show it: the owner's
-    /// publish (its whole filesystem where the volume is one) and its containers' mounts.
+    /// publish (its whole filesystem where the volume is one), its containers' mounts, and
+    /// other pods' mounts of a directory above it.
     pub(super) fn watch_opens(&mut self) {
         if self.out_of_band.open_reporter.is_none() {
             return;
@@ -56,10 +57,16 @@ impl Running<'_> {
                     Some(root) => under(root, &tree.publish_point),
                     None => tree.publish_point.clone(),
                 };
-                let containers = reporter.owner_places.get(&tree.volume).into_iter().flatten();
-                let places = std::iter::once(publish).chain(containers.cloned()).map(|path| (path, reach)).collect();
+                let scanned = reporter.scanned.get(&tree.volume).cloned().unwrap_or_default();
+                let above = scanned.ancestors.values().map(|(place, _)| place.clone());
+                let places = std::iter::once(publish)
+                    .chain(scanned.owner)
+                    .map(|path| (path, reach))
+                    .chain(above.map(|place| (place, Reach::Mount)))
+                    .collect();
+                let ancestors = scanned.ancestors.into_iter().map(|(id, (_, dir))| (id, dir)).collect();
                 let (volume, owner) = (tree.volume.clone(), tree.owner.clone());
-                WatchedVolume { volume, owner, places, allowed: allowed.clone() }
+                WatchedVolume { volume, owner, places, scope: Scope { allowed: allowed.clone(), ancestors } }
             })
             .collect();
         reporter.watch(volumes);

@@ -11,7 +11,7 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    path::{Path, PathBuf},
+    path::Path,
     time::Instant,
 };
 
@@ -23,7 +23,10 @@ use super::{
     running::Running,
 };
 use crate::{
-    enforce::decision::{AccessAction, MountMaker, decide_access, decide_ancestor_access},
+    enforce::{
+        decision::{AccessAction, MountMaker, decide_access, decide_ancestor_access},
+        open_reporter::ScannedPlaces,
+    },
     model::{access, exempt},
 };
 
@@ -72,15 +75,29 @@ impl Running<'_> {
         }
         let PodNamespaces { namespaces, drivers } = read;
         let scanned = namespaces.len();
-        let mut owner_places: BTreeMap<String, BTreeSet<PathBuf>> = BTreeMap::new();
+        let mut shown_at: BTreeMap<String, ScannedPlaces> = BTreeMap::new();
         for PodNamespace { pod, caller, table } in namespaces {
             let (pid, mnt_ns) = (caller.pid, caller.mnt_ns);
             for access in access::copies_in_namespace(&table, &trees) {
-                if access.owner == pod && access.route == access::Route::Propagated {
-                    // Where the owner's containers see it: the open reporter watches there.
-                    let place = Path::new(&format!("/proc/{pid}/root"))
-                        .join(access.mount_point.strip_prefix("/").unwrap_or(&access.mount_point));
-                    owner_places.entry(access.volume.clone()).or_default().insert(place);
+                // Where the open reporter watches: the owner's containers' mounts of the
+                // volume, and other pods' mounts above it (not a CSI node plugin's).
+                let place = || {
+                    Path::new(&format!("/proc/{pid}/root"))
+                        .join(access.mount_point.strip_prefix("/").unwrap_or(&access.mount_point))
+                };
+                let places = shown_at.entry(access.volume.clone()).or_default();
+                match access.route {
+                    access::Route::Propagated if access.owner == pod => {
+                        places.owner.insert(place());
+                    }
+                    access::Route::Ancestor if access.owner != pod && !drivers.contains(&pod) => {
+                        let mount = table.mounts.iter().find(|m| m.id == access.mount_id);
+                        let tree = trees.iter().find(|t| t.volume == access.volume);
+                        if let Some(dir) = mount.zip(tree).and_then(|(mount, tree)| tree.dir_below(mount)) {
+                            places.ancestors.insert(access.mount_id, (place(), dir));
+                        }
+                    }
+                    _ => {}
                 }
                 // The pod's own publish (the owner's, or a second pod's that stands: made
                 // while no agent ran, or left in audit mode) in its containers.
@@ -107,7 +124,7 @@ impl Running<'_> {
         debug!("propagated copies: {scanned} pod mount namespace(s) scanned for {} owned volume(s)", trees.len());
         self.found_drivers(drivers);
         if let Some(reports) = self.out_of_band.open_reporter.as_mut() {
-            reports.owner_places = owner_places;
+            reports.scanned = shown_at;
             self.watch_opens();
         }
     }

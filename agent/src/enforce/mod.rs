@@ -2,6 +2,7 @@
 //! what (in the kernel's maps through `crate::kernel`, or in userspace), and the
 //! userspace fallback (quarantine) for kernels without BPF LSM.
 
+pub mod ancestor_mounts;
 pub mod decision;
 pub mod detach;
 pub mod mode;

@@ -3,7 +3,9 @@
 //! volume marks every place that shows that volume — the mount of its publish target, the
 //! mounts of it in the owner's containers (what `/proc/<pid>/root`, a setns or
 //! `/proc/<pid>/cwd` of the owner reach), and, where the volume is a filesystem of its own,
-//! that whole filesystem (any other mount of its device). Each group is read off the event
+//! that whole filesystem (any other mount of its device), and other pods' mounts of a
+//! directory above the volume's (whose notices count only for files in the volume's
+//! directory: `super::ancestor_mounts`). Each group is read off the event
 //! loop, in a task of its own; an open by a process of a pod other than the owner comes
 //! back to the loop as a [`ForeignOpen`], at most once a second per reader pod and volume.
 //! The owner's own opens are notices too (what reporting costs it); they are dropped here.
@@ -13,6 +15,7 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     io,
+    os::fd::OwnedFd,
     path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
@@ -25,6 +28,7 @@ use tokio::{
 };
 use tracing::{debug, info, warn};
 
+use super::ancestor_mounts::AncestorMounts;
 use crate::{
     node_files::caller_pod::CallerPods,
     sys::open_watch::{Answers, OpenNotice, OpenWatch, OpenWatchError, Reach, parse},
@@ -36,9 +40,30 @@ pub struct WatchedVolume {
     pub volume: String,
     pub owner: String,
     pub places: BTreeSet<(PathBuf, Reach)>,
+    /// Who else may open, and which of the places are mounts above the volume.
+    pub scope: Scope,
+}
+
+/// What the judge of a volume's opens needs besides the owner.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scope {
     /// Pods besides the owner whose opens are neither reported nor refused: exempt
     /// readers and the CSI node plugins.
     pub allowed: BTreeSet<String>,
+    /// Other pods' mounts of a directory above the volume's, by mount ID: the volume's
+    /// directory as each mount's namespace shows it.
+    pub ancestors: BTreeMap<i32, PathBuf>,
+}
+
+/// Where the namespace scan found a volume shown, besides the owner's publish.
+#[derive(Clone, Debug, Default)]
+pub struct ScannedPlaces {
+    /// The owner's container mounts of it, as `/proc/<pid>/root/<mount point>` paths.
+    pub owner: BTreeSet<PathBuf>,
+    /// Other pods' mounts above its directory, by mount ID: where the agent reaches the
+    /// mount (`/proc/<pid>/root/<mount point>`), and the volume's directory in that
+    /// mount's namespace.
+    pub ancestors: BTreeMap<i32, (PathBuf, PathBuf)>,
 }
 
 /// An open of `volume`'s files by a process that is not the owner's.
@@ -77,9 +102,9 @@ const QUEUE: usize = 256;
 pub struct OpenReporter {
     wanted: watch::Sender<Vec<WatchedVolume>>,
     manager: JoinHandle<()>,
-    /// The owner's container mounts of each owned volume (by volume, as
-    /// `/proc/<pid>/root/<mount point>` paths), as the loop's last namespace scan found them.
-    pub owner_places: BTreeMap<String, BTreeSet<PathBuf>>,
+    /// Each owned volume's places beyond its publish, as the loop's last namespace scan
+    /// found them.
+    pub scanned: BTreeMap<String, ScannedPlaces>,
 }
 
 impl OpenReporter {
@@ -90,7 +115,7 @@ impl OpenReporter {
         let (wanted, wanted_rx) = watch::channel(Vec::new());
         let (found_tx, found) = mpsc::channel(QUEUE);
         let manager = tokio::spawn(manage(wanted_rx, found_tx, answers));
-        Ok((Self { wanted, manager, owner_places: BTreeMap::new() }, found))
+        Ok((Self { wanted, manager, scanned: BTreeMap::new() }, found))
     }
 
     /// Watches exactly these volumes from now on.
@@ -114,7 +139,7 @@ struct Group {
     owner: String,
     watch: Arc<AsyncFd<OpenWatch>>,
     marked: BTreeSet<(PathBuf, Reach)>,
-    allowed: watch::Sender<BTreeSet<String>>,
+    scope: watch::Sender<Scope>,
     reader: JoinHandle<()>,
 }
 
@@ -159,18 +184,18 @@ impl Group {
         // lives (it is never replaced).
         let registered = unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) };
         let watch = Arc::new(registered.map_err(|e| e.into_parts().1)?);
-        let (allowed, allowed_rx) = watch::channel(volume.allowed.clone());
-        let judge = OpenJudge::new(volume.volume.clone(), volume.owner.clone(), allowed_rx);
+        let (scope, scope_rx) = watch::channel(volume.scope.clone());
+        let judge = OpenJudge::new(volume.volume.clone(), volume.owner.clone(), scope_rx);
         let reader = tokio::spawn(read_opens(watch.clone(), judge, found));
-        Ok(Self { owner: volume.owner.clone(), watch, marked: BTreeSet::new(), allowed, reader })
+        Ok(Self { owner: volume.owner.clone(), watch, marked: BTreeSet::new(), scope, reader })
     }
 
     /// Marks the places newly wanted and unmarks those no longer wanted (a mount that went
-    /// took its mark with it).
+    /// took its mark with it). The judge learns a mount above the volume before its mark.
     fn mark(&mut self, volume: &WatchedVolume) {
-        self.allowed.send_if_modified(|allowed| {
-            let changed = *allowed != volume.allowed;
-            allowed.clone_from(&volume.allowed);
+        self.scope.send_if_modified(|scope| {
+            let changed = *scope != volume.scope;
+            scope.clone_from(&volume.scope);
             changed
         });
         for (path, reach) in self.marked.difference(&volume.places) {
@@ -223,8 +248,10 @@ async fn read_opens(watch: Arc<AsyncFd<OpenWatch>>, mut judge: OpenJudge, found:
 struct OpenJudge {
     volume: String,
     owner: String,
-    /// Pods besides the owner that may open (exempt readers, CSI node plugins).
-    allowed: watch::Receiver<BTreeSet<String>>,
+    /// Pods besides the owner that may open (exempt readers, CSI node plugins), and the
+    /// mounts above the volume.
+    scope: watch::Receiver<Scope>,
+    ancestors: AncestorMounts,
     pods: CallerPods,
     pod_of_pid: HashMap<i32, Opener>,
     last_report: HashMap<Opener, Instant>,
@@ -232,23 +259,34 @@ struct OpenJudge {
 }
 
 impl OpenJudge {
-    fn new(volume: String, owner: String, allowed: watch::Receiver<BTreeSet<String>>) -> Self {
+    fn new(volume: String, owner: String, scope: watch::Receiver<Scope>) -> Self {
         let (pods, pod_of_pid, last_report) = (CallerPods::default(), HashMap::new(), HashMap::new());
-        Self { volume, owner, allowed, pods, pod_of_pid, last_report, dropped: 0 }
+        let mut ancestors = AncestorMounts::default();
+        ancestors.learn(&scope.borrow().ancestors);
+        Self { volume, owner, scope, ancestors, pods, pod_of_pid, last_report, dropped: 0 }
     }
 
-    /// An open waiting for its answer: allowed unless a pod other than the owner (and the
-    /// allowed ones) makes it; refused opens are reported as notices are. The pod is read
-    /// from the process each time (a pid remembered might be another process's by now:
-    /// a refusal must never fall on the owner).
-    fn opening(&mut self, pid: i32, now: Instant) -> (bool, Option<ForeignOpen>) {
+    /// Whether `file` is the volume's (only a file opened through a mount above the
+    /// volume may not be).
+    fn shows_volume(&mut self, file: &OwnedFd) -> bool {
+        if self.scope.has_changed().unwrap_or(false) {
+            self.ancestors.learn(&self.scope.borrow_and_update().ancestors);
+        }
+        self.ancestors.shows_volume(file)
+    }
+
+    /// An open of `file` waiting for its answer: allowed unless a pod other than the owner
+    /// (and the allowed ones) makes it; refused opens are reported as notices are. The pod
+    /// is read from the process each time (a pid remembered might be another process's by
+    /// now: a refusal must never fall on the owner).
+    fn opening(&mut self, pid: i32, file: &OwnedFd, now: Instant) -> (bool, Option<ForeignOpen>) {
         let Ok(tgid) = u32::try_from(pid) else { return (true, None) };
         let reader = match self.pods.pod_uid(tgid, 0) {
             Some(pod) => Opener::Pod(pod),
             // The process waits for the answer: it is there, and in no pod.
             None => Opener::Node,
         };
-        if !self.may_not_open(&reader) {
+        if !self.may_not_open(&reader) || !self.shows_volume(file) {
             return (true, None);
         }
         (false, self.report(reader, tgid, now, true))
@@ -263,18 +301,15 @@ impl OpenJudge {
         watch: &OpenWatch,
         now: Instant,
     ) -> Option<ForeignOpen> {
-        let pid = match notice {
+        let (pid, file) = match notice {
             Ok(OpenNotice::Opening { pid, file }) => {
-                let (allow, report) = self.opening(pid, now);
+                let (allow, report) = self.opening(pid, &file, now);
                 if let Err(e) = watch.answer(&file, allow) {
                     warn!("open reports: volume {}: answering pid {pid}'s open: {e}", self.volume);
                 }
                 return report;
             }
-            Ok(OpenNotice::Opened { pid, file }) => {
-                drop(file);
-                pid
-            }
+            Ok(OpenNotice::Opened { pid, file }) => (pid, file),
             Ok(OpenNotice::Overflow) => {
                 warn!("open reports: volume {}: the kernel's queue overflowed; opens were not seen", self.volume);
                 return None;
@@ -298,7 +333,7 @@ impl OpenJudge {
                 None => Opener::Gone,
             })
             .clone();
-        if reader == Opener::Pod(self.owner.clone()) {
+        if reader == Opener::Pod(self.owner.clone()) || !self.shows_volume(&file) {
             return None;
         }
         self.report(reader, tgid, now, false)
@@ -308,7 +343,7 @@ impl OpenJudge {
     /// an allowed pod (node processes may).
     fn may_not_open(&self, reader: &Opener) -> bool {
         match reader {
-            Opener::Pod(pod) => *pod != self.owner && !self.allowed.borrow().contains(pod),
+            Opener::Pod(pod) => *pod != self.owner && !self.scope.borrow().allowed.contains(pod),
             Opener::Node | Opener::Gone => false,
         }
     }

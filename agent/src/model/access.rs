@@ -51,6 +51,13 @@ impl VolumeTree {
         mount.device == self.device && mount.root != self.root && self.root.starts_with(&mount.root)
     }
 
+    /// Where the volume's directory lies in `mount`'s namespace, when `mount` is
+    /// [above](Self::above) it: the mount point, then the volume's root below the mount's.
+    pub fn dir_below(&self, mount: &Mount) -> Option<PathBuf> {
+        let below = self.root.strip_prefix(&mount.root).ok().filter(|_| self.above(mount))?;
+        Some(mount.mount_point.join(below))
+    }
+
     /// Whether `pod` has a publish of its own that shows this volume: a copy in its mount
     /// namespace is what kubelet gave it, not a way around kubelet's publish.
     pub fn published_to(&self, pod: &str) -> bool {
@@ -511,6 +518,9 @@ mod tests {
         let found: Vec<(i32, Route)> =
             copies_in_namespace(&table, &trees()).into_iter().map(|a| (a.mount_id, a.route)).collect();
         assert_eq!(found, [(101, Route::Ancestor)]);
+        let by_id = |id| table.mounts.iter().find(|m| m.id == id).unwrap();
+        assert_eq!(trees()[0].dir_below(by_id(101)), Some(PathBuf::from("/hp/pv-1")));
+        assert_eq!(trees()[0].dir_below(by_id(102)), None, "a sibling is not above the volume");
         // A whole filesystem has nothing above it on its own device: every unshared mount of
         // it shows it.
         let whole = VolumeTree { root: PathBuf::from("/"), ..trees()[0].clone() };

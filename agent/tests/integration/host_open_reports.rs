@@ -6,7 +6,10 @@
 //! (route `open`), naming the reader's pod; pod A's own reads and a node process's are not.
 //! With `--deny-foreign-open` the same routes, and `/proc/<pid>/cwd` and `/proc/<pid>/fd/N`
 //! of A's process, are refused (`EPERM`) and reported; A reads and writes throughout, and a
-//! node process reads.
+//! node process reads; so do the refused reader through the same routes to files beside
+//! the volume, and a CSI node plugin. Through another pod's mount of a directory above A's volume, only
+//! the opens of A's files are reported or refused (file by file), and none of a CSI node
+//! plugin's.
 
 use std::path::Path;
 
@@ -14,7 +17,7 @@ use crate::support::{
     have_root,
     kubelet::{Agent, KubeletTree, MountNs, pin_root},
     pod_cgroup::PodCgroup,
-    pod_process::HELD_FD,
+    pod_process::{Container, HELD_FD},
 };
 
 const TEST: &str = "another_pods_opens_of_an_owned_volume_are_reported_where_no_bpf_lsm_refuses_them";
@@ -27,6 +30,12 @@ const READERS: [&str; 4] = [
     "0c3c2d5e-0000-4a6e-9f00-0000000000c4",
     "0c3c2d5e-0000-4a6e-9f00-0000000000c5",
 ];
+
+/// Readers through another pod's mount above the volume: one beside the volume, one in it.
+const BESIDE_READER: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c6";
+const VOLUME_READER: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c7";
+/// A CSI node plugin's pod.
+const DRIVER_POD: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c8";
 
 /// The agent's report of `reader`'s open of `volume`.
 fn reported(volume: &str, reader: &str) -> impl Fn(&str) -> bool {
@@ -136,6 +145,21 @@ fn with_deny_foreign_open_another_pods_opens_are_refused_and_the_owner_works_thr
     agent.wait_for_line("the container's mount watched", |l| {
         l.contains("open reports: volume pv-rwop's files watched at") && l.contains(&container_watched)
     });
+    // A pod with a hostPath on the directory that holds A's volume, and a CSI node
+    // plugin's pod with one too (its mounts `Bidirectional`), both found by the scan.
+    let data_dir = volume.parent().unwrap().to_owned();
+    std::fs::write(data_dir.join("beside"), b"not the volume's").unwrap();
+    let above = reader.container(&ns, &tree.tmp.path().join("rootfs-reader"), &data_dir);
+    let driver = PodCgroup::new(&cgroups, DRIVER_POD);
+    let driver_container = driver.driver_container(&ns, &tree.tmp.path().join("rootfs-driver"), &data_dir);
+    let above_watched = above.path(&data_dir).display().to_string();
+    agent.wait_for_line("the reader's mount above the volume watched", |l| {
+        l.contains("open reports: volume pv-rwop's files watched at") && l.contains(&above_watched)
+    });
+    agent.wait_for_line("the driver found", |l| {
+        l.contains(&format!("pod {DRIVER_POD} has a mount in a shared peer group"))
+    });
+    let in_data_dir = data_dir.join("pv-rwop/data");
     // A process of A holding the file open, its working directory beside it.
     let holder = pod_a.holding_open(&ns, &a_target.join("data"));
     let (fd_link, cwd) = (format!("/proc/{}/fd/{HELD_FD}", holder.pid()), format!("/proc/{}/cwd/data", holder.pid()));
@@ -145,7 +169,7 @@ fn with_deny_foreign_open_another_pods_opens_are_refused_and_the_owner_works_thr
         assert_eq!(pod_a.try_write(&ns, &a_target.join("data")), 0, "{when}: pod A writes at its publish target");
     };
     owner_works("before the readers");
-    let routes: [(&str, ReadBy); 5] = [
+    let routes: [(&str, ReadBy); 6] = [
         ("/proc/<pid>/root of A's container", Box::new(|| reader.try_read(&ns, &through_root))),
         (
             "a setns into A's namespace",
@@ -154,15 +178,28 @@ fn with_deny_foreign_open_another_pods_opens_are_refused_and_the_owner_works_thr
         ("A's publish target", Box::new(|| reader.try_read(&ns, &a_target.join("data")))),
         ("/proc/<pid>/fd/N of A's process", Box::new(|| reader.try_read(&ns, Path::new(&fd_link)))),
         ("/proc/<pid>/cwd of A's process", Box::new(|| reader.try_read(&ns, Path::new(&cwd)))),
+        ("a hostPath above A's volume", Box::new(|| reader.try_read_in_namespace_of(&ns, above.pid(), &in_data_dir))),
     ];
     for (route, read) in &routes {
         assert_eq!(read(), libc::EPERM, "another pod's open through {route} is refused");
         owner_works(&format!("after the open through {route}"));
     }
     agent.wait_for_line("the refusal reported", refused("pv-rwop", READERS[0]));
+    let beside = data_dir.join("beside");
+    assert_eq!(reader.try_read_in_namespace_of(&ns, above.pid(), &beside), 0, "a file beside the volume was refused");
+    let by_driver = driver.try_read_in_namespace_of(&ns, driver_container.pid(), &in_data_dir);
+    assert_eq!(by_driver, 0, "the CSI node plugin reads through its mount above the volume");
+    let at_publish = driver.try_read(&ns, &a_target.join("data"));
+    assert_eq!(at_publish, 0, "the CSI node plugin reads at A's publish target");
     // A node process reads, by every path the reader was refused (so each path leads to
     // the file, and only the reader's pod is refused).
-    let node_paths = [through_root.clone(), a_target.join("data"), fd_link.clone().into(), cwd.clone().into()];
+    let node_paths = [
+        through_root.clone(),
+        a_target.join("data"),
+        fd_link.clone().into(),
+        cwd.clone().into(),
+        above.path(&in_data_dir),
+    ];
     for path in node_paths {
         let shown = path.display().to_string();
         assert!(ns.run(move || std::fs::read(path).is_ok()), "a node process reads through {shown}");
@@ -171,9 +208,37 @@ fn with_deny_foreign_open_another_pods_opens_are_refused_and_the_owner_works_thr
     assert!(blocked >= 1.0, "the refusal is counted as blocked with route open: {blocked}");
     let by_owner = format!("pod {POD_A} tried to open");
     assert_eq!(agent.count_lines(|l| l.contains(&by_owner)), 0, "pod A's own opens are not refused");
+    let of_driver = format!("pod {DRIVER_POD} tried to open");
+    assert_eq!(agent.count_lines(|l| l.contains(&of_driver)), 0, "the CSI node plugin's opens are not refused");
 
     drop(routes);
-    drop((holder, container));
+    drop((holder, container, above, driver_container));
     agent.stop();
     let _ = ns.umount_detach(&a_target);
+}
+
+/// Opens through a pod's mount of a directory above `pv-rwop`'s (`container`'s hostPath
+/// `data_dir`, which holds the volume's directory), where no BPF LSM guards them: judged
+/// file by file. A pod's open of a file beside the volume through that mount is not
+/// reported; another pod's open of the volume's file through it is, naming that pod (one
+/// queue per volume, read in order: the open beside came first). Shared with
+/// host_out_of_band's test of such a mount.
+pub(crate) fn opens_through_a_mount_above_are_judged_file_by_file(
+    agent: &Agent,
+    ns: &MountNs,
+    cgroups: &Path,
+    container: &Container,
+    data_dir: &Path,
+) {
+    let watched = container.path(data_dir).display().to_string();
+    agent.wait_for_line("the mount above the volume watched", |l| {
+        l.contains("open reports: volume pv-rwop's files watched at") && l.contains(&watched)
+    });
+    std::fs::write(data_dir.join("beside"), b"not the volume's").unwrap();
+    let (beside, inside) = (PodCgroup::new(cgroups, BESIDE_READER), PodCgroup::new(cgroups, VOLUME_READER));
+    let _beside = beside.holding_open_in(ns, Some(container.pid()), &data_dir.join("beside"));
+    let _inside = inside.holding_open_in(ns, Some(container.pid()), &data_dir.join("pv-rwop/marker"));
+    agent.wait_for_line("the open of the volume's file through the mount above it", reported("pv-rwop", VOLUME_READER));
+    let beside_reported = format!("pod {BESIDE_READER} opened");
+    assert_eq!(agent.count_lines(|l| l.contains(&beside_reported)), 0, "an open beside the volume was reported");
 }

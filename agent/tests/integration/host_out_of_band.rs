@@ -387,8 +387,9 @@ const ANCESTOR_TEST: &str = "a_hostpath_above_a_volumes_directory_is_left_and_it
 /// Pod C's container has a hostPath on the directory that holds A's volume directory (a CSI
 /// driver's data directory): it shows A's files among much else. The agent leaves the
 /// mount; with BPF LSM (enforce) C's read of A's file through it is refused in the kernel
-/// and nothing is reported about the mount; without (quarantine) the read succeeds and the
-/// mount is reported once, with route `ancestor`.
+/// and nothing is reported about the mount; without (quarantine) the read succeeds, the
+/// mount is reported once, with route `ancestor`, and the opens through it of A's files
+/// (not of the files beside them) are reported.
 #[test]
 fn a_hostpath_above_a_volumes_directory_is_left_and_its_reads_refused_or_reported() {
     hostpath_above_a_volume_is_left(ANCESTOR_TEST, &syscall_backend());
@@ -424,6 +425,13 @@ pub fn hostpath_above_a_volume_is_left(test: &str, backend: &[&str]) {
             assert_eq!(read, 0, "C's read through the data directory failed: was its mount taken away?");
             let route = published.agent.metric_family_sum_where("volguard_conflicts_total", "route=\"ancestor\"");
             assert_eq!(route, 1.0, "the mount above A's volume, reported once");
+            crate::host_open_reports::opens_through_a_mount_above_are_judged_file_by_file(
+                &published.agent,
+                &published.ns,
+                &cgroups,
+                &container,
+                &data_dir,
+            );
         }
     }
     assert_eq!(published.marker(&published.a_target).ok().as_deref(), Some("pv-rwop"), "A's own publish is left");

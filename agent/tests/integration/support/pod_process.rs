@@ -163,6 +163,16 @@ impl PodCgroup {
     /// until dropped. Until the pivot its namespace shows the node's root, which the agent
     /// leaves alone (a container being created).
     pub fn container(&self, ns: &MountNs, rootfs: &Path, host_path: &Path) -> Container {
+        self.container_with(ns, rootfs, host_path, false)
+    }
+
+    /// A CSI node plugin's container: as [`Self::container`], its hostPath `Bidirectional`
+    /// (a shared peer group of its own, as such a mount has in the container).
+    pub fn driver_container(&self, ns: &MountNs, rootfs: &Path, host_path: &Path) -> Container {
+        self.container_with(ns, rootfs, host_path, true)
+    }
+
+    fn container_with(&self, ns: &MountNs, rootfs: &Path, host_path: &Path, shared: bool) -> Container {
         std::fs::create_dir_all(rootfs).unwrap();
         let root = cstr(rootfs);
         // Every directory from the new root down to the hostPath's place in it, and the
@@ -192,6 +202,9 @@ impl PodCgroup {
                     }
                     if libc::mount(source.as_ptr(), at.as_ptr(), null, libc::MS_BIND | libc::MS_REC, null.cast()) != 0 {
                         return 2;
+                    }
+                    if shared && libc::mount(null, at.as_ptr(), null, libc::MS_SHARED, null.cast()) != 0 {
+                        return 4;
                     }
                     // pivot_root, or where the root is an initramfs (the VM's), which
                     // pivot_root refuses, what runc's no-pivot mode does: move the new
