@@ -191,7 +191,8 @@ impl Conflict {
         if let (Some(mount_point), Route::Ancestor) = (&self.mount_point, self.route) {
             return format!(
                 "{in_use}; a mount of a directory above it (at {} in the mount's namespace) shows its files. volguard \
-                 left that mount in place (it shows much else); without BPF LSM the opens through it are not refused.",
+                 left that mount in place (it shows much else); without BPF LSM the opens of the volume's files through \
+                 it are reported, and refused only with --deny-foreign-open.",
                 mount_point.display()
             );
         }

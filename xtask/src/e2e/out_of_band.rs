@@ -9,7 +9,7 @@
 //! operator exempts a backup agent by its namespace and ServiceAccount (chart value
 //! `exemptReaders`): that agent reads single-c's data, and nothing is reported about it.
 //! A pod with a hostPath on the driver's data directory (above the volume's) is left and
-//! reported. The hostPath reader is tried first with the chart's default backend (fanotify where
+//! reported, and so is its read of single-c's file through it. The hostPath reader is tried first with the chart's default backend (fanotify where
 //! auto picks it: the namespace scan finds it), then with the syscall tracepoints backend,
 //! which sees each bind at its syscall's exit.
 
@@ -103,9 +103,11 @@ fn late_publish(admin: &Kube, site: Site) -> anyhow::Result<String> {
 }
 
 /// A pod with a hostPath on csi-driver-host-path's data directory, a directory above
-/// single-c's volume: on this node (quarantine, no BPF LSM) nothing can refuse its reads,
-/// so it reads the owner's file; volguard leaves the mount (it shows much else) and
-/// reports it once, route `ancestor`, with a `SinglePodVolumeInUse` Event naming the owner.
+/// single-c's volume: on this node (quarantine, no BPF LSM) nothing refuses its reads, so
+/// it reads the owner's file; volguard leaves the mount (it shows much else) and reports
+/// it once, route `ancestor`, with a `SinglePodVolumeInUse` Event naming the owner, then
+/// the read itself (route `open`), with another. The reading shell holds the file open
+/// for a while: a reader that has exited before its open is judged has no pod to name.
 fn data_dir_reader(admin: &Kube, site: Site) -> anyhow::Result<String> {
     const READER: &str = "data-dir-reader";
     let handle = volume_handle(admin, "single")?;
@@ -115,12 +117,17 @@ fn data_dir_reader(admin: &Kube, site: Site) -> anyhow::Result<String> {
         note.contains("single-c") && note.contains("directory above")
     })?;
     ensure!(event.kind == "Warning" && event.instance == site.node, "the Event: {event:?}");
-    let data = exec(admin, READER, &["cat", &format!("/hp/{handle}/owner")]).context("the data-dir reader's read")?;
+    let read = format!("exec 3< /hp/{handle}/owner && cat <&3 && sleep 2");
+    let data = exec(admin, READER, &["sh", "-c", &read]).context("the data-dir reader's read")?;
     ensure!(data.trim() == A_DATA, "{READER} reads {:?}, not single-c's data: was its mount taken?", data.trim());
+    let opened = volguard_event(admin, READER, "SinglePodVolumeInUse", Duration::from_secs(60), |note| {
+        note.contains("single-c") && note.contains("opened its files")
+    })?;
     admin.run(&["delete", "pod", "-n", NS, READER, "--wait=true", "--timeout=90s"])?;
     Ok(format!(
-        "hostPath on the driver's data directory: left, reads the owner's file; Event {} ({})",
-        event.reason, event.note
+        "hostPath on the driver's data directory: left, reads the owner's file; Events {} ({}) and, for the read, \
+         {} ({})",
+        event.reason, event.note, opened.reason, opened.note
     ))
 }
 
