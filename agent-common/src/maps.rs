@@ -74,6 +74,9 @@ pub const OPEN_GUARD_LAYOUT: &str = "OPEN_GUARD_LAYOUT";
 pub const CALLER_PODS: &str = "CALLER_PODS";
 /// When each reader pod's open of each volume was last reported. Not pinned.
 pub const OPEN_REPORTS: &str = "OPEN_REPORTS";
+/// Node processes' opens of owned volumes' files (which the guard lets through), per CPU,
+/// by command (key the task's `comm`). Not pinned: counted since this agent loaded.
+pub const NODE_OPENS: &str = "NODE_OPENS";
 
 /// Maps that hold enforcement state: pinned, so a restarted agent adopts them (one an
 /// earlier agent did not have is created empty).

@@ -65,6 +65,11 @@ pub const OPEN_REPORT_INTERVAL_NS: u64 = 1_000_000_000;
 /// Cgroups whose pod the guard remembers; reader and volume pairs it rate-limits.
 pub const CALLER_POD_ENTRIES: u32 = 8_192;
 pub const OPEN_REPORT_ENTRIES: u32 = 4_096;
+/// Commands whose node-process opens are counted each by name (a bounded label set); the
+/// opens of any further command are counted together, as `other`.
+pub const NODE_OPEN_COMMANDS: u32 = 64;
+/// The kernel's length of a task's command (`comm`, NUL included when shorter).
+pub const COMMAND_LEN: usize = 16;
 /// Filesystems that can hold owned volumes at once.
 pub const GUARDED_DEVICE_ENTRIES: u32 = 4_096;
 

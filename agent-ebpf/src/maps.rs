@@ -3,7 +3,7 @@
 
 use aya_ebpf::{
     macros::{btf_map, map},
-    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
 };
 use volguard_common::{
     counters::Counter,
@@ -15,8 +15,8 @@ use volguard_common::{
     lsm_probe::ProbeSource,
     maps::{EVENTS_BYTES, EXEMPT_POD_ENTRIES, PENDING_ENTRIES, VOLUME_ENTRIES},
     open_guard::{
-        CALLER_POD_ENTRIES, CachedCallerPod, DeviceGuard, GUARDED_DEVICE_ENTRIES, OPEN_REPORT_ENTRIES,
-        OpenGuardLayout, OpenReportKey,
+        CALLER_POD_ENTRIES, COMMAND_LEN, CachedCallerPod, DeviceGuard, GUARDED_DEVICE_ENTRIES, NODE_OPEN_COMMANDS,
+        OPEN_REPORT_ENTRIES, OpenGuardLayout, OpenReportKey,
     },
     wakeup::WakeupFilter,
 };
@@ -119,6 +119,10 @@ pub static CALLER_PODS: LruHashMap<u64, CachedCallerPod> = LruHashMap::with_max_
 /// When a reader pod's open of a volume was last reported (ns). Not pinned.
 #[map]
 pub static OPEN_REPORTS: LruHashMap<OpenReportKey, u64> = LruHashMap::with_max_entries(OPEN_REPORT_ENTRIES, 0);
+
+/// Node processes' opens of owned volumes' files, per CPU, by command. Not pinned.
+#[map]
+pub static NODE_OPENS: PerCpuHashMap<[u8; COMMAND_LEN], u64> = PerCpuHashMap::with_max_entries(NODE_OPEN_COMMANDS, 0);
 
 /// Keys under construction (too large for the BPF stack).
 #[map]

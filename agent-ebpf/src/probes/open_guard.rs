@@ -5,7 +5,8 @@
 
 use aya_ebpf::{
     EbpfContext as _,
-    helpers::{bpf_get_current_cgroup_id, bpf_ktime_get_ns},
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_ktime_get_ns},
     macros::lsm,
     programs::LsmContext,
 };
@@ -22,7 +23,10 @@ use super::{
 };
 use crate::{
     helpers::{count, ctx_arg_address},
-    maps::{CALLER_PODS, EXEMPT_PODS, EnforceScratch, GUARDED_DEVICES, OPEN_GUARD_LAYOUT, OPEN_REPORTS, OWNERS, PUBLISHED_ROOTS},
+    maps::{
+        CALLER_PODS, EXEMPT_PODS, EnforceScratch, GUARDED_DEVICES, NODE_OPENS, OPEN_GUARD_LAYOUT, OPEN_REPORTS, OWNERS,
+        PUBLISHED_ROOTS,
+    },
 };
 
 #[lsm(hook = "file_open")]
@@ -54,6 +58,7 @@ fn guard(file: *const u8) -> i32 {
     let Some(s) = scratch() else { return 0 };
     if !caller_pod_cached(s) {
         count(Counter::OpensByNodeProcesses);
+        count_node_open();
         return 0;
     }
     if same_pod(&s.pod, &root.owner) {
@@ -107,6 +112,19 @@ fn caller_pod_cached(s: &mut EnforceScratch) -> bool {
     let entry = CachedCallerPod { pod: s.pod, in_pod: in_pod as u32, _pad: 0 };
     let _ = CALLER_PODS.insert(&cgroup, &entry, 0);
     in_pod
+}
+
+/// Counts a node process's open under its command. Once the map holds its most commands,
+/// a new one is not added: userspace counts it as `other` (from `OpensByNodeProcesses`).
+#[inline(always)]
+fn count_node_open() {
+    let Ok(command) = bpf_get_current_comm() else { return };
+    if let Some(opens) = NODE_OPENS.get_ptr_mut(command) {
+        // SAFETY: per-CPU slot, only this CPU writes it while this program runs.
+        unsafe { *opens += 1 };
+        return;
+    }
+    let _ = NODE_OPENS.insert(command, 1, u64::from(BPF_NOEXIST));
 }
 
 /// Whether this reader's open of this volume is to be reported (once per interval).

@@ -2,7 +2,10 @@
 //! opens): what to watch, from the owned trees and the owner's container mounts the
 //! namespace scan found, and what a foreign open becomes (a conflict with route `open`).
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -11,17 +14,23 @@ use super::{RunOptions, running::Running};
 use crate::{
     enforce::{
         Mode, ModeDecision,
+        node_opens::NodeOpenCounts,
         open_reporter::{ForeignOpen, OpenReporter, Opener, Scope, WatchedVolume},
     },
     model::{access::Route, explain::ConflictAction, explain::MountedBy},
     node_files::mount_table::MountTable,
+    outputs::served_state::ServedState,
     sys::open_watch::{Answers, Reach},
 };
 
 /// Starts the reporter (`None`, logged, where fanotify cannot watch opens); the loop reads
 /// what it finds from the receiver. It refuses other pods' opens where `--deny-foreign-open`
 /// asks, in quarantine mode (audit refuses nothing).
-pub(super) fn start(opts: &RunOptions, decision: &ModeDecision) -> Option<(OpenReporter, mpsc::Receiver<ForeignOpen>)> {
+pub(super) fn start(
+    opts: &RunOptions,
+    decision: &ModeDecision,
+    shared: &ServedState,
+) -> Option<(OpenReporter, mpsc::Receiver<ForeignOpen>)> {
     let answers = match (opts.deny_foreign_open, decision.mode) {
         (true, Mode::Quarantine) => Answers::Yes,
         (true, mode) => {
@@ -31,7 +40,9 @@ pub(super) fn start(opts: &RunOptions, decision: &ModeDecision) -> Option<(OpenR
         (false, _) => Answers::No,
     };
     let verb = if answers == Answers::Yes { "refused" } else { "reported" };
-    OpenReporter::start(answers)
+    let node_opens = Arc::new(NodeOpenCounts::default());
+    shared.metrics.node_opens.add_source(node_opens.clone());
+    OpenReporter::start(answers, node_opens)
         .inspect(|_| info!("another pod's opens of an owned volume's files are {verb} (fanotify)"))
         .inspect_err(|e| warn!("another pod's opens of an owned volume's files are not {verb}: {e}"))
         .ok()

@@ -1,6 +1,7 @@
 //! Access that never goes through kubelet's publish: a bind of an owned volume's publish
 //! target or staging (what a hostPath into another pod's volume amounts to), a recursive
-//! bind of kubelet's `pods/`, a clone with the new mount API. Found at the syscall's exit
+//! bind of kubelet's `pods/`, a clone with the new mount API, a new mount of a block
+//! volume's device. Found at the syscall's exit
 //! by what the new mount is (`model::access`), judged by `enforce::decision::decide_access`.
 
 use std::{collections::BTreeSet, sync::Arc};
@@ -29,14 +30,17 @@ use crate::{
 };
 
 impl Running<'_> {
-    /// A successful bind or `move_mount` that is no publish: does the new mount reach an
-    /// owned single-pod volume, and who made it?
+    /// A successful bind, `move_mount` or new mount that is no publish: does the new mount
+    /// reach an owned single-pod volume, and who made it?
     pub(super) fn check_out_of_band(&mut self, event: &Event, target: &EventTarget) {
         let (attach, recursive) = match &event.call {
             Call::Mount { flags, .. } if MountOp::of(without_magic(*flags)) == MountOp::Bind => {
                 (AttachKind::Bind, flags & MS_REC != 0)
             }
             Call::MoveMount { .. } => (AttachKind::Move, true),
+            Call::Mount { flags, .. } if MountOp::of(without_magic(*flags)) == MountOp::NewMount => {
+                (AttachKind::NewMount, false)
+            }
             _ => return,
         };
         if !target.attaching || !target.succeeded || target.publish_change().is_some() {
@@ -76,6 +80,11 @@ impl Running<'_> {
                 // binds, kubelet gave it (its publish was judged as a publish).
                 Some(pod) if access::holds_publish(&trees, &access.volume, pod) => MountMaker::Owner,
                 Some(_) if exempt => MountMaker::Exempt,
+                // A CSI node plugin mounting its own volume's device (its staging is
+                // kubelet's place, spared anyway).
+                Some(pod) if attach == AttachKind::NewMount && self.out_of_band.driver_pods.contains(pod) => {
+                    MountMaker::Exempt
+                }
                 Some(_) => MountMaker::OtherPod,
                 None => MountMaker::NodeProcess,
             };

@@ -161,6 +161,7 @@ pub(super) async fn load(
             let events = loop_runtime.register(|| EventSource::new(&mut object))?;
             let (counters, decode_errors) = events.shared_counts();
             let programs = Arc::new(ProgramStats::new(&object, opts.bpf_stats));
+            shared.metrics.node_opens.add_source(counters.clone());
             shared.metrics.kernel.attach(KernelCounts { counters, decode_errors, programs });
             (Feed::Syscalls(events), None, Some(object))
         }
@@ -191,7 +192,7 @@ pub(super) fn build<'a>(
     let (mounts_tx, csi_mounts) = watch::channel(model.mounts().clone());
     let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
     let (open_reporter, foreign_opens) =
-        if decision.in_kernel() { (None, None) } else { open_reports::start(opts, decision).unzip() };
+        if decision.in_kernel() { (None, None) } else { open_reports::start(opts, decision, shared).unzip() };
     let mut agent = Running {
         tasks: tokio::runtime::Handle::current(),
         opts,

@@ -40,8 +40,11 @@ const LIVE_TASK_TRIES: usize = 3;
 /// there.
 pub fn device_at(caller: &Caller, path: &Path) -> Option<String> {
     let relative = path.strip_prefix("/").ok()?;
-    let through_root = PathBuf::from(format!("/proc/{}/root", caller.tgid)).join(relative);
-    let dev = nix::sys::stat::stat(&through_root).ok()?.st_dev;
+    // The calling thread's root: a thread can have a mount namespace of its own (a setns
+    // or an unshare in one thread), in which its process's main thread sees another mount.
+    let thread = PathBuf::from(format!("/proc/{}/task/{}/root", caller.tgid, caller.pid));
+    let root = if thread.exists() { thread } else { PathBuf::from(format!("/proc/{}/root", caller.tgid)) };
+    let dev = nix::sys::stat::stat(&root.join(relative)).ok()?.st_dev;
     Some(format!("{}:{}", nix::sys::stat::major(dev), nix::sys::stat::minor(dev)))
 }
 

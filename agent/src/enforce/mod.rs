@@ -6,6 +6,7 @@ pub mod ancestor_mounts;
 pub mod decision;
 pub mod detach;
 pub mod mode;
+pub mod node_opens;
 pub mod ns_thread;
 pub mod open_reporter;
 pub mod owners;

@@ -28,7 +28,7 @@ use tokio::{
 };
 use tracing::{debug, info, warn};
 
-use super::ancestor_mounts::AncestorMounts;
+use super::{ancestor_mounts::AncestorMounts, node_opens::NodeOpenCounts};
 use crate::{
     node_files::caller_pod::CallerPods,
     sys::open_watch::{Answers, OpenNotice, OpenWatch, OpenWatchError, Reach, parse},
@@ -110,11 +110,15 @@ pub struct OpenReporter {
 impl OpenReporter {
     /// Starts the reporter, if fanotify groups can be made here; where `answers`, its
     /// groups refuse other pods' opens.
-    pub fn start(answers: Answers) -> Result<(Self, mpsc::Receiver<ForeignOpen>), OpenWatchError> {
+    /// groups refuse other pods' opens. Node processes' opens are counted in `node_opens`.
+    pub fn start(
+        answers: Answers,
+        node_opens: Arc<NodeOpenCounts>,
+    ) -> Result<(Self, mpsc::Receiver<ForeignOpen>), OpenWatchError> {
         drop(OpenWatch::new(answers)?);
         let (wanted, wanted_rx) = watch::channel(Vec::new());
         let (found_tx, found) = mpsc::channel(QUEUE);
-        let manager = tokio::spawn(manage(wanted_rx, found_tx, answers));
+        let manager = tokio::spawn(manage(wanted_rx, Sinks { found: found_tx, node_opens }, answers));
         Ok((Self { wanted, manager, scanned: BTreeMap::new() }, found))
     }
 
@@ -149,15 +153,22 @@ impl Drop for Group {
     }
 }
 
+/// Where the groups' findings go: foreign opens to the loop, node processes' opens counted.
+#[derive(Clone)]
+struct Sinks {
+    found: mpsc::Sender<ForeignOpen>,
+    node_opens: Arc<NodeOpenCounts>,
+}
+
 /// Keeps one group per wanted volume, with every wanted place marked.
-async fn manage(mut wanted: watch::Receiver<Vec<WatchedVolume>>, found: mpsc::Sender<ForeignOpen>, answers: Answers) {
+async fn manage(mut wanted: watch::Receiver<Vec<WatchedVolume>>, sinks: Sinks, answers: Answers) {
     let mut groups: BTreeMap<String, Group> = BTreeMap::new();
     loop {
         let volumes = wanted.borrow_and_update().clone();
         groups.retain(|volume, group| volumes.iter().any(|v| &v.volume == volume && v.owner == group.owner));
         for volume in volumes {
             if !groups.contains_key(&volume.volume) {
-                match Group::start(&volume, found.clone(), answers) {
+                match Group::start(&volume, sinks.clone(), answers) {
                     Ok(group) => {
                         groups.insert(volume.volume.clone(), group);
                     }
@@ -178,15 +189,15 @@ async fn manage(mut wanted: watch::Receiver<Vec<WatchedVolume>>, found: mpsc::Se
 }
 
 impl Group {
-    fn start(volume: &WatchedVolume, found: mpsc::Sender<ForeignOpen>, answers: Answers) -> io::Result<Self> {
+    fn start(volume: &WatchedVolume, sinks: Sinks, answers: Answers) -> io::Result<Self> {
         let watch = OpenWatch::new(answers).map_err(io::Error::other)?;
         // SAFETY: the group's descriptor stays open, and the same, for as long as `watch`
         // lives (it is never replaced).
         let registered = unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) };
         let watch = Arc::new(registered.map_err(|e| e.into_parts().1)?);
         let (scope, scope_rx) = watch::channel(volume.scope.clone());
-        let judge = OpenJudge::new(volume.volume.clone(), volume.owner.clone(), scope_rx);
-        let reader = tokio::spawn(read_opens(watch.clone(), judge, found));
+        let judge = OpenJudge::new(volume.volume.clone(), volume.owner.clone(), scope_rx, sinks.node_opens);
+        let reader = tokio::spawn(read_opens(watch.clone(), judge, sinks.found));
         Ok(Self { owner: volume.owner.clone(), watch, marked: BTreeSet::new(), scope, reader })
     }
 
@@ -254,16 +265,23 @@ struct OpenJudge {
     ancestors: AncestorMounts,
     pods: CallerPods,
     pod_of_pid: HashMap<i32, Opener>,
+    node_opens: Arc<NodeOpenCounts>,
     last_report: HashMap<Opener, Instant>,
     dropped: u64,
 }
 
 impl OpenJudge {
-    fn new(volume: String, owner: String, scope: watch::Receiver<Scope>) -> Self {
+    fn new(volume: String, owner: String, scope: watch::Receiver<Scope>, node_opens: Arc<NodeOpenCounts>) -> Self {
         let (pods, pod_of_pid, last_report) = (CallerPods::default(), HashMap::new(), HashMap::new());
         let mut ancestors = AncestorMounts::default();
         ancestors.learn(&scope.borrow().ancestors);
-        Self { volume, owner, scope, ancestors, pods, pod_of_pid, last_report, dropped: 0 }
+        Self { volume, owner, scope, ancestors, pods, pod_of_pid, node_opens, last_report, dropped: 0 }
+    }
+
+    /// Counts a node process's open of the volume's files under its command.
+    fn count_node_open(&self, tgid: u32) {
+        let command = std::fs::read_to_string(format!("/proc/{tgid}/comm")).unwrap_or_default();
+        self.node_opens.count(&command);
     }
 
     /// Whether `file` is the volume's (only a file opened through a mount above the
@@ -286,6 +304,12 @@ impl OpenJudge {
             // The process waits for the answer: it is there, and in no pod.
             None => Opener::Node,
         };
+        if reader == Opener::Node {
+            if self.shows_volume(file) {
+                self.count_node_open(tgid);
+            }
+            return (true, None);
+        }
         if !self.may_not_open(&reader) || !self.shows_volume(file) {
             return (true, None);
         }
@@ -335,6 +359,9 @@ impl OpenJudge {
             .clone();
         if reader == Opener::Pod(self.owner.clone()) || !self.shows_volume(&file) {
             return None;
+        }
+        if reader == Opener::Node {
+            self.count_node_open(tgid);
         }
         self.report(reader, tgid, now, false)
     }

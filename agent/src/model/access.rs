@@ -116,6 +116,9 @@ pub enum Route {
     Clone,
     /// A copy inside a recursive bind or clone of an ancestor (kubelet's `pods/`, say).
     Recursive,
+    /// A new mount of a volume that is a filesystem of its own: its block device mounted
+    /// again (`mount /dev/… /dir`), which shows the same filesystem.
+    Device,
     /// A copy found in a pod's namespace by the scan rather than at a mount call: one that
     /// propagation brought there (a hostPath on kubelet's tree with `HostToContainer`), or
     /// one made before the agent started.
@@ -136,6 +139,7 @@ impl Route {
             Self::Bind => "bind",
             Self::Clone => "clone",
             Self::Recursive => "recursive",
+            Self::Device => "device",
             Self::Propagated => "propagated",
             Self::Open => "open",
             Self::Ancestor => "ancestor",
@@ -162,6 +166,8 @@ pub enum AttachKind {
     Bind,
     /// `move_mount(2)` of a detached tree (`open_tree` clone, or `fsmount`).
     Move,
+    /// `mount(2)` of a filesystem from its source (a device): a new mount, no bind.
+    NewMount,
 }
 
 /// Which of the caller's mounts a call answers for.
@@ -214,6 +220,7 @@ pub fn accesses(
         let route = match (Some(mount.id) == top, attach) {
             (true, AttachKind::Bind) => Route::Bind,
             (true, AttachKind::Move) => Route::Clone,
+            (true, AttachKind::NewMount) => Route::Device,
             _ if in_call || copied_from_kubelet_place(table, mount, kubelet_root, &tree.owner) => Route::Recursive,
             _ => Route::Bind,
         };

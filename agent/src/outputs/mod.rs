@@ -8,6 +8,7 @@ pub mod http;
 pub mod kernel_metrics;
 pub mod metrics;
 pub mod metrics_auth;
+pub mod node_open_metrics;
 pub mod notification_metrics;
 pub mod render;
 pub mod served_state;

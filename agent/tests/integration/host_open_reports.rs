@@ -3,7 +3,8 @@
 //! container's mount of the volume, and a volume that is a filesystem of its own as a
 //! whole. Other pods' reads through `/proc/<pid>/root` of A's container, a setns into A's
 //! namespace, A's publish target and another mount of A's filesystem are each reported
-//! (route `open`), naming the reader's pod; pod A's own reads and a node process's are not.
+//! (route `open`), naming the reader's pod; pod A's own reads and a node process's are not
+//! (the node process's is counted under its command).
 //! With `--deny-foreign-open` the same routes, and `/proc/<pid>/cwd` and `/proc/<pid>/fd/N`
 //! of A's process, are refused (`EPERM`) and reported; A reads and writes throughout, and a
 //! node process reads; so do the refused reader through the same routes to files beside
@@ -86,6 +87,11 @@ fn another_pods_opens_of_an_owned_volume_are_reported_where_no_bpf_lsm_refuses_t
     agent.wait_for_line("an open at A's publish target reported", reported("pv-rwop", READERS[2]));
     let by_owner = format!("pod {POD_A} opened");
     assert_eq!(agent.count_lines(|l| l.contains(&by_owner)), 0, "pod A's own opens are not reported");
+    // The node process's open (judged before the readers') is counted under its command:
+    // its process's, which fanotify names (the test binary).
+    let command = std::fs::read_to_string("/proc/self/comm").unwrap();
+    let node_opens = format!("volguard_node_process_opens_total{{command=\"{}\"}}", command.trim_end());
+    assert!(agent.metric(&node_opens) >= 1.0, "the node process's open is counted under its command");
 
     // A volume with a filesystem of its own: any mount of it is watched.
     let (staging, blk_file) = tree.staged_filesystem(&ns, "pv-blk", b"pod A's block data");

@@ -38,6 +38,7 @@ mod fixtures_real_world;
 mod host_busy_node;
 mod host_cgroup_v1;
 mod host_demo;
+mod host_device_mounts;
 mod host_fanotify;
 mod host_hostile;
 mod host_kubernetes;

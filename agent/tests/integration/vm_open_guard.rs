@@ -98,6 +98,10 @@ fn enforce_refuses_another_pods_open_of_an_owned_volumes_files_on_every_route() 
     assert!(read.starts_with(b"pod A's data"), "a node process reads pod A's file: {read:?}");
     let by_node = agent.metric("volguard_kernel_events_total{counter=\"opens_by_node_processes\"}");
     assert!(by_node >= 1.0, "node processes' opens are counted: {by_node}");
+    // Under the command of the thread that opened (the kernel reads the thread's).
+    let command = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+    let node_opens = format!("volguard_node_process_opens_total{{command=\"{}\"}}", command.trim_end());
+    assert!(agent.metric(&node_opens) >= 1.0, "the node process's open is counted under its command");
     assert_eq!(exempt.try_read(&ns, &file), 0, "the exempt backup agent reads");
     // An unrelated file on the same filesystem is no one's.
     let unrelated = tree.tmp.path().join("unrelated");

@@ -39,6 +39,7 @@ const APT_PACKAGES: &[(&str, For, &str)] = &[
     ("runc", For::Tests, "the OCI runtime under containerd in the real-node test"),
     ("curl", For::Tests, "health checks of the real-node test's components and Prometheus queries"),
     ("iproute2", For::Tests, "the real-node test's loopback addresses in its network namespace"),
+    ("e2fsprogs", For::Tests, "mkfs.ext4 for the block volume on a loop device (host_device_mounts)"),
     (
         "prometheus",
         For::Tests,

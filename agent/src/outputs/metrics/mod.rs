@@ -19,6 +19,7 @@ use prometheus_client::{
 use super::{
     kernel_metrics::KernelMetrics,
     metrics_auth::AccessMetrics,
+    node_open_metrics::NodeOpenMetrics,
     notification_metrics::{NotificationMetrics, ReasonLabels},
 };
 use crate::{
@@ -59,8 +60,8 @@ pub struct ConflictLabels {
     pub namespace: String,
     pub persistentvolumeclaim: String,
     pub action: String,
-    /// How the volume was reached: `publish`, `bind`, `clone`, `recursive`, `propagated`, `open` or
-    /// `ancestor`.
+    /// How the volume was reached: `publish`, `bind`, `clone`, `recursive`, `device`,
+    /// `propagated`, `open` or `ancestor`.
     pub route: String,
 }
 
@@ -174,6 +175,8 @@ pub struct Metrics {
     pub facts: FactsMetrics,
     /// The kernel's counters and decode errors, read at scrape time.
     pub kernel: Arc<KernelMetrics>,
+    /// Node processes' opens of owned volumes' files, by command, read at scrape time.
+    pub node_opens: Arc<NodeOpenMetrics>,
     /// The fanotify backend's notifications, skips and resyncs.
     pub notifications: NotificationMetrics,
     /// The decisions of the secure `/metrics` (`--metrics-secure`).
@@ -198,10 +201,12 @@ impl Metrics {
         let access = AccessMetrics::register(&mut registry);
         let kernel = Arc::new(KernelMetrics::default());
         registry.register_collector(Box::new(kernel.clone()));
+        let node_opens = Arc::new(NodeOpenMetrics::default());
+        registry.register_collector(Box::new(node_opens.clone()));
         let build_info = Family::<VersionLabels, Gauge>::default();
         registry.register("volguard_build_info", "1, labelled with the agent's version", build_info.clone());
         build_info.get_or_create(&VersionLabels { version: env!("CARGO_PKG_VERSION").into() }).set(1);
-        Self { registry, operations, conflicts, mode, findings, facts, kernel, notifications, access }
+        Self { registry, operations, conflicts, mode, findings, facts, kernel, node_opens, notifications, access }
     }
 
     /// The OpenMetrics text exposition.
@@ -284,8 +289,8 @@ impl ConflictMetrics {
         registry.register(
             "volguard_conflicts",
             "Mounts of a single-pod volume by a second pod or a process outside its owner, and opens of its files by \
-             another pod, by namespace, PVC, what was done and route (publish, bind, clone, recursive, propagated, ancestor, \
-             open)",
+             another pod, by namespace, PVC, what was done and route (publish, bind, clone, recursive, device, propagated, \
+             ancestor, open)",
             conflicts.clone(),
         );
         let single_pod = Family::<StateLabels, Gauge>::default();

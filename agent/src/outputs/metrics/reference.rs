@@ -68,6 +68,10 @@ pub fn reference() -> Vec<MetricDoc> {
         decode_errors: Arc::default(),
         programs: Arc::new(programs),
     });
+    // A node process's open, so that the family's label is documented.
+    let node_opens = crate::enforce::node_opens::NodeOpenCounts::default();
+    node_opens.count("kubelet");
+    m.node_opens.add_source(Arc::new(node_opens));
     let text = m.encode();
     let mut docs: Vec<MetricDoc> = Vec::new();
     // OpenMetrics writes HELP, then TYPE, then the samples.

@@ -93,6 +93,7 @@ fn the_reference_lists_every_family_with_its_labels() {
             "volguard_bpf_stats_enabled",
             "volguard_bpf_program_runs_total",
             "volguard_bpf_program_run_seconds_total",
+            "volguard_node_process_opens_total",
         ]
     );
     assert_eq!(docs[0].labels, ["volume_plugin", "operation_name", "status", "migrated"]);
