@@ -27,6 +27,9 @@
 //!   BPF LSM the open reporter gets a notice of each and drops it).
 //! - `open_refusal_cost` (9d, no BPF LSM): the last case with `--deny-foreign-open`, whose
 //!   opens each wait for the agent's answer, against an agent that only reports them.
+//! - `agent_cpu_while_the_owner_opens_files` (9e, no BPF LSM): the agent's CPU while the
+//!   owner's pod opens 10,000 files a second through its publish (each a notice the
+//!   agent reads), against the same agent idle, and its `/healthz` answers meanwhile.
 
 use std::{
     collections::BTreeMap,
@@ -42,6 +45,7 @@ use nix::{sched::CpuSet, unistd::Pid};
 use crate::support::{
     http_get,
     kubelet::{Agent, KubeletTree, MountNs, agent_binary, pin_root, quiet_agents, uninstall},
+    pod_cgroup::PodCgroup,
 };
 
 /// Pairs per measure unless `VOLGUARD_BENCH_PAIRS` says otherwise (`cargo xtask bench`
@@ -406,4 +410,130 @@ fn tax_on_unrelated_syscalls() {
     let runs = alternate(&tree, &ns, "bench-tax", loops.len(), |case| pinned(loops[case].1, iterations[case]));
     let cases: Vec<(&str, u64)> = loops.iter().zip(&iterations).map(|((name, _), n)| (*name, *n)).collect();
     report("tax", &runs, &cases, |_| serde_json::json!({ "loop_cpu": LOOP_CPU }));
+}
+
+/// 9e: the owner's opens per millisecond, and for how long.
+const OPENS_PER_MS: u64 = 10;
+const LOAD_WINDOW: Duration = Duration::from_secs(10);
+/// `GET /healthz` this often while the owner opens.
+const PROBE_EVERY: Duration = Duration::from_millis(50);
+/// The owner pod of 9e, and another pod that reads once after the load (cgroups named as
+/// kubelet names a pod's).
+const LOAD_OWNER: &str = "0c3c2d5e-0000-4a6e-9f00-00000000be9e";
+const LOAD_READER: &str = "0c3c2d5e-0000-4a6e-9f00-00000000be9f";
+
+/// The agent's CPU time so far (utime + stime), in seconds.
+fn cpu_seconds(agent: &Agent) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", agent.pid())).unwrap();
+    // The fields after the command (in parentheses, which may hold spaces): utime and
+    // stime are the 12th and 13th.
+    let after = stat.rsplit_once(')').unwrap().1;
+    let fields: Vec<u64> = after.split_whitespace().skip(11).take(2).map(|f| f.parse().unwrap()).collect();
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (fields[0] + fields[1]) as f64 / ticks
+}
+
+/// 9e (no BPF LSM, where the agent reads a notice of each open through the owner's
+/// publish): the agent's CPU while a process of the owner's pod opens and closes its file
+/// `OPENS_PER_MS` times each millisecond for `LOAD_WINDOW`, as a share of one core, against
+/// the same agent's over an idle window as long just before; and `GET /healthz` every
+/// `PROBE_EVERY` meanwhile (its worst and 99th-percentile answer). Nothing may be lost: the
+/// agent logs no overflow of its queue and no dropped report, and another pod's open right
+/// after the load is reported. With BPF LSM the kernel answers the opens: no line.
+#[test]
+#[ignore = "a benchmark: cargo xtask bench runs it on the host"]
+fn agent_cpu_while_the_owner_opens_files() {
+    let Some(cgroups) = PodCgroup::hierarchy("agent_cpu_while_the_owner_opens_files") else { return };
+    let owner = PodCgroup::new(&cgroups, LOAD_OWNER);
+    let tree = KubeletTree::new();
+    let ns = MountNs::new();
+    let volume = tree.volume("pv-rwop");
+    std::fs::write(volume.join("data"), b"x").unwrap();
+    let target = tree.publish_dir(LOAD_OWNER, "pv-rwop");
+    ns.bind(&volume, &target).unwrap();
+    quiet_agents();
+    let pins = pin_root("bench-open-load");
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
+    let (backend, mode) = (agent.trace_backend(), agent.mode());
+    if mode != "quarantine" {
+        eprintln!("agent_cpu_while_the_owner_opens_files: mode {mode}: the kernel answers opens; no line");
+    } else {
+        agent.wait_for_line("the publish watched", |l| l.contains("open reports: volume pv-rwop's files watched at"));
+        let started = (Instant::now(), cpu_seconds(&agent));
+        std::thread::sleep(LOAD_WINDOW);
+        let idle = (cpu_seconds(&agent) - started.1) / started.0.elapsed().as_secs_f64();
+
+        let path = std::ffi::CString::new(target.join("data").into_os_string().into_encoded_bytes()).unwrap();
+        let ticks = LOAD_WINDOW.as_millis() as u64;
+        let started = (Instant::now(), cpu_seconds(&agent));
+        // SAFETY: the child makes only async-signal-safe calls (open, close, clock_gettime,
+        // clock_nanosleep) on a path made before the fork.
+        let child = owner.fork_in(
+            &ns,
+            move || unsafe {
+                let mut next: libc::timespec = std::mem::zeroed();
+                libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut next);
+                for _ in 0..ticks {
+                    for _ in 0..OPENS_PER_MS {
+                        let fd = libc::open(path.as_ptr(), libc::O_RDONLY);
+                        if fd < 0 {
+                            return 1;
+                        }
+                        libc::close(fd);
+                    }
+                    next.tv_nsec += 1_000_000;
+                    if next.tv_nsec >= 1_000_000_000 {
+                        next.tv_sec += 1;
+                        next.tv_nsec -= 1_000_000_000;
+                    }
+                    libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &next, std::ptr::null_mut());
+                }
+                0
+            },
+            false,
+        );
+        let metrics = agent.address("metrics");
+        let mut probes_ms = Vec::new();
+        let status = loop {
+            let sent = Instant::now();
+            let (code, _) = http_get(&metrics, "/healthz");
+            assert_eq!(code, 200, "/healthz while the owner opens its files");
+            probes_ms.push(sent.elapsed().as_secs_f64() * 1e3);
+            match nix::sys::wait::waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG)).unwrap() {
+                nix::sys::wait::WaitStatus::StillAlive => {
+                    std::thread::sleep(PROBE_EVERY.saturating_sub(sent.elapsed()))
+                }
+                done => break done,
+            }
+        };
+        let elapsed = started.0.elapsed().as_secs_f64();
+        let loaded = (cpu_seconds(&agent) - started.1) / elapsed;
+        assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0), "the owner's opens failed");
+        let lost = agent.count_lines(|l| l.contains("queue overflowed") || l.contains("report(s) dropped"));
+        assert_eq!(lost, 0, "the agent lost opens or reports under the owner's load");
+        let reader_pod = PodCgroup::new(&cgroups, LOAD_READER);
+        let reader = reader_pod.holding_open(&ns, &target.join("data"));
+        let reported = format!("pod {LOAD_READER} opened");
+        agent.wait_for_line("another pod's open after the load", |l| l.contains(&reported));
+        drop(reader);
+        probes_ms.sort_by(f64::total_cmp);
+        let p99 = probes_ms[(probes_ms.len() * 99 / 100).min(probes_ms.len() - 1)];
+        let line = serde_json::json!({
+            "bench": "open_load",
+            "backend": backend,
+            "mode": mode,
+            "opens_per_second": (ticks * OPENS_PER_MS) as f64 / elapsed,
+            "window_s": elapsed,
+            "cpu_share": loaded,
+            "idle_cpu_share": idle,
+            "healthz_probes": probes_ms.len(),
+            "healthz_p99_ms": p99,
+            "healthz_worst_ms": probes_ms.last().copied().unwrap_or_default(),
+        });
+        println!("volguard-bench: {line}");
+    }
+    agent.stop();
+    uninstall(&pins);
+    ns.umount(&target).unwrap();
 }

@@ -407,11 +407,20 @@ pub(super) fn bench_boot(kernel: VmKernel) -> Boot {
         part: None,
         lsm: LSM_BPF,
         runs: &[
-            // Not the refusal of opens through fanotify (9d), which BPF LSM makes moot.
+            // Not the refusal of opens through fanotify (9d) nor the reporter under load (9e),
+            // which BPF LSM makes moot.
             (
                 "syscall_bench",
                 Tracing::Both,
-                &["--ignored", "syscall_bench::", "--skip", "syscall_bench::open_refusal_cost", "--nocapture"],
+                &[
+                    "--ignored",
+                    "syscall_bench::",
+                    "--skip",
+                    "syscall_bench::open_refusal_cost",
+                    "--skip",
+                    "syscall_bench::agent_cpu_while_the_owner_opens_files",
+                    "--nocapture",
+                ],
             ),
             (
                 "syscall_bench",
