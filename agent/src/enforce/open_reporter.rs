@@ -265,6 +265,9 @@ struct OpenJudge {
     ancestors: AncestorMounts,
     pods: CallerPods,
     pod_of_pid: HashMap<i32, Opener>,
+    /// Node processes' commands by pid, forgotten with `pod_of_pid` (a count under a reused
+    /// pid's old command is the worst a stale one does).
+    command_of_pid: HashMap<u32, String>,
     node_opens: Arc<NodeOpenCounts>,
     last_report: HashMap<Opener, Instant>,
     dropped: u64,
@@ -275,13 +278,17 @@ impl OpenJudge {
         let (pods, pod_of_pid, last_report) = (CallerPods::default(), HashMap::new(), HashMap::new());
         let mut ancestors = AncestorMounts::default();
         ancestors.learn(&scope.borrow().ancestors);
-        Self { volume, owner, scope, ancestors, pods, pod_of_pid, node_opens, last_report, dropped: 0 }
+        let command_of_pid = HashMap::new();
+        Self { volume, owner, scope, ancestors, pods, pod_of_pid, command_of_pid, node_opens, last_report, dropped: 0 }
     }
 
     /// Counts a node process's open of the volume's files under its command.
-    fn count_node_open(&self, tgid: u32) {
-        let command = std::fs::read_to_string(format!("/proc/{tgid}/comm")).unwrap_or_default();
-        self.node_opens.count(&command);
+    fn count_node_open(&mut self, tgid: u32) {
+        let command = self
+            .command_of_pid
+            .entry(tgid)
+            .or_insert_with(|| std::fs::read_to_string(format!("/proc/{tgid}/comm")).unwrap_or_default());
+        self.node_opens.count(command);
     }
 
     /// Whether `file` is the volume's (only a file opened through a mount above the
@@ -345,6 +352,7 @@ impl OpenJudge {
         };
         if self.pod_of_pid.len() >= PIDS_REMEMBERED {
             self.pod_of_pid.clear();
+            self.command_of_pid.clear();
         }
         let Ok(tgid) = u32::try_from(pid) else { return None };
         let pods = &mut self.pods;

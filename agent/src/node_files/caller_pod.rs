@@ -43,8 +43,17 @@ pub fn unified_root() -> Option<PathBuf> {
 
 /// The UID of the pod whose cgroup a live process is in (its `/proc/<pid>/cgroup`).
 pub fn pod_of_process(proc_root: &Path, pid: u32) -> Option<String> {
-    let live = std::fs::read(proc_root.join(pid.to_string()).join("cgroup")).ok()?;
-    cgroup::parse_proc_file(&live).map(|PodCgroup { pod_uid, .. }| pod_uid)
+    pod_in(&cgroup_file(proc_root, pid)?)
+}
+
+/// A live process's `/proc/<pid>/cgroup`.
+fn cgroup_file(proc_root: &Path, pid: u32) -> Option<Vec<u8>> {
+    std::fs::read(proc_root.join(pid.to_string()).join("cgroup")).ok()
+}
+
+/// The pod a `/proc/<pid>/cgroup` file names, if any.
+fn pod_in(cgroup_file: &[u8]) -> Option<String> {
+    cgroup::parse_proc_file(cgroup_file).map(|PodCgroup { pod_uid, .. }| pod_uid)
 }
 
 impl CallerPods {
@@ -58,8 +67,8 @@ impl CallerPods {
         // A live process's own cgroup file is the answer, pod or not, before any by ID: the
         // kernel's cgroup ID is the unified hierarchy's, and where a runtime places pods in
         // v1 alone (a hybrid host) their processes share it with node processes.
-        if let Ok(live) = std::fs::read(self.proc_root.join(tgid.to_string()).join("cgroup")) {
-            let uid = cgroup::parse_proc_file(&live).map(|PodCgroup { pod_uid, .. }| pod_uid);
+        if let Some(live) = cgroup_file(&self.proc_root, tgid) {
+            let uid = pod_in(&live);
             if cgroup::id_tells_pod(&live) {
                 self.remember(cgroup_id, &uid);
             }

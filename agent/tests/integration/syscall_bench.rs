@@ -190,15 +190,26 @@ fn lsm_enforces() -> bool {
         .is_ok_and(|l| l.trim().split(',').any(|l| l == "bpf"))
 }
 
-/// Prints one `volguard-bench:` line per case.
+/// Prints one `volguard-bench:` line per case, against the pairs' usual baseline.
 fn report(bench: &str, runs: &Alternated, cases: &[(&str, u64)], extra: impl Fn(usize) -> serde_json::Value) {
+    report_against(baseline_name(), bench, runs, cases, extra);
+}
+
+/// As [`report`], naming the baseline the `without` runs had.
+fn report_against(
+    baseline: &str,
+    bench: &str,
+    runs: &Alternated,
+    cases: &[(&str, u64)],
+    extra: impl Fn(usize) -> serde_json::Value,
+) {
     for (i, (case, iterations)) in cases.iter().enumerate() {
         let line = serde_json::json!({
             "bench": bench,
             "backend": runs.backend,
             "mode": runs.mode,
             "bpf_stats": bpf_stats(),
-            "baseline": baseline_name(),
+            "baseline": baseline,
             "case": case,
             "iterations": iterations,
             "without_s": runs.without[i],
@@ -294,18 +305,23 @@ fn opens(ns: &MountNs, file: &Path, n: u64) -> f64 {
     })
 }
 
+/// Pod `owner`'s volume `pv-rwop`, holding `data`, published at its target once: each
+/// run's fresh agent finds the owner in the mount table. Returns the target.
+fn published_for_opens(owner: &str) -> (KubeletTree, MountNs, PathBuf) {
+    let (tree, ns) = (KubeletTree::new(), MountNs::new());
+    let volume = tree.volume("pv-rwop");
+    std::fs::write(volume.join("data"), b"x").unwrap();
+    let target = tree.publish_dir(owner, "pv-rwop");
+    ns.bind(&volume, &target).unwrap();
+    (tree, ns, target)
+}
+
 #[test]
 #[ignore = "a benchmark: cargo xtask bench runs it on the host and in the VM"]
 fn open_guard_cost() {
-    let tree = KubeletTree::new();
-    let ns = MountNs::new();
-    let volume = tree.volume("pv-rwop");
-    std::fs::write(volume.join("data"), b"x").unwrap();
+    let (tree, ns, target) = published_for_opens("pod-a");
     let outside = tree.tmp.path().join("outside-the-volume");
     std::fs::write(&outside, b"x").unwrap();
-    // Published once: each run's fresh agent finds the owner in the mount table.
-    let target = tree.publish_dir("pod-a", "pv-rwop");
-    ns.bind(&volume, &target).unwrap();
     let files: [(&str, PathBuf); 2] = [
         ("outside the volume, on its filesystem", outside),
         ("in the volume, through its publish target, by a node process", target.join("data")),
@@ -324,12 +340,7 @@ fn open_guard_cost() {
 #[test]
 #[ignore = "a benchmark: cargo xtask bench runs it on the host"]
 fn open_refusal_cost() {
-    let tree = KubeletTree::new();
-    let ns = MountNs::new();
-    let volume = tree.volume("pv-rwop");
-    std::fs::write(volume.join("data"), b"x").unwrap();
-    let target = tree.publish_dir("pod-a", "pv-rwop");
-    ns.bind(&volume, &target).unwrap();
+    let (tree, ns, target) = published_for_opens("pod-a");
     let file = target.join("data");
     let iterations = calibrate(|n| opens(&ns, &file, n), 10_000);
     quiet_agents();
@@ -352,19 +363,10 @@ fn open_refusal_cost() {
         eprintln!("open_refusal_cost: mode {}: --deny-foreign-open refuses nothing there; no line", run.mode);
         return;
     }
-    let line = serde_json::json!({
-        "bench": "open_refusal",
-        "backend": run.backend,
-        "mode": run.mode,
-        "bpf_stats": bpf_stats(),
-        "baseline": "agent reporting opens",
-        "case": "in the volume, through its publish target, by a node process",
-        "iterations": iterations,
-        "without_s": reporting,
-        "with_s": refusing,
-        "extra": {},
-    });
-    println!("volguard-bench: {line}");
+    let (backend, mode, program_runs) = (run.backend, run.mode, BTreeMap::new());
+    let runs = Alternated { without: vec![reporting], with: vec![refusing], backend, mode, program_runs };
+    let case = [("in the volume, through its publish target, by a node process", iterations)];
+    report_against("agent reporting opens", "open_refusal", &runs, &case, |_| serde_json::json!({}));
     ns.umount(&target).unwrap();
 }
 
@@ -446,12 +448,7 @@ fn cpu_seconds(agent: &Agent) -> f64 {
 fn agent_cpu_while_the_owner_opens_files() {
     let Some(cgroups) = PodCgroup::hierarchy("agent_cpu_while_the_owner_opens_files") else { return };
     let owner = PodCgroup::new(&cgroups, LOAD_OWNER);
-    let tree = KubeletTree::new();
-    let ns = MountNs::new();
-    let volume = tree.volume("pv-rwop");
-    std::fs::write(volume.join("data"), b"x").unwrap();
-    let target = tree.publish_dir(LOAD_OWNER, "pv-rwop");
-    ns.bind(&volume, &target).unwrap();
+    let (tree, ns, target) = published_for_opens(LOAD_OWNER);
     quiet_agents();
     let pins = pin_root("bench-open-load");
     let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
