@@ -46,6 +46,12 @@ impl Running<'_> {
         if !target.attaching || !target.succeeded || target.publish_change().is_some() {
             return;
         }
+        // A runtime's new mounts through `/proc/thread-self/fd/N` (proc, sysfs, tmpfs for a
+        // container being made) are filesystems of its own making: a new mount is judged
+        // only by the one mount it makes at a path, never by the whole namespace.
+        if attach == AttachKind::NewMount && target.path.starts_with("/proc") {
+            return;
+        }
         let trees = self.owned_trees();
         if trees.is_empty() {
             return;

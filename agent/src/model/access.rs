@@ -210,6 +210,10 @@ pub fn accesses(
         if !(whole_namespace || in_call || Some(mount.id) == top) {
             continue;
         }
+        // A new mount makes one mount, the top one: nothing beneath it is the call's.
+        if attach == AttachKind::NewMount && Some(mount.id) != top {
+            continue;
+        }
         let Some(tree) = trees.iter().find(|t| t.shown_by(mount)) else { continue };
         // Kubelet's places for any pod whose publish of the volume stands (the owner's, and
         // a second pod's made while no agent ran): a runtime's namespace before its pivot
@@ -505,6 +509,38 @@ mod tests {
         let found: Vec<(i32, Route)> =
             copies_in_namespace(&table, &trees()).into_iter().map(|a| (a.mount_id, a.route)).collect();
         assert_eq!(found, [(101, Route::Propagated), (102, Route::Propagated)]);
+    }
+
+    #[test]
+    fn a_new_mount_is_judged_by_the_one_mount_it_makes() {
+        let whole = VolumeTree { root: PathBuf::from("/"), ..trees()[0].clone() };
+        let table = MountTable::parse(
+            [
+                line(20, 1, "8:1", "/", "/"),
+                // Another mount of the volume's filesystem that was there before the call.
+                line(30, 20, "8:16", "/", "/elsewhere"),
+                // The call's: the volume's device mounted again at /mnt/x.
+                line(31, 20, "8:16", "/", "/mnt/x"),
+            ]
+            .concat()
+            .as_bytes(),
+        );
+        let found = |target: &str, scope| {
+            accesses(
+                &table,
+                Path::new(target),
+                AttachKind::NewMount,
+                scope,
+                Path::new(KUBELET),
+                std::slice::from_ref(&whole),
+            )
+            .into_iter()
+            .map(|a| (a.mount_id, a.route))
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(found("/mnt/x", Scope::CallTree), [(31, Route::Device)]);
+        assert_eq!(found("/mnt/x", Scope::Namespace), [(31, Route::Device)], "not the other mounts of the namespace");
+        assert_eq!(found("/proc/thread-self/fd/7", Scope::Namespace), [], "no mount at the call's path: none is its");
     }
 
     #[test]

@@ -235,18 +235,18 @@ impl Conflict {
     }
 }
 
-/// One Event per (pod, volume, action) per this window.
+/// One Event per (pod, volume, action, route) per this window.
 pub const EVENT_WINDOW: Duration = Duration::from_secs(60);
-/// How many (pod, volume, action) keys the limiter remembers.
+/// How many (pod, volume, action, route) keys the limiter remembers.
 pub const EVENT_KEYS: usize = 4096;
 
-/// Lets the first report of a (pod, volume, action) through, then at most one per
+/// Lets the first report of a (pod, volume, action, route) through, then at most one per
 /// `window`, counting the ones held back so the next report can say how many.
 #[derive(Debug)]
 pub struct RateLimiter {
     window: Duration,
     capacity: usize,
-    seen: HashMap<(String, String, ConflictAction), Seen>,
+    seen: HashMap<(String, String, ConflictAction, Route), Seen>,
 }
 
 #[derive(Debug)]
@@ -272,7 +272,9 @@ impl RateLimiter {
     }
 
     pub fn check(&mut self, conflict: &Conflict, now: Instant) -> Verdict {
-        let key = (conflict.pod.uid.clone(), conflict.volume.clone(), conflict.action);
+        // The route too: a pod's mount above a volume and its opens through that mount are
+        // two facts, each worth its Event.
+        let key = (conflict.pod.uid.clone(), conflict.volume.clone(), conflict.action, conflict.route);
         if let Some(seen) = self.seen.get_mut(&key) {
             if now.duration_since(seen.last_sent) < self.window {
                 seen.held_back += 1;
@@ -381,6 +383,8 @@ mod tests {
         }
         let other = Conflict { action: ConflictAction::Quarantined, ..c.clone() };
         assert_eq!(limiter.check(&other, t0), Verdict::Send { held_back: 0 }, "a different action is its own key");
+        let opened = c.clone().routed(Route::Open, None);
+        assert_eq!(limiter.check(&opened, t0), Verdict::Send { held_back: 0 }, "a different route is its own key");
         assert_eq!(limiter.check(&c, t0 + Duration::from_secs(61)), Verdict::Send { held_back: 4 });
     }
 

@@ -32,9 +32,9 @@ use crate::model::explain::{Conflict, PodRef, RateLimiter, Verdict};
 pub const REPORTING_CONTROLLER: &str = "volguard";
 /// The Event's `action`: what was being done to the pod.
 pub const ACTION: &str = "Mount";
-/// One Event per (pod, volume, action) per this window.
+/// One Event per (pod, volume, action, route) per this window.
 pub const WINDOW: Duration = Duration::from_secs(60);
-/// How many (pod, volume, action) keys the limiter remembers.
+/// How many (pod, volume, action, route) keys the limiter remembers.
 pub const LIMITER_CAPACITY: usize = 4096;
 /// A create that takes longer than this is given up (and logged).
 pub const POST_TIMEOUT: Duration = Duration::from_secs(10);
