@@ -36,7 +36,7 @@ use super::{
     node::Node,
     suite_files::{SUITE_DIR, TEST_IMAGES, bin},
     upstream,
-    workload::{Chart, install_volguard, masks},
+    workload::{Chart, agent_logs, install_volguard, masks},
 };
 use crate::{
     go::{self, Stamp},
@@ -311,6 +311,8 @@ pub fn run(node: &mut Node, logs: &Path, set: SuiteSet, trace_backend: Option<&s
     let after = metrics()?;
     println!("=== with volguard: {}", with.summary());
     fs::write(work.join("volguard-observed.json"), serde_json::to_string_pretty(&seen.to_json())?)?;
+    // The agent's own account, for a verdict to be explained by (a conflict's cause).
+    fs::write(work.join("agent.log"), agent_logs(&admin))?;
 
     let verdict = compare(&without, &with, &seen, &before, &after, &mode);
     println!("\n=== storage suite verdict");
