@@ -109,7 +109,6 @@ pub struct OpenReporter {
 
 impl OpenReporter {
     /// Starts the reporter, if fanotify groups can be made here; where `answers`, its
-    /// groups refuse other pods' opens.
     /// groups refuse other pods' opens. Node processes' opens are counted in `node_opens`.
     pub fn start(
         answers: Answers,
