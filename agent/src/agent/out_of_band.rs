@@ -56,6 +56,15 @@ impl Running<'_> {
         if trees.is_empty() {
             return;
         }
+        // A new mount is judged only where it shows an owned volume's filesystem: one stat
+        // through the caller's root rules most out before anything dearer (a runtime makes a
+        // dozen new mounts of proc, sysfs and tmpfs per container, and the loop must keep
+        // up); a caller already gone is judged through its namespace, below.
+        if attach == AttachKind::NewMount
+            && detach::device_at(&event.caller, &target.path).is_some_and(|d| trees.iter().all(|t| t.device != d))
+        {
+            return;
+        }
         let reader_pod = self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id);
         // A runtime binding a pod's own publishes into its containers: nothing new to read.
         if reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| t.published_to(pod))) {
