@@ -206,7 +206,7 @@ pub(super) fn build<'a>(
         csi_mounts,
         csi: None,
         table_namespace: TableNamespace::check(&opts.mountinfo),
-        callers: Default::default(),
+        callers: crate::node_files::caller_pod::CallerPods::for_kernel_pids(),
         watched,
         own_detaches: Default::default(),
         own_masks: Vec::new(),

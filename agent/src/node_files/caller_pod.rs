@@ -25,7 +25,14 @@ pub struct CallerPods {
     proc_root: PathBuf,
     unified_root: Option<PathBuf>,
     by_cgroup_id: HashMap<u64, Option<String>>,
+    /// Whether `proc_root` shows the callers' pids. The kernel's events carry pids of the
+    /// initial pid namespace; an agent in another (a node inside a pid namespace of its
+    /// own, as the e2e harness runs it) would read someone else's `/proc/<pid>`.
+    pids_are_ours: bool,
 }
+
+/// The inode of the initial pid namespace (the kernel's `PROC_PID_INIT_INO`).
+const INIT_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
 
 impl Default for CallerPods {
     fn default() -> Self {
@@ -58,7 +65,15 @@ fn pod_in(cgroup_file: &[u8]) -> Option<String> {
 
 impl CallerPods {
     pub fn new(proc_root: &Path, unified_root: Option<PathBuf>) -> Self {
-        Self { proc_root: proc_root.to_owned(), unified_root, by_cgroup_id: HashMap::new() }
+        Self { proc_root: proc_root.to_owned(), unified_root, by_cgroup_id: HashMap::new(), pids_are_ours: true }
+    }
+
+    /// For callers the kernel's events name (pids of the initial pid namespace): their
+    /// `/proc/<pid>` is read only where this process's `/proc` shows that namespace; else
+    /// only the cgroup ID answers.
+    pub fn for_kernel_pids() -> Self {
+        let ours = std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() == INIT_PID_NAMESPACE);
+        Self { pids_are_ours: ours, ..Self::default() }
     }
 
     /// The UID of the pod whose cgroup the caller (`tgid`, `cgroup_id` as the kernel saw
@@ -67,7 +82,7 @@ impl CallerPods {
         // A live process's own cgroup file is the answer, pod or not, before any by ID: the
         // kernel's cgroup ID is the unified hierarchy's, and where a runtime places pods in
         // v1 alone (a hybrid host) their processes share it with node processes.
-        if let Some(live) = cgroup_file(&self.proc_root, tgid) {
+        if let Some(live) = cgroup_file(&self.proc_root, tgid).filter(|_| self.pids_are_ours) {
             let uid = pod_in(&live);
             if cgroup::id_tells_pod(&live) {
                 self.remember(cgroup_id, &uid);
