@@ -56,27 +56,20 @@ impl Running<'_> {
         if trees.is_empty() {
             return;
         }
-        // A new mount is judged only where it shows an owned volume's filesystem: one stat
-        // through the caller's root rules most out before anything dearer (a runtime makes a
-        // dozen new mounts of proc, sysfs and tmpfs per container, and the loop must keep
-        // up); a caller already gone is judged through its namespace, below.
-        if attach == AttachKind::NewMount
-            && detach::device_at(&event.caller, &target.path).is_some_and(|d| trees.iter().all(|t| t.device != d))
+        // A plain bind or a new mount onto a path attaches one mount: its filesystem, from a
+        // stat through the caller's root, rules most out before anything dearer (the
+        // caller's pod, a mount table; a runtime makes a dozen new mounts of proc, sysfs and
+        // tmpfs per container). A caller already gone is judged through its namespace.
+        if !recursive
+            && !target.path.starts_with("/proc")
+            && let Some(device) = detach::device_at(&event.caller, &target.path)
+            && !trees.iter().any(|t| t.device == device)
         {
             return;
         }
         let reader_pod = self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id);
         // A runtime binding a pod's own publishes into its containers: nothing new to read.
         if reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| t.published_to(pod))) {
-            return;
-        }
-        // A plain bind onto a path attaches one mount: its filesystem, from a stat through
-        // the caller's root, rules most binds out without reading a mount table.
-        if !recursive
-            && !target.path.starts_with("/proc")
-            && let Some(device) = detach::device_at(&event.caller, &target.path)
-            && !trees.iter().any(|t| t.device == device)
-        {
             return;
         }
         let Some(table) = detach::caller_table(&event.caller) else {
