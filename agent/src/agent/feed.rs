@@ -20,7 +20,7 @@ use crate::{
     sys::{
         fanotify::{MountWatch, Notice, NoticeError, parse},
         paced_fd::{PacedFd, READ_GAP},
-        statmount::{StatmountError, listmount, statmount},
+        statmount::{MountFacts, StatmountError, listmount, statmount},
     },
 };
 
@@ -30,6 +30,9 @@ pub(super) enum Input {
     Record(Record),
     /// A mount attached or detached at kubelet's volume paths (fanotify).
     Mount(MountChange),
+    /// A mount attached elsewhere in the watched namespace (fanotify): judged by what it
+    /// shows, as no caller is named.
+    MountElsewhere(MountFacts),
     /// Notices were dropped (the queue overflowed); the index was rebuilt, and the model
     /// must be reconciled with the mount table now.
     Resynced,
@@ -193,6 +196,9 @@ impl NoticeFeed {
                         self.index.remember_own_mask(own.mnt_id, own.mount_point);
                     }
                 }
+            }
+            Outcome::AttachedElsewhere(facts) => {
+                sink(Input::MountElsewhere(facts));
             }
             Outcome::Elsewhere => {}
             Outcome::Skipped(reason, why) => self.skipped(reason, &why),

@@ -53,6 +53,9 @@ pub enum Outcome {
     Changes(Vec<MountChange>),
     /// Nothing at kubelet's volume paths (most of a node's mounts).
     Elsewhere,
+    /// A mount attached elsewhere than kubelet's volume paths, read: it may still show an
+    /// owned volume's data (a bind of a publish target, a mount of its device).
+    AttachedElsewhere(MountFacts),
     /// Not acted on: why, and the error.
     Skipped(SkipReason, String),
     /// The queue overflowed: the index must be rebuilt and the model reconciled.
@@ -131,6 +134,8 @@ impl MountIndex {
                     if self.remember(&facts) {
                         let mask = facts.fs_type == "tmpfs" && facts.source.as_deref() == Some(MASK_SOURCE);
                         changes.push(MountChange::Attached { mount_point: facts.mount_point, mask });
+                    } else if changes.is_empty() {
+                        return Outcome::AttachedElsewhere(facts);
                     }
                 }
                 // A moved mount's detach stands on its own.
@@ -225,10 +230,10 @@ mod tests {
     }
 
     #[test]
-    fn mounts_elsewhere_are_neither_reported_nor_kept() {
+    fn mounts_elsewhere_are_handed_on_once_read_but_not_kept() {
         let mut index = MountIndex::new(ROOT.as_ref());
         let overlay = facts(8, "/run/containerd/x/rootfs", "overlay", "overlay");
-        assert_eq!(index.apply(Notice::Attached(8), found(overlay)), Outcome::Elsewhere);
+        assert_eq!(index.apply(Notice::Attached(8), found(overlay.clone())), Outcome::AttachedElsewhere(overlay));
         assert_eq!(index.apply(Notice::Detached(8), never), Outcome::Elsewhere);
         assert_eq!(index.len(), 0, "the index holds kubelet's volume paths only");
     }

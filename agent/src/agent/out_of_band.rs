@@ -17,6 +17,7 @@ use crate::{
     enforce::{
         decision::{AccessAction, AccessReportOnly, MountMaker, decide_access},
         detach,
+        quarantine::QuarantineError,
     },
     kernel::decode::{Call, Caller, Event},
     model::{
@@ -26,7 +27,10 @@ use crate::{
         explain::ConflictAction,
     },
     node_files::mount_table::MountTable,
-    sys::mountns::{namespace_inode, namespace_of},
+    sys::{
+        mountns::{namespace_inode, namespace_of},
+        statmount::MountFacts,
+    },
 };
 
 impl Running<'_> {
@@ -112,11 +116,42 @@ impl Running<'_> {
                 continue;
             }
             if decided != AccessAction::Allow
-                && let Some(left_in_place) = self.handle_access(&event.caller, access, decided, reader_pod.as_deref())
+                && let Some(left_in_place) =
+                    self.handle_access(Seen::Caller(&event.caller), access, decided, reader_pod.as_deref())
                 && left_in_place
             {
                 self.remember_reported(key);
             }
+        }
+    }
+
+    /// A mount attached in the watched namespace (the node's, fanotify backend) away from
+    /// kubelet's volume paths. A notice names no caller, and no pod's container lives in
+    /// the node's namespace: one that shows an owned volume is judged as a node process's
+    /// (reported; detached with `--detach-node-access`), by what it shows. A bind of a
+    /// publish and a new mount of a block volume's device look alike here (the same
+    /// filesystem and root): both are told as route `bind`.
+    pub(super) fn check_mount_elsewhere(&mut self, facts: &MountFacts) {
+        let trees = self.owned_trees();
+        let device = format!("{}:{}", facts.dev.0, facts.dev.1);
+        let Some(tree) = trees.iter().find(|t| t.shows(&device, &facts.root)) else { return };
+        let access = Access {
+            volume: tree.volume.clone(),
+            owner: tree.owner.clone(),
+            mount_point: facts.mount_point.clone(),
+            mount_id: i32::try_from(facts.mnt_id_old).unwrap_or(i32::MAX),
+            route: Route::Bind,
+        };
+        // Notices come from one namespace: its mounts are told apart by id and point.
+        let key = ReportedAccess::of(0, &access);
+        if self.out_of_band.reported.contains(&key) {
+            return;
+        }
+        let decided = decide_access(self.decision.mode, MountMaker::NodeProcess, self.opts.detach_node_access);
+        if decided != AccessAction::Allow
+            && let Some(true) = self.handle_access(Seen::Notice { mnt_id: facts.mnt_id }, access, decided, None)
+        {
+            self.remember_reported(key);
         }
     }
 
@@ -125,12 +160,19 @@ impl Running<'_> {
     /// was nothing to tell (allowed, or moved before the detach).
     pub(super) fn handle_access(
         &mut self,
-        caller: &Caller,
+        seen: Seen<'_>,
         access: Access,
         decided: AccessAction,
         pod: Option<&str>,
     ) -> Option<bool> {
-        let by = self.mounted_by(caller);
+        let mounted_by = match seen {
+            Seen::Caller(caller) => Some(self.mounted_by(caller)),
+            Seen::Notice { .. } => None,
+        };
+        let by = match &mounted_by {
+            Some(by) => by.to_string(),
+            None => "a caller unknown (a mount notice names none)".to_owned(),
+        };
         let id = access.mount_id;
         let (volume, owner, point) = (&access.volume, &access.owner, &access.mount_point);
         // "a bind mount", "an ancestor mount".
@@ -139,7 +181,7 @@ impl Running<'_> {
             other => &format!("a {}", other.label()),
         };
         let action = match decided {
-            AccessAction::Detach => match detach::detach(caller, vec![(id, point.clone())]) {
+            AccessAction::Detach => match self.detach_where_seen(seen, id, point) {
                 Ok(0) => {
                     // Moved (a runtime's pivot) or gone: a scan soon finds it where it is
                     // now (else only the namespace's next mount call or reconciliation would).
@@ -185,10 +227,22 @@ impl Running<'_> {
         let conflict = self
             .model
             .conflict(action, volume, pod.unwrap_or_default(), owner)
-            .made_by(Some(by))
+            .made_by(mounted_by)
             .routed(access.route, Some(access.mount_point));
         self.tell(conflict);
         Some(action != ConflictAction::Detached)
+    }
+
+    /// Detaches the mount `id` at `point` where it was seen: in its caller's namespace, or
+    /// in the watched one (by its unique id there).
+    fn detach_where_seen(&self, seen: Seen<'_>, id: i32, point: &std::path::Path) -> Result<usize, QuarantineError> {
+        match (seen, &self.watched) {
+            (Seen::Caller(caller), _) => detach::detach(caller, vec![(id, point.to_owned())]),
+            (Seen::Notice { mnt_id }, Some(held)) => held.detach(mnt_id, point.to_owned()),
+            (Seen::Notice { .. }, None) => {
+                Err(QuarantineError::Gone { mnt_ns: 0, tgid: 0, target: point.display().to_string() })
+            }
+        }
     }
 
     /// Remembers an access left in place, so that it is reported once.
@@ -250,6 +304,15 @@ impl Running<'_> {
         self.out_of_band.owned_trees = Some(trees.clone());
         trees
     }
+}
+
+/// Where an access was seen: what it can be detached through, and who is named.
+#[derive(Clone, Copy)]
+pub(super) enum Seen<'a> {
+    /// At a caller's syscall, or in a pod's namespace the scan read through one of its tasks.
+    Caller(&'a Caller),
+    /// In a notice from the watched namespace (fanotify): no caller; the mount's unique id.
+    Notice { mnt_id: u64 },
 }
 
 /// How many reported accesses are remembered (a mount left in place is found again at its

@@ -18,6 +18,7 @@ use std::{
 use tracing::{debug, info, warn};
 
 use super::{
+    out_of_band::Seen,
     pod_namespaces::{self, PodNamespace, PodNamespaces},
     reported_access::ReportedAccess,
     running::Running,
@@ -115,7 +116,7 @@ impl Running<'_> {
                     _ => decide_access(self.decision.mode, MountMaker::OtherPod, self.opts.detach_node_access),
                 };
                 if decided != AccessAction::Allow
-                    && let Some(true) = self.handle_access(&caller, access, decided, Some(&pod))
+                    && let Some(true) = self.handle_access(Seen::Caller(&caller), access, decided, Some(&pod))
                 {
                     self.remember_reported(key);
                 }

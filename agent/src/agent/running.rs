@@ -122,6 +122,7 @@ impl Running<'_> {
                             }
                         }
                         Input::Mount(change) => self.mount_change(&change),
+                        Input::MountElsewhere(facts) => self.check_mount_elsewhere(&facts),
                         Input::Resynced => resync = true,
                     }
                     std::mem::take(&mut self.own_masks)

@@ -65,6 +65,21 @@ impl HeldNamespace {
     pub fn new(name: String, file: File) -> Self {
         Self { thread: KeptThread::new("vg-quarantine", file, name.clone()), name }
     }
+
+    /// Detaches the mount with the unique id `mnt_id` from `point` in this namespace if it
+    /// is still the top mount there (never one stacked since). 1 if detached, else 0.
+    pub fn detach(&self, mnt_id: u64, point: PathBuf) -> Result<usize, QuarantineError> {
+        self.thread.run(move || {
+            if unique_mount_id(&point).ok().flatten() != Some(mnt_id) {
+                return Ok(0);
+            }
+            match umount2(&point, MntFlags::MNT_DETACH) {
+                Ok(()) => Ok(1),
+                Err(Errno::EINVAL | Errno::ENOENT) => Ok(0),
+                Err(source) => Err(QuarantineError::Detach { target: point.display().to_string(), source }),
+            }
+        })
+    }
 }
 
 /// Where a conflicting mount was made.

@@ -41,7 +41,13 @@ impl VolumeTree {
 
     /// Whether `mount` shows this volume's data (the whole tree or a directory in it).
     pub fn shown_by(&self, mount: &Mount) -> bool {
-        mount.device == self.device && mount.root.starts_with(&self.root)
+        self.shows(&mount.device, &mount.root)
+    }
+
+    /// Whether a mount of the filesystem `device` (`major:minor`) showing its directory
+    /// `root` shows this volume's data.
+    pub fn shows(&self, device: &str, root: &Path) -> bool {
+        device == self.device && root.starts_with(&self.root)
     }
 
     /// Whether `mount` shows a directory above this volume's on the same filesystem (a

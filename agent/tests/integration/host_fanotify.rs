@@ -11,6 +11,7 @@ use volguard::sys::{
     statmount::{StatmountError, listmount, namespace_id, statmount},
 };
 
+use crate::host_out_of_band::Published;
 use crate::support::{
     have_root, http_get,
     kubelet::{Agent, KubeletTree, MountNs, pin_root},
@@ -220,3 +221,43 @@ fn a_second_pods_publish_made_while_no_agent_ran_stays_readable_with_fanotify() 
         crate::host_out_of_band::publish_made_in_the_gap_stays(TEST, &["--trace-backend", "fanotify"]);
     }
 }
+
+/// A mount made in the watched namespace (the node's) names no caller with fanotify, and no
+/// pod's container lives there: one that shows an owned volume is judged as a node
+/// process's by what it shows. Reported and left by default, detached with
+/// `--detach-node-access=true`; a bind of anything else is nothing.
+#[test]
+fn a_node_namespace_mount_of_an_owned_volume_is_judged_without_a_caller_with_fanotify() {
+    const TEST: &str = "a_node_namespace_mount_of_an_owned_volume_is_judged_without_a_caller_with_fanotify";
+    if !have_root(TEST) || !fanotify_works(TEST) {
+        return;
+    }
+    for (pin, extra) in [("fan-node-report", &[][..]), ("fan-node-detach", &["--detach-node-access=true"][..])] {
+        let detaches = !extra.is_empty();
+        let published = Published::with_tree(KubeletTree::new(), MountNs::new(), pin, FANOTIFY, extra);
+        let (ns, agent) = (&published.ns, &published.agent);
+        // A bind of a directory that is no volume's, then one of A's publish target.
+        let (unrelated, elsewhere) = (published.dir("node-src"), published.dir("node-elsewhere"));
+        ns.bind(&unrelated, &elsewhere).unwrap();
+        let admin = published.dir("node-admin");
+        ns.bind(&published.a_target, &admin).unwrap();
+        let told = format!("a bind mount at {} by a caller unknown", admin.display());
+        if detaches {
+            agent.wait_for_line("the node's bind detached", |l| l.contains("CONFLICT detached") && l.contains(&told));
+            assert!(published.marker(&admin).is_err(), "the node's bind is left with the opt-in");
+        } else {
+            agent.wait_for_line("the node's bind reported", |l| {
+                l.contains("CONFLICT reported (a node process") && l.contains(&told)
+            });
+            assert_eq!(published.marker(&admin).ok().as_deref(), Some("pv-rwop"), "the node's bind was taken");
+        }
+        let action = if detaches { "detached" } else { "observed" };
+        let counted =
+            agent.metric_family_sum_where("volguard_conflicts_total", &format!("action=\"{action}\",route=\"bind\""));
+        assert_eq!(counted, 1.0, "the node's bind is counted once, with route bind");
+        assert_eq!(agent.count_lines(|l| l.contains("CONFLICT")), 1, "only the bind of A's volume is a conflict");
+        published.finish(&[&admin, &elsewhere]);
+    }
+}
+
+const FANOTIFY: &[&str] = &["--trace-backend", "fanotify"];

@@ -49,7 +49,7 @@ impl Published {
     }
 
     /// As [`Published::new`], in a tree and namespace the test has prepared, with `backend`.
-    fn with_tree(tree: KubeletTree, ns: MountNs, pin: &str, backend: &[&str], extra: &[&str]) -> Self {
+    pub(crate) fn with_tree(tree: KubeletTree, ns: MountNs, pin: &str, backend: &[&str], extra: &[&str]) -> Self {
         Self::with_tree_in_mode(tree, ns, pin, backend, extra, "auto")
     }
 
