@@ -9,7 +9,9 @@
 //! operator exempts a backup agent by its namespace and ServiceAccount (chart value
 //! `exemptReaders`): that agent reads single-c's data, and nothing is reported about it.
 //! A pod with a hostPath on the driver's data directory (above the volume's) is left and
-//! reported, and so is its read of single-c's file through it. The hostPath reader is tried first with the chart's default backend (fanotify where
+//! reported, and so is its read of single-c's file through it; so is a hostPID pod's read
+//! through `/proc/<pid>/root`. With the chart's `denyForeignOpen` both reads are refused.
+//! The hostPath reader is tried first with the chart's default backend (fanotify where
 //! auto picks it: the namespace scan finds it), then with the syscall tracepoints backend,
 //! which sees each bind at its syscall's exit.
 
@@ -21,8 +23,8 @@ use super::{
     UPGRADE_TAG,
     kube::{Event, Kube, helm, wait_for},
     workload::{
-        A_DATA, AGENT_NS, Chart, NS, Site, claim_pod, exec, helm_with_values, pod, pod_uid, volume, volume_of,
-        wait_rollout,
+        A_DATA, AGENT_NS, Chart, NS, ROLLOUT, Site, agent_pod, claim_pod, exec, helm_with_values, pod, pod_uid, volume,
+        volume_of, wait_rollout,
     },
 };
 use crate::proc::run_cmd;
@@ -57,13 +59,15 @@ pub(super) fn hostpath_readers(admin: &Kube, site: Site) -> anyhow::Result<Strin
     let backup_event = access_event(admin, "backup-agent", "single-c")?;
     let propagated = late_publish(admin, site)?;
     let above = data_dir_reader(admin, site)?;
+    let through_proc = proc_root_reader(admin, site)?;
     for name in ["hostpath-reader", "backup-agent", "late-owner"] {
         admin.run(&["delete", "pod", "-n", NS, name, "--wait=true", "--timeout=90s"])?;
     }
     let exempt = exempt_backup_agent(admin, site, pods, mounts, &copy)?;
+    let denied = refused_with_the_opt_in(admin, site)?;
     Ok(format!(
         "{scanned}. With tracepoints, hostPath reader: {reader}; Event {event}. Backup agent: {backup}; Event \
-         {backup_event}. {propagated}. {above}. {exempt}"
+         {backup_event}. {propagated}. {above}. {through_proc}. {exempt}. {denied}"
     ))
 }
 
@@ -109,7 +113,7 @@ fn late_publish(admin: &Kube, site: Site) -> anyhow::Result<String> {
 /// the read itself (route `open`), with another. The reading shell holds the file open
 /// for a while: a reader that has exited before its open is judged has no pod to name.
 fn data_dir_reader(admin: &Kube, site: Site) -> anyhow::Result<String> {
-    const READER: &str = "data-dir-reader";
+    const READER: &str = DATA_DIR_READER;
     let handle = volume_handle(admin, "single")?;
     admin.apply(&pod(site, READER, "exec sleep 100000", "[{name: hp, mountPath: /hp}]", &data_dir_volume()))?;
     ran(admin, READER, Duration::from_secs(90))?;
@@ -123,11 +127,70 @@ fn data_dir_reader(admin: &Kube, site: Site) -> anyhow::Result<String> {
     let opened = volguard_event(admin, READER, "SinglePodVolumeInUse", Duration::from_secs(60), |note| {
         note.contains("single-c") && note.contains("opened its files")
     })?;
-    admin.run(&["delete", "pod", "-n", NS, READER, "--wait=true", "--timeout=90s"])?;
     Ok(format!(
         "hostPath on the driver's data directory: left, reads the owner's file; Events {} ({}) and, for the read, \
          {} ({})",
         event.reason, event.note, opened.reason, opened.note
+    ))
+}
+
+/// A `kubectl debug node/… --profile=sysadmin`-style pod (hostPID) that reads single-c's
+/// file through `/proc/<its pid>/root`, with no mount of the volume: on this node
+/// (quarantine) the read goes through, and volguard reports it with a
+/// `SinglePodVolumeInUse` Event naming the owner. The pod stays for the opt-in's check.
+fn proc_root_reader(admin: &Kube, site: Site) -> anyhow::Result<String> {
+    admin.apply(&debugger_pod(site, NODE_DEBUGGER))?;
+    ran(admin, NODE_DEBUGGER, Duration::from_secs(90))?;
+    let data = exec(admin, NODE_DEBUGGER, &["sh", "-c", THROUGH_PROC_ROOT]).context("the debugger's read")?;
+    ensure!(
+        data.trim() == A_DATA,
+        "{NODE_DEBUGGER} reads {:?} through /proc/<pid>/root, not single-c's data",
+        data.trim()
+    );
+    let opened = volguard_event(admin, NODE_DEBUGGER, "SinglePodVolumeInUse", Duration::from_secs(60), |note| {
+        note.contains("single-c") && note.contains("opened its files")
+    })?;
+    Ok(format!(
+        "hostPID pod through /proc/<pid>/root: reads the owner's file; Event {} ({})",
+        opened.reason, opened.note
+    ))
+}
+
+/// With the chart's `denyForeignOpen` (`--deny-foreign-open`) on this node without BPF
+/// LSM, the debugger's read through `/proc/<pid>/root` and the data-dir reader's read
+/// through its hostPath above the volume are refused (`EPERM`), each with a
+/// `SinglePodVolumeAccessRefused` Event naming the owner; single-c still reads its file.
+/// The reads are tried once the new agent says it refuses and watches both places.
+fn refused_with_the_opt_in(admin: &Kube, site: Site) -> anyhow::Result<String> {
+    let upgrade = ["upgrade", "volguard", "deploy/helm/volguard", "--namespace", AGENT_NS, "--reuse-values"];
+    run_cmd(helm(&admin.kubeconfig).args(upgrade).args(["--set", "denyForeignOpen=true"]))?;
+    wait_rollout(admin)?;
+    let agent = agent_pod(admin, site.node)?;
+    let pv = volume_of(admin, "single")?;
+    let (owner_place, reader_place) = (format!("{pv}'s files watched at /proc/"), "/root/hp (");
+    wait_for("the agent to refuse opens and watch single-c's containers and the reader's mount", ROLLOUT, || {
+        let log = admin.run(&["logs", "-n", AGENT_NS, &agent, "--tail=-1"])?;
+        let watched = |place: &str| log.lines().any(|l| l.contains(&owner_place) && l.contains(place));
+        Ok(log.contains("files are refused (fanotify)") && watched("/root/data (") && watched(reader_place))
+    })?;
+    let handle = volume_handle(admin, "single")?;
+    let through_proc = refused_open(admin, NODE_DEBUGGER, &["sh", "-c", THROUGH_PROC_ROOT], ROLLOUT, DENIED)?;
+    let read = format!("/hp/{handle}/owner");
+    let through_dir = refused_open(admin, DATA_DIR_READER, &["cat", &read], ROLLOUT, DENIED)?;
+    let mut events = Vec::new();
+    for reader in [NODE_DEBUGGER, DATA_DIR_READER] {
+        let event = volguard_event(admin, reader, "SinglePodVolumeAccessRefused", Duration::from_secs(60), |note| {
+            note.contains("single-c")
+        })?;
+        ensure!(event.kind == "Warning" && event.instance == site.node, "the Event: {event:?}");
+        events.push(event.reason);
+    }
+    let owner = exec(admin, "single-c", &["cat", "/data/owner"])?;
+    ensure!(owner.trim() == A_DATA, "single-c reads {owner:?} from its own volume with the opt-in");
+    admin.run(&["delete", "pod", "-n", NS, NODE_DEBUGGER, DATA_DIR_READER, "--wait=true", "--timeout=90s"])?;
+    Ok(format!(
+        "With denyForeignOpen: through /proc/<pid>/root: {through_proc}; through the driver's data directory: \
+         {through_dir}; Events {events:?}; the owner still reads its file"
     ))
 }
 
@@ -202,15 +265,10 @@ pub(super) fn reads_without_a_mount_in_vm(
     const DEBUGGER: &str = "vm-node-debugger";
     const DATA_READER: &str = "vm-data-dir-reader";
     let handle = volume_handle(admin, claim)?;
-    // The owner's processes found by `test -e` (a stat, not an open) on their root.
-    let script = "for d in /proc/[0-9]*; do test -e $d/root/data/owner && grep -qx sleep $d/comm && \
-                  exec cat $d/root/data/owner; done; echo no-owner-process >&2; exit 3";
-    let debugger =
-        pod(site, DEBUGGER, "exec sleep 100000", "[]", "[]").replacen("spec:\n", "spec:\n  hostPID: true\n", 1);
-    admin.apply(&debugger)?;
+    admin.apply(&debugger_pod(site, DEBUGGER))?;
     admin.apply(&pod(site, DATA_READER, "exec sleep 100000", "[{name: hp, mountPath: /hp}]", &data_dir_volume()))?;
-    let through_proc = refused_open(admin, DEBUGGER, &["sh", "-c", script], timeout)?;
-    let through_dir = refused_open(admin, DATA_READER, &["cat", &format!("/hp/{handle}/owner")], timeout)?;
+    let through_proc = refused_open(admin, DEBUGGER, &["sh", "-c", THROUGH_PROC_ROOT], timeout, REFUSED)?;
+    let through_dir = refused_open(admin, DATA_READER, &["cat", &format!("/hp/{handle}/owner")], timeout, REFUSED)?;
     let mut events = Vec::new();
     for reader in [DEBUGGER, DATA_READER] {
         let event =
@@ -236,19 +294,35 @@ fn ran(admin: &Kube, pod: &str, timeout: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `command` in `pod` once it runs: it must fail with EACCES ("Permission denied"),
-/// not succeed and not fail for another reason.
-fn refused_open(admin: &Kube, pod: &str, command: &[&str], timeout: Duration) -> anyhow::Result<String> {
+/// Runs `command` in `pod` once it runs: it must fail with `refusal` (EACCES's "Permission
+/// denied" from BPF LSM, EPERM's "Operation not permitted" from fanotify), not succeed and
+/// not fail for another reason.
+fn refused_open(admin: &Kube, pod: &str, command: &[&str], timeout: Duration, refusal: &str) -> anyhow::Result<String> {
     ran(admin, pod, timeout)?;
     match exec(admin, pod, command) {
         Ok(data) => bail!("{pod} read {:?} with `{}`: not refused", data.trim(), command.join(" ")),
         Err(e) => {
             let why = format!("{e:#}");
-            ensure!(why.contains(REFUSED), "`{}` in {pod} failed for another reason: {why}", command.join(" "));
-            Ok(format!("{pod} refused (Permission denied)"))
+            ensure!(why.contains(refusal), "`{}` in {pod} failed for another reason: {why}", command.join(" "));
+            Ok(format!("{pod} refused ({refusal})"))
         }
     }
 }
+
+/// A `kubectl debug node/… --profile=sysadmin`-style pod: it sees the node's processes.
+fn debugger_pod(site: Site, name: &str) -> String {
+    pod(site, name, "exec sleep 100000", "[]", "[]").replacen("spec:\n", "spec:\n  hostPID: true\n", 1)
+}
+
+/// Reads the owner's `/data/owner` through `/proc/<pid>/root` of its process (found by
+/// `test -e`, a stat, not an open), holding it open for a while: a reader gone before its
+/// open is judged has no pod to name.
+const THROUGH_PROC_ROOT: &str = "for d in /proc/[0-9]*; do test -e $d/root/data/owner && grep -qx sleep $d/comm && \
+                                 { exec 3< $d/root/data/owner && cat <&3 && sleep 2; exit; }; done; \
+                                 echo no-owner-process >&2; exit 3";
+
+const NODE_DEBUGGER: &str = "node-debugger";
+const DATA_DIR_READER: &str = "data-dir-reader";
 
 /// What `pod` found at `file` (one of single-c's files): it must not be A's data. The pod
 /// must run (a pod that never started proves nothing), and `cat` must fail because the
@@ -260,6 +334,8 @@ fn read_or_refused(admin: &Kube, pod: &str, file: &str) -> anyhow::Result<String
 /// What `cat` says of a file that is not there, and of an open the open guard refused.
 const NO_FILE: &str = "No such file or directory";
 const REFUSED: &str = "Permission denied";
+/// What `cat` and `sh` say of an open `--deny-foreign-open` refused (EPERM).
+const DENIED: &str = "Operation not permitted";
 
 /// As [`read_or_refused`], waiting up to `timeout` for the pod to run; `cat` may fail only
 /// with one of `failures`.
