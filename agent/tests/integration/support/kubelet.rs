@@ -339,6 +339,8 @@ pub fn quiet_agents() {
 pub struct Agent {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
+    /// Set once its stderr closed (it exited): a line not printed by then never comes.
+    stderr_closed: Arc<AtomicBool>,
 }
 
 /// The agent binary: `VOLGUARD_AGENT_BIN` where the harness put it (the VM), else the
@@ -442,6 +444,8 @@ impl Agent {
         let mut child = cmd.spawn().unwrap();
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (sink, stderr) = (lines.clone(), child.stderr.take().unwrap());
+        let stderr_closed = Arc::new(AtomicBool::new(false));
+        let closed = stderr_closed.clone();
         let echo = ECHO_AGENT_LINES.load(Ordering::Relaxed);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -450,19 +454,24 @@ impl Agent {
                 }
                 sink.lock().unwrap().push(line);
             }
+            closed.store(true, Ordering::Release);
         });
-        let agent = Self { child, lines };
+        let agent = Self { child, lines, stderr_closed };
         agent.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
         agent
     }
 
-    /// The first stderr line matching `want`, waiting up to 60 s (the VM is slow).
+    /// The first stderr line matching `want`, waiting up to 60 s (the VM is slow), or until
+    /// the agent exits without it (a bad argument fails at once, with the agent's error).
     pub fn wait_for_line(&self, what: &str, want: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
+            // Read before the lines: a line printed just before the exit is still found.
+            let exited = self.stderr_closed.load(Ordering::Acquire);
             if let Some(line) = self.lines.lock().unwrap().iter().find(|l| want(l)) {
                 return line.clone();
             }
+            assert!(!exited, "the agent exited without printing {what}: {:#?}", self.lines.lock().unwrap());
             if Instant::now() >= deadline {
                 // Read before the lines are locked for the message.
                 let counters = super::stuck::kernel_counters(&self.lines.lock().unwrap());
@@ -523,7 +532,12 @@ impl Agent {
     /// Waits until more than `seen` lines match `want`.
     pub fn wait_for_more_lines(&self, what: &str, seen: usize, want: impl Fn(&str) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while self.count_lines(&want) <= seen {
+        loop {
+            let exited = self.stderr_closed.load(Ordering::Acquire);
+            if self.count_lines(&want) > seen {
+                return;
+            }
+            assert!(!exited, "the agent exited without printing {what}: {:#?}", self.lines.lock().unwrap());
             assert!(Instant::now() < deadline, "agent never printed {what}: {:#?}", self.lines.lock().unwrap());
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -534,12 +548,14 @@ impl Agent {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             {
+                let exited = self.stderr_closed.load(Ordering::Acquire);
                 let lines = self.lines.lock().unwrap();
                 if let Some(start) = lines.iter().position(|l| first(l))
                     && let Some(line) = lines[start + 1..].iter().find(|l| then(l))
                 {
                     return line.clone();
                 }
+                assert!(!exited, "the agent exited without printing {what}: {lines:#?}");
                 assert!(Instant::now() < deadline, "agent never printed {what}: {lines:#?}");
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -590,4 +606,13 @@ impl Drop for Agent {
 pub fn uninstall(pin_root: &Path) {
     let status = Command::new(agent_binary()).arg("uninstall").arg("--pin-root").arg(pin_root).status().unwrap();
     assert!(status.success());
+}
+
+/// An agent that exits at start (here a mode that does not exist) fails the wait at once,
+/// with its error, not after the wait's 60 s (whose message would differ).
+#[test]
+#[should_panic(expected = "the agent exited without printing ready")]
+fn an_agent_that_exits_at_start_fails_the_wait_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    Agent::start_with(tmp.path(), &tmp.path().join("pins"), &[], "no-such-mode", &[]);
 }
