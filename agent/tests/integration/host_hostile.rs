@@ -208,3 +208,12 @@ fn bad_start_up_input_fails_with_a_clear_message() {
     assert!(err.contains("reading the mount table"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// An agent that exits at start (here a mode that does not exist) fails the wait at once,
+/// with its error, not after the wait's 60 s (whose message would differ).
+#[test]
+#[should_panic(expected = "the agent exited without printing ready")]
+fn an_agent_that_exits_at_start_fails_the_wait_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    crate::support::kubelet::Agent::start_with(tmp.path(), &tmp.path().join("pins"), &[], "no-such-mode", &[]);
+}
