@@ -136,12 +136,31 @@ impl Bench {
         if measured == 0 {
             bail!("no backend could be measured on the host");
         }
+        self.require_quarantine_open_rows();
         self.report.commands.push(format!(
             "VOLGUARD_TRACE_BACKEND=<backend> [VOLGUARD_BPF_STATS=true] cargo {} syscall_bench:: -- --ignored \
              --nocapture --test-threads=1  # 1 and 8",
             args.join(" ")
         ));
         Ok(None)
+    }
+
+    /// 9d and 9e measure what only a node without BPF LSM does (the open reporter, and its
+    /// `--deny-foreign-open`): where the host's agent ran in quarantine, a missing row is
+    /// a failed step, not a row left out.
+    fn require_quarantine_open_rows(&mut self) {
+        let rows = &self.report.rows;
+        let quarantine =
+            rows.iter().any(|r| r.name.starts_with("1. mount cycle (host,") && r.name.contains("quarantine"));
+        for (prefix, row) in [
+            ("9d. ", "9d. open+close with --deny-foreign-open (host)"),
+            ("9e. ", "9e. agent CPU while the owner opens its files (host)"),
+        ] {
+            if quarantine && !self.report.rows.iter().any(|r| r.name.starts_with(prefix)) {
+                let why = "the host's agent ran in quarantine, yet the bench printed no such line";
+                self.report.rows.push(Row::not_measured(row, "—", why));
+            }
+        }
     }
 
     /// A backend the kernel refuses is a fact about the kernel, reported as such; any
@@ -422,5 +441,20 @@ mod tests {
         assert!(rows[2].0.starts_with("9. open+close"), "{rows:?}");
         let broken = load.replace("\"cpu_share\":0.046,", "");
         assert!(bench.syscall_rows("host", &[broken]).is_err(), "a line without its CPU share is an error");
+    }
+
+    #[test]
+    fn a_quarantine_host_without_its_open_rows_is_a_failed_step() {
+        let cycle = r#"{"bench":"mount_cycle","backend":"fanotify","mode":"quarantine","case":"outside the kubelet tree","iterations":100,"without_s":[1.0,1.0,1.0],"with_s":[1.01,1.0,1.02],"extra":{}}"#;
+        let mut bench = Bench { agent: "volguard".into(), base: None, dir: "/tmp".into(), report: Report::default() };
+        bench.syscall_rows("host", &[cycle.to_owned()]).unwrap();
+        bench.require_quarantine_open_rows();
+        let failed: Vec<&str> = bench.report.rows.iter().filter(|r| r.failed()).map(|r| r.name.as_str()).collect();
+        assert_eq!(failed.len(), 2, "9d and 9e missing: {failed:?}");
+        let enforce = cycle.replace("quarantine", "enforce");
+        let mut bench = Bench { agent: "volguard".into(), base: None, dir: "/tmp".into(), report: Report::default() };
+        bench.syscall_rows("host", &[enforce]).unwrap();
+        bench.require_quarantine_open_rows();
+        assert!(bench.report.rows.iter().all(|r| !r.failed()), "with BPF LSM the host prints neither, by design");
     }
 }
