@@ -6,7 +6,7 @@
 
 use std::{collections::BTreeSet, sync::Arc};
 
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 use volguard_common::{
     enforce::MountOp,
     mount_flags::{MS_REC, without_magic},
@@ -26,7 +26,7 @@ use crate::{
         exempt,
         explain::ConflictAction,
     },
-    node_files::mount_table::MountTable,
+    node_files::{caller_pod, mount_table::MountTable},
     sys::{
         mountns::{namespace_inode, namespace_of},
         statmount::MountFacts,
@@ -76,11 +76,29 @@ impl Running<'_> {
         if reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| t.published_to(pod))) {
             return;
         }
-        let Some(table) = detach::caller_table(&event.caller) else {
-            debug!("out-of-band check of {}: the caller's mount namespace is gone", target.path.display());
+        let Some((task, table)) = detach::caller_task_table(&event.caller) else {
+            info!(
+                "out-of-band check of {} by pid {}: the caller's mount namespace is gone",
+                target.path.display(),
+                event.caller.tgid
+            );
             return;
         };
-        let scope = match target.path.starts_with("/proc") && self.caller_in_own_namespace(event) {
+        let own_namespace = self.caller_in_own_namespace(event);
+        // A container's namespace can be gone by the time its event is read (a container
+        // that failed to start) and its inode number, which the kernel hands out again at
+        // once, be the next new namespace's (another pod's container being made): a task
+        // of another pod there means the namespace is no longer the caller's.
+        if own_namespace && caller_pod::pod_of_task(&task) != reader_pod {
+            info!(
+                "out-of-band check of {} by pid {}: mount namespace {} is now another pod's; the caller's is gone",
+                target.path.display(),
+                event.caller.tgid,
+                event.caller.mnt_ns
+            );
+            return;
+        }
+        let scope = match target.path.starts_with("/proc") && own_namespace {
             true => Scope::Namespace,
             false => Scope::CallTree,
         };

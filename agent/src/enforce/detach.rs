@@ -19,6 +19,11 @@ pub fn caller_table(caller: &Caller) -> Option<MountTable> {
     live_table(caller).map(|(_, _, table)| table)
 }
 
+/// As [`caller_table`], with the task (`/proc/<pid>/task/<tid>`) it was read through.
+pub fn caller_task_table(caller: &Caller) -> Option<(PathBuf, MountTable)> {
+    live_table(caller).map(|(task, _, table)| (task, table))
+}
+
 /// A live task in `caller`'s namespace, that namespace's file, and the table as the task
 /// sees it. The task found first (the caller itself, most often) can exit before its table
 /// is read: then the search goes on, a few times.

@@ -53,6 +53,11 @@ pub fn pod_of_process(proc_root: &Path, pid: u32) -> Option<String> {
     pod_in(&cgroup_file(proc_root, pid)?)
 }
 
+/// The UID of the pod whose cgroup a live task is in (`task`: `/proc/<pid>/task/<tid>`).
+pub fn pod_of_task(task: &Path) -> Option<String> {
+    pod_in(&std::fs::read(task.join("cgroup")).ok()?)
+}
+
 /// A live process's `/proc/<pid>/cgroup`.
 fn cgroup_file(proc_root: &Path, pid: u32) -> Option<Vec<u8>> {
     std::fs::read(proc_root.join(pid.to_string()).join("cgroup")).ok()

@@ -25,7 +25,7 @@ use crate::support::{
 
 const TEST: &str = "a_second_pods_mounts_outside_kubelets_publish_are_detached_and_reported_with_their_route";
 /// Pod UIDs as kubelet writes them (the cgroup path names them so).
-const POD_A: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000a1";
+pub(crate) const POD_A: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000a1";
 const POD_C: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c1";
 
 /// Pod A's single-pod volume `pv-rwop`, staged (a bind standing for the driver's mount)

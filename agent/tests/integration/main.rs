@@ -44,6 +44,7 @@ mod host_hostile;
 mod host_kubernetes;
 mod host_mask_lifecycle;
 mod host_mount_api;
+mod host_namespace_reuse;
 mod host_node_model;
 mod host_open_reports;
 mod host_out_of_band;

@@ -292,6 +292,11 @@ pub struct Container {
 }
 
 impl Container {
+    /// The pod's process `pid`, kept (a child of this test, forked to stay).
+    pub fn of(pid: nix::unistd::Pid) -> Self {
+        Self { pid }
+    }
+
     pub fn pid(&self) -> i32 {
         self.pid.as_raw()
     }

@@ -1,0 +1,112 @@
+//! A mount namespace's inode number is handed out again as soon as the namespace is gone.
+//! A container that made a mount and exited at once (one that failed to start) leaves an
+//! event whose namespace may, by the time the agent reads it, name another pod's new
+//! container: the agent must not judge that container's mounts as the first caller's
+//! (root, cgroup v2, a syscall backend).
+
+use std::{
+    ffi::CString,
+    os::{fd::AsRawFd, unix::ffi::OsStrExt},
+    path::Path,
+};
+
+use crate::{
+    host_out_of_band::{POD_A, Published},
+    support::{have_root, pod_cgroup::PodCgroup},
+};
+
+const TEST: &str = "a_mount_event_whose_namespace_now_names_another_pods_is_not_judged_there";
+const POD_C: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c7";
+/// Tries before the kernel is taken not to reuse inode numbers at once.
+const TRIES: usize = 10;
+
+fn cstr(path: &Path) -> CString {
+    CString::new(path.as_os_str().as_bytes()).unwrap()
+}
+
+#[test]
+fn a_mount_event_whose_namespace_now_names_another_pods_is_not_judged_there() {
+    if !have_root(TEST) {
+        return;
+    }
+    let Some(cgroups) = PodCgroup::hierarchy(TEST) else { return };
+    let (pod_a, pod_c) = (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C));
+    let published = Published::new("ns-reuse", &[]);
+    let (ns, agent) = (&published.ns, &published.agent);
+    let at = published.dir("reused-at");
+    for _ in 0..TRIES {
+        // C: a namespace of its own, a bind of A's volume there, and gone at once.
+        let (c_pid, c_inode, _) = in_own_namespace_binding(&pod_c, ns, &published.a_target, &at, false);
+        // A, the owner, right after: a namespace of its own (likely given C's inode
+        // number) with the same bind at the same place, its own and legitimate.
+        let (_, a_inode, a) = in_own_namespace_binding(&pod_a, ns, &published.a_target, &at, true);
+        if a_inode != c_inode {
+            continue;
+        }
+        // The agent reads C's event in one of three moments: while C's namespace still
+        // stood (C's own bind detached), between the two (nothing left to judge), or once
+        // A's namespace had C's inode number: only the last one tells.
+        let by_c = format!(" by pid {c_pid}");
+        let now_a = format!("by pid {c_pid}: mount namespace {c_inode} is now another pod's");
+        let line = agent.wait_for_line("C's event read", |l| {
+            l.contains(&by_c) && (l.contains("CONFLICT") || l.contains("namespace is gone") || l.contains(&now_a))
+        });
+        // Whichever it was, A's own bind stays.
+        let a = a.expect("A stays");
+        let through_a = a.path(&at.join("marker"));
+        let read = std::fs::read_to_string(&through_a);
+        let data = read.as_ref().ok().map(String::as_str);
+        assert_eq!(data, Some("pv-rwop"), "A's own bind at {} after `{line}`: {read:?}", through_a.display());
+        if line.contains(&now_a) {
+            published.finish(&[]);
+            return;
+        }
+    }
+    panic!("in {TRIES} tries, no mount namespace inode was handed out again before the agent read the event");
+}
+
+/// A process of `pod` that makes a mount namespace of its own (a slave of `ns`), binds
+/// `source` onto `target` there, and exits or, where `stay`, stays: its pid, its
+/// namespace's inode, and the process where it stays.
+fn in_own_namespace_binding(
+    pod: &PodCgroup,
+    ns: &crate::support::kubelet::MountNs,
+    source: &Path,
+    target: &Path,
+    stay: bool,
+) -> (i32, u64, Option<crate::support::pod_process::Container>) {
+    let (s, t) = (cstr(source), cstr(target));
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let writer = write.as_raw_fd();
+    let child = pod.fork_in(
+        ns,
+        // SAFETY: raw syscalls on data made before the fork.
+        move || unsafe {
+            let null = std::ptr::null();
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::unshare(libc::CLONE_NEWNS) != 0
+                || libc::mount(null, c"/".as_ptr(), null, libc::MS_REC | libc::MS_SLAVE, null.cast()) != 0
+                || libc::mount(s.as_ptr(), t.as_ptr(), null, libc::MS_BIND, null.cast()) != 0
+                || libc::stat(c"/proc/self/ns/mnt".as_ptr(), &mut st) != 0
+            {
+                return 1;
+            }
+            let inode = st.st_ino.to_ne_bytes();
+            if libc::write(writer, inode.as_ptr().cast(), inode.len()) == 8 { 0 } else { 1 }
+        },
+        stay,
+    );
+    drop(write);
+    let mut inode = [0u8; 8];
+    let got = nix::unistd::read(&read, &mut inode).unwrap_or(0);
+    assert_eq!(got, 8, "the pod's process made no namespace of its own");
+    let container = match stay {
+        true => Some(crate::support::pod_process::Container::of(child)),
+        false => {
+            let status = nix::sys::wait::waitpid(child, None).unwrap();
+            assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0), "the pod's process failed");
+            None
+        }
+    };
+    (child.as_raw(), u64::from_ne_bytes(inode), container)
+}
