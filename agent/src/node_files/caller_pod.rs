@@ -81,6 +81,11 @@ impl CallerPods {
         Self { pids_are_ours: ours, ..Self::default() }
     }
 
+    /// Whether callers' pids are looked up in `/proc` (see [`Self::for_kernel_pids`]).
+    pub fn reads_proc(&self) -> bool {
+        self.pids_are_ours
+    }
+
     /// The UID of the pod whose cgroup the caller (`tgid`, `cgroup_id` as the kernel saw
     /// them) was in, if it was a pod's.
     pub fn pod_uid(&mut self, tgid: u32, cgroup_id: u64) -> Option<String> {
@@ -163,39 +168,6 @@ mod tests {
         std::fs::create_dir_all(&container).unwrap();
         let id = std::fs::metadata(&container).unwrap().ino();
         (tmp, id)
-    }
-
-    /// A process in a pid namespace of its own (as the e2e harness runs a node) does not
-    /// take the kernel's pids for its `/proc`'s; one in the initial namespace does.
-    #[test]
-    fn kernel_pids_are_read_in_proc_only_in_the_initial_pid_namespace() {
-        use nix::{
-            sched::{CloneFlags, unshare},
-            sys::wait::{WaitStatus, waitpid},
-            unistd::{ForkResult, fork},
-        };
-        let initial = std::fs::metadata("/proc/self/ns/pid").unwrap().ino() == INIT_PID_NAMESPACE;
-        assert_eq!(CallerPods::for_kernel_pids().pids_are_ours, initial);
-        const TEST: &str = "kernel_pids_are_read_in_proc_only_in_the_initial_pid_namespace";
-        if !crate::sys::test_skip::have_root(TEST) {
-            return;
-        }
-        // On a thread of its own: unshare(CLONE_NEWPID) puts the thread's children in it.
-        let status = std::thread::spawn(|| {
-            unshare(CloneFlags::CLONE_NEWPID).expect("unshare(CLONE_NEWPID)");
-            // SAFETY: the child only reads two files and exits.
-            match unsafe { fork() }.expect("fork") {
-                ForkResult::Child => {
-                    let code = if CallerPods::for_kernel_pids().pids_are_ours { 1 } else { 0 };
-                    // SAFETY: leaves the forked child without running the test harness's exit.
-                    unsafe { libc::_exit(code) }
-                }
-                ForkResult::Parent { child } => waitpid(child, None).expect("waitpid"),
-            }
-        })
-        .join()
-        .unwrap();
-        assert_eq!(status, WaitStatus::Exited(status.pid().unwrap(), 0), "a child in a new pid namespace read /proc");
     }
 
     #[test]

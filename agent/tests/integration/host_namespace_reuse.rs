@@ -1,8 +1,11 @@
-//! A mount namespace's inode number is handed out again as soon as the namespace is gone.
+//! Namespaces the kernel's events name, as the agent finds them again. A mount
+//! namespace's inode number is handed out again as soon as the namespace is gone.
 //! A container that made a mount and exited at once (one that failed to start) leaves an
 //! event whose namespace may, by the time the agent reads it, name another pod's new
 //! container: the agent must not judge that container's mounts as the first caller's
-//! (root, cgroup v2, a syscall backend).
+//! (root, cgroup v2, a syscall backend). And the events' pids are the initial pid
+//! namespace's: an agent in another one (the e2e's node) must not look them up in its
+//! `/proc`, where they name other processes.
 
 use std::{
     ffi::CString,
@@ -109,4 +112,37 @@ fn in_own_namespace_binding(
         }
     };
     (child.as_raw(), u64::from_ne_bytes(inode), container)
+}
+
+/// A process in a pid namespace of its own does not take the kernel's pids for its
+/// `/proc`'s; one in the initial namespace (this test, on the host) does.
+#[test]
+fn kernel_pids_are_looked_up_in_proc_only_from_the_initial_pid_namespace() {
+    const PID_TEST: &str = "kernel_pids_are_looked_up_in_proc_only_from_the_initial_pid_namespace";
+    use nix::{
+        sched::{CloneFlags, unshare},
+        sys::wait::{WaitStatus, waitpid},
+        unistd::{ForkResult, fork},
+    };
+    use volguard::node_files::caller_pod::CallerPods;
+    if !have_root(PID_TEST) {
+        return;
+    }
+    assert!(CallerPods::for_kernel_pids().reads_proc(), "the host's own pid namespace is the initial one");
+    // On a thread of its own: unshare(CLONE_NEWPID) puts that thread's children in it.
+    let status = std::thread::spawn(|| {
+        unshare(CloneFlags::CLONE_NEWPID).expect("unshare(CLONE_NEWPID)");
+        // SAFETY: the child reads one file's metadata and exits.
+        match unsafe { fork() }.expect("fork") {
+            ForkResult::Child => {
+                let code = if CallerPods::for_kernel_pids().reads_proc() { 1 } else { 0 };
+                // SAFETY: leaves the forked child without running the harness's exit.
+                unsafe { libc::_exit(code) }
+            }
+            ForkResult::Parent { child } => waitpid(child, None).expect("waitpid"),
+        }
+    })
+    .join()
+    .unwrap();
+    assert!(matches!(status, WaitStatus::Exited(_, 0)), "a process in a new pid namespace reads /proc: {status:?}");
 }
