@@ -88,8 +88,10 @@ impl Running<'_> {
         // A container's namespace can be gone by the time its event is read (a container
         // that failed to start) and its inode number, which the kernel hands out again at
         // once, be the next new namespace's (another pod's container being made): a task
-        // of another pod there means the namespace is no longer the caller's.
-        if own_namespace && caller_pod::pod_of_task(&task) != reader_pod {
+        // of another pod there means the namespace is no longer the caller's. (A task in no
+        // pod is not taken for proof: a node process can hold a container's namespace.)
+        let task_pod = caller_pod::pod_of_task(&task);
+        if own_namespace && task_pod.is_some() && task_pod != reader_pod {
             info!(
                 "out-of-band check of {} by pid {}: mount namespace {} is now another pod's; the caller's is gone",
                 target.path.display(),
