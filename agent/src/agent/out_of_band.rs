@@ -85,21 +85,27 @@ impl Running<'_> {
             return;
         };
         let own_namespace = self.caller_in_own_namespace(event);
-        // A container's namespace can be gone by the time its event is read (a container
-        // that failed to start) and its inode number, which the kernel hands out again at
-        // once, be the next new namespace's (another pod's container being made): a task
-        // of another pod there means the namespace is no longer the caller's. (A task in no
-        // pod is not taken for proof: a node process can hold a container's namespace.)
-        let task_pod = caller_pod::pod_of_task(&task);
-        if own_namespace && task_pod.is_some() && task_pod != reader_pod {
-            info!(
-                "out-of-band check of {} by pid {}: mount namespace {} is now another pod's; the caller's is gone",
-                target.path.display(),
-                event.caller.tgid,
-                event.caller.mnt_ns
-            );
-            return;
-        }
+        let reader_pod = match (own_namespace, reader_pod, caller_pod::pod_of_task(&task)) {
+            // A container's namespace can be gone by the time its event is read (a container
+            // that failed to start) and its inode number, which the kernel hands out again
+            // at once, be the next new namespace's (another pod's container being made): a
+            // task of another pod there means the namespace is no longer the caller's.
+            (true, Some(caller), Some(task)) if caller != task => {
+                info!(
+                    "out-of-band check of {} by pid {}: mount namespace {} is now another pod's; the caller's is \
+                     gone",
+                    target.path.display(),
+                    event.caller.tgid,
+                    event.caller.mnt_ns
+                );
+                return;
+            }
+            // A caller its cgroup ID does not place (a helper gone, where pods sit in cgroup
+            // v1 alone) in a pod's container namespace: the pod of that container.
+            (true, None, Some(task)) => Some(task),
+            // A task in no pod proves nothing: a node process can hold a container's namespace.
+            (_, reader, _) => reader,
+        };
         let scope = match target.path.starts_with("/proc") && own_namespace {
             true => Scope::Namespace,
             false => Scope::CallTree,

@@ -38,34 +38,49 @@ fn a_mount_event_whose_namespace_now_names_another_pods_is_not_judged_there() {
     let (ns, agent) = (&published.ns, &published.agent);
     let at = published.dir("reused-at");
     for _ in 0..TRIES {
+        // The agent is stopped meanwhile, so that it reads C's event only after C's
+        // namespace is gone and A has made its own (on a busy node it can read it at once).
+        let paused = Paused::agent(agent.pid());
         // C: a namespace of its own, a bind of A's volume there, and gone at once.
         let (c_pid, c_inode, _) = in_own_namespace_binding(&pod_c, ns, &published.a_target, &at, false);
         // A, the owner, right after: a namespace of its own (likely given C's inode
-        // number) with the same bind at the same place, its own and legitimate.
+        // number: other tests make namespaces too) with the same bind at the same place,
+        // its own and legitimate.
         let (_, a_inode, a) = in_own_namespace_binding(&pod_a, ns, &published.a_target, &at, true);
+        drop(paused);
         if a_inode != c_inode {
             continue;
         }
-        // The agent reads C's event in one of three moments: while C's namespace still
-        // stood (C's own bind detached), between the two (nothing left to judge), or once
-        // A's namespace had C's inode number: only the last one tells.
-        let by_c = format!(" by pid {c_pid}");
         let now_a = format!("by pid {c_pid}: mount namespace {c_inode} is now another pod's");
-        let line = agent.wait_for_line("C's event read", |l| {
-            l.contains(&by_c) && (l.contains("CONFLICT") || l.contains("namespace is gone") || l.contains(&now_a))
-        });
-        // Whichever it was, A's own bind stays.
+        let by_c = format!(" by pid {c_pid}");
+        let line = agent.wait_for_line("C's event read", |l| l.contains(&by_c));
+        assert!(line.contains(&now_a), "C's event, read once its namespace inode was A's: {line}");
         let a = a.expect("A stays");
         let through_a = a.path(&at.join("marker"));
         let read = std::fs::read_to_string(&through_a);
         let data = read.as_ref().ok().map(String::as_str);
-        assert_eq!(data, Some("pv-rwop"), "A's own bind at {} after `{line}`: {read:?}", through_a.display());
-        if line.contains(&now_a) {
-            published.finish(&[]);
-            return;
-        }
+        assert_eq!(data, Some("pv-rwop"), "A's own bind at {}: {read:?}", through_a.display());
+        published.finish(&[]);
+        return;
     }
-    panic!("in {TRIES} tries, no mount namespace inode was handed out again before the agent read the event");
+    panic!("in {TRIES} tries, no mount namespace inode was handed out again at once");
+}
+
+/// The agent stopped (`SIGSTOP`) until dropped: the kernel's events wait in its ring.
+struct Paused(nix::unistd::Pid);
+
+impl Paused {
+    fn agent(pid: u32) -> Self {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        Self(pid)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+    }
 }
 
 /// A process of `pod` that makes a mount namespace of its own (a slave of `ns`), binds

@@ -112,6 +112,7 @@ fn late_publish(admin: &Kube, site: Site) -> anyhow::Result<String> {
 /// it once, route `ancestor`, with a `SinglePodVolumeInUse` Event naming the owner, then
 /// the read itself (route `open`), with another. The reading shell holds the file open
 /// for a while: a reader that has exited before its open is judged has no pod to name.
+/// The pod stays for the opt-in's check ([`refused_with_the_opt_in`]).
 fn data_dir_reader(admin: &Kube, site: Site) -> anyhow::Result<String> {
     const READER: &str = DATA_DIR_READER;
     let handle = volume_handle(admin, "single")?;
