@@ -128,9 +128,16 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     build_components()?;
     let out = target_dir().join("e2e");
     // A folder per kind of run: `cargo xtask test` runs several, and a failed one's logs
-    // must outlive the runs after it.
+    // must outlive the runs after it. The same kind's run before is kept beside it
+    // (`<run>.previous`): a failure is often followed at once by a try again.
     let logs = out.join("logs").join(options.run_name());
-    let _ = fs::remove_dir_all(&logs);
+    if logs.exists() {
+        let previous = logs.with_extension("previous");
+        let _ = fs::remove_dir_all(&previous);
+        if fs::rename(&logs, &previous).is_err() {
+            let _ = fs::remove_dir_all(&logs);
+        }
+    }
     fs::create_dir_all(&logs)?;
     println!("e2e: building the images (buildah, FROM scratch)");
     let mut archives = vec![
