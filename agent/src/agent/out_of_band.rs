@@ -76,7 +76,7 @@ impl Running<'_> {
         if reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| t.published_to(pod))) {
             return;
         }
-        let Some((task, table)) = detach::caller_task_table(&event.caller) else {
+        let Some((task, table)) = detach::caller_table(&event.caller) else {
             info!(
                 "out-of-band check of {} by pid {}: the caller's mount namespace is gone",
                 target.path.display(),

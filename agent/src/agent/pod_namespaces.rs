@@ -57,7 +57,7 @@ pub(super) fn read(mountinfo: &Path, exempt: &BTreeSet<String>) -> PodNamespaces
             continue;
         }
         let caller = Caller { pid, tgid: pid, mnt_ns, comm: comm_of(pid), cgroup_id: 0 };
-        let Some(table) = detach::caller_table(&caller) else { continue };
+        let Some((_, table)) = detach::caller_table(&caller) else { continue };
         // A copy of the node's namespace that has not pivoted into a container's root
         // yet: a runtime creating a container unshares first (every node mount is
         // copied, each at its node path), then pivots and drops the old root with them.

@@ -14,13 +14,9 @@ use super::{ns_thread, quarantine_error::QuarantineError, task_ns::open_namespac
 use crate::{kernel::decode::Caller, node_files::mount_table::MountTable};
 
 /// The mount table of the namespace `caller` made its syscall in (through a live task
-/// there; paths as that task sees them), or `None` if no task is left in it.
-pub fn caller_table(caller: &Caller) -> Option<MountTable> {
-    live_table(caller).map(|(_, _, table)| table)
-}
-
-/// As [`caller_table`], with the task (`/proc/<pid>/task/<tid>`) it was read through.
-pub fn caller_task_table(caller: &Caller) -> Option<(PathBuf, MountTable)> {
+/// there, `/proc/<pid>/task/<tid>`; paths as that task sees them) and that task, or `None`
+/// if no task is left in it.
+pub fn caller_table(caller: &Caller) -> Option<(PathBuf, MountTable)> {
     live_table(caller).map(|(task, _, table)| (task, table))
 }
 

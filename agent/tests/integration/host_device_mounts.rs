@@ -6,8 +6,6 @@
 //! Needs a loop device (`/dev/loop-control`) and `mkfs.ext4`.
 
 use std::{
-    ffi::CString,
-    os::unix::ffi::OsStrExt,
     path::{Path, PathBuf},
     process::Command,
 };
@@ -15,7 +13,7 @@ use std::{
 use crate::{
     host_out_of_band::detached_at,
     support::{
-        have_root,
+        cstr, have_root,
         kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend},
         pod_cgroup::PodCgroup,
     },
@@ -48,10 +46,6 @@ impl Drop for LoopDevice {
     fn drop(&mut self) {
         let _ = Command::new("losetup").arg("--detach").arg(&self.path).status();
     }
-}
-
-fn cstr(path: &Path) -> CString {
-    CString::new(path.as_os_str().as_bytes()).unwrap()
 }
 
 /// Pod A's block volume: ext4 on a loop device, staged and published for A in a private

@@ -2,7 +2,7 @@
 //! API (called through raw syscalls: this util-linux is too old to use it), entry/exit
 //! pairing, and lost-event counting when the ring buffer is full.
 
-use std::{ffi::CString, os::unix::ffi::OsStrExt, path::Path, time::Duration};
+use std::{os::unix::ffi::OsStrExt, path::Path, time::Duration};
 
 use nix::{
     errno::Errno,
@@ -16,11 +16,7 @@ use volguard::{
 };
 use volguard_common::{counters::Counter, mount_api::*};
 
-use crate::support::{have_root, make_dirs, skip, tracer, tracer_with};
-
-fn cstr(path: &Path) -> CString {
-    CString::new(path.as_os_str().as_bytes()).unwrap()
-}
+use crate::support::{cstr, have_root, make_dirs, skip, tracer, tracer_with};
 
 fn raw(path: &Path) -> RawString {
     RawString { bytes: path.as_os_str().as_bytes().to_vec(), truncated: false }

@@ -7,25 +7,17 @@
 //! namespace's: an agent in another one (the e2e's node) must not look them up in its
 //! `/proc`, where they name other processes.
 
-use std::{
-    ffi::CString,
-    os::{fd::AsRawFd, unix::ffi::OsStrExt},
-    path::Path,
-};
+use std::{os::fd::AsRawFd, path::Path};
 
 use crate::{
     host_out_of_band::{POD_A, Published},
-    support::{have_root, pod_cgroup::PodCgroup},
+    support::{cstr, have_root, pod_cgroup::PodCgroup},
 };
 
 const TEST: &str = "a_mount_event_whose_namespace_now_names_another_pods_is_not_judged_there";
 const POD_C: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c7";
 /// Tries before the kernel is taken not to reuse inode numbers at once.
 const TRIES: usize = 10;
-
-fn cstr(path: &Path) -> CString {
-    CString::new(path.as_os_str().as_bytes()).unwrap()
-}
 
 #[test]
 fn a_mount_event_whose_namespace_now_names_another_pods_is_not_judged_there() {

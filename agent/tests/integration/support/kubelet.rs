@@ -2,7 +2,6 @@
 //! `volguard run` process, for the enforcement tests.
 
 use std::{
-    ffi::CString,
     io::{BufRead, BufReader},
     os::unix::ffi::OsStrExt,
     path::{Path, PathBuf},
@@ -24,6 +23,8 @@ use volguard_common::mount_api::{
     AT_FDCWD, FSCONFIG_CMD_CREATE, FSMOUNT_CLOEXEC, FSOPEN_CLOEXEC, MOVE_MOUNT_F_EMPTY_PATH, OPEN_TREE_CLOEXEC,
     OPEN_TREE_CLONE,
 };
+
+use super::cstr;
 
 /// `<tmp>/kubelet` laid out as kubelet does, and volume contents under `<tmp>/volumes`.
 pub struct KubeletTree {
@@ -318,10 +319,6 @@ impl MountNs {
         let f = file.to_path_buf();
         self.run(move || std::fs::read_to_string(f))
     }
-}
-
-fn cstr(path: &Path) -> CString {
-    CString::new(path.as_os_str().as_bytes()).unwrap()
 }
 
 /// Whether agents echo their stderr lines to the test's (see [`quiet_agents`]).

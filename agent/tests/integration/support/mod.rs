@@ -189,3 +189,9 @@ pub fn mount_onto(target: &std::path::Path) -> impl Fn(&Event) -> bool {
     let want = std::os::unix::ffi::OsStrExt::as_bytes(target.as_os_str()).to_vec();
     move |e| matches!(&e.call, Call::Mount { target, .. } if target.as_bytes() == want)
 }
+
+/// `path` as the NUL-terminated string a raw syscall takes (made before a fork).
+pub fn cstr(path: &std::path::Path) -> std::ffi::CString {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap()
+}

@@ -4,14 +4,11 @@
 
 use std::{
     ffi::CString,
-    os::{
-        fd::AsRawFd,
-        unix::{ffi::OsStrExt, fs::MetadataExt},
-    },
+    os::{fd::AsRawFd, unix::fs::MetadataExt},
     path::{Path, PathBuf},
 };
 
-use super::{kubelet::MountNs, pod_cgroup::PodCgroup};
+use super::{cstr, kubelet::MountNs, pod_cgroup::PodCgroup};
 
 /// What a pod's processes do in these tests: mounts made by a forked child in its cgroup.
 impl PodCgroup {
@@ -338,7 +335,3 @@ const OPEN_TREE_CLONE: libc::c_long = 1;
 /// The fd number `bind_via_fd` binds through (its path is made before the fork).
 const FD_FOR_BIND: i32 = 900;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_long = 4;
-
-fn cstr(path: &Path) -> CString {
-    CString::new(path.as_os_str().as_bytes()).unwrap()
-}
