@@ -4,7 +4,8 @@
 //! from a peer or a higher one; the top-level modules of agent/src and of xtask/src (each
 //! file `x.rs` or folder `x/` under `src/`) never import each other in a cycle, nor do the
 //! files of one folder below them; and only the kernel boundary (`agent/src/kernel/`) may
-//! name aya, in the library, the binary and the tests alike.
+//! name aya, in the library, the binary and the tests alike. It also checks the size
+//! rules ([`crate::sizes`]).
 
 use std::{
     collections::BTreeMap,
@@ -62,13 +63,15 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
             }),
         );
     }
+    violations.extend(crate::sizes::violations(root)?);
     if !violations.is_empty() {
-        bail!("{} layer violation(s):\n  {}", violations.len(), violations.join("\n  "));
+        bail!("{} layer or size violation(s):\n  {}", violations.len(), violations.join("\n  "));
     }
     let layers = ranks.values().collect::<std::collections::BTreeSet<_>>().len();
     println!(
         "layers: {} folders in {layers} layers, every import points down; no import cycle between the \
-         top-level modules nor inside a folder (agent/src, xtask/src); aya only in agent/src/{KERNEL_BOUNDARY}/",
+         top-level modules nor inside a folder (agent/src, xtask/src); aya only in agent/src/{KERNEL_BOUNDARY}/; \
+         no file over the size rules' lines, no agent function over them without a reason",
         ranks.len()
     );
     Ok(())

@@ -16,6 +16,7 @@ mod nodejs;
 mod proc;
 mod promql;
 mod setup;
+mod sizes;
 mod test;
 mod timings;
 mod vm;
@@ -78,8 +79,9 @@ enum Command {
     /// (internal) The node's side of `e2e`, run inside its namespaces.
     #[command(hide = true)]
     E2eNode(e2e::NodeOptions),
-    /// Check the agent's layers: imports point down the table in agent/src/lib.rs, and
-    /// only agent/src/kernel/ uses aya.
+    /// Check the agent's layers (imports point down the table in agent/src/lib.rs, no
+    /// import cycles, only agent/src/kernel/ uses aya) and the size rules (files ≤ 600
+    /// lines, agent functions ≤ 80 unless a `// Long by design:` comment says why).
     Layers,
     /// Check dashboards/: Grafana schema types (tsc), PromQL (promtool), metric names.
     CheckDashboards,

@@ -37,44 +37,28 @@ impl Running<'_> {
     /// A successful bind, `move_mount` or new mount that is no publish: does the new mount
     /// reach an owned single-pod volume, and who made it?
     pub(super) fn check_out_of_band(&mut self, event: &Event, target: &EventTarget) {
-        let (attach, recursive) = match &event.call {
-            Call::Mount { flags, .. } if MountOp::of(without_magic(*flags)) == MountOp::Bind => {
-                (AttachKind::Bind, flags & MS_REC != 0)
-            }
-            Call::MoveMount { .. } => (AttachKind::Move, true),
-            Call::Mount { flags, .. } if MountOp::of(without_magic(*flags)) == MountOp::NewMount => {
-                (AttachKind::NewMount, false)
-            }
-            _ => return,
-        };
-        if !target.attaching || !target.succeeded || target.publish_change().is_some() {
-            return;
-        }
-        // A runtime's new mounts through `/proc/thread-self/fd/N` (proc, sysfs, tmpfs for a
-        // container being made) are filesystems of its own making: a new mount is judged
-        // only by the one mount it makes at a path, never by the whole namespace.
-        if attach == AttachKind::NewMount && target.path.starts_with("/proc") {
-            return;
-        }
+        let Some((attach, recursive)) = out_of_band_attach(event, target) else { return };
         let trees = self.owned_trees();
-        if trees.is_empty() {
+        if trees.is_empty() || (!recursive && shows_no_owned_filesystem(event, target, &trees)) {
             return;
         }
-        // A plain bind or a new mount onto a path attaches one mount: its filesystem, from a
-        // stat through the caller's root, rules most out before anything dearer (the
-        // caller's pod, a mount table; a runtime makes a dozen new mounts of proc, sysfs and
-        // tmpfs per container). A caller already gone is judged through its namespace.
-        if !recursive
-            && !target.path.starts_with("/proc")
-            && let Some(device) = detach::device_at(&event.caller, &target.path)
-            && !trees.iter().any(|t| t.device == device)
-        {
-            return;
+        let Some(caller) = self.caller_view(event, target, &trees) else { return };
+        let found =
+            access::accesses(&caller.table, &target.path, attach, caller.scope, self.model.kubelet_root(), &trees);
+        let exempt = caller.pod.as_deref().is_some_and(|pod| self.is_exempt(pod));
+        for access in found {
+            let maker = self.mount_maker(&access, caller.pod.as_deref(), attach, exempt, &trees);
+            self.judge_access(event, attach, access, maker, caller.pod.as_deref());
         }
+    }
+
+    /// The caller's pod and the mount table of its namespace, or `None` when there is
+    /// nothing to judge: a runtime binding a pod's own publishes into its containers, or a
+    /// namespace gone (or its number already another pod's).
+    fn caller_view(&mut self, event: &Event, target: &EventTarget, trees: &[VolumeTree]) -> Option<CallerView> {
         let reader_pod = self.callers.pod_uid(event.caller.tgid, event.caller.cgroup_id);
-        // A runtime binding a pod's own publishes into its containers: nothing new to read.
         if reader_pod.as_ref().is_some_and(|pod| trees.iter().all(|t| t.published_to(pod))) {
-            return;
+            return None;
         }
         let Some((task, table)) = detach::caller_table(&event.caller) else {
             info!(
@@ -82,10 +66,10 @@ impl Running<'_> {
                 target.path.display(),
                 event.caller.tgid
             );
-            return;
+            return None;
         };
         let own_namespace = self.caller_in_own_namespace(event);
-        let reader_pod = match (own_namespace, reader_pod, caller_pod::pod_of_task(&task)) {
+        let pod = match (own_namespace, reader_pod, caller_pod::pod_of_task(&task)) {
             // A container's namespace can be gone by the time its event is read (a container
             // that failed to start) and its inode number, which the kernel hands out again
             // at once, be the next new namespace's (another pod's container being made): a
@@ -98,7 +82,7 @@ impl Running<'_> {
                     event.caller.tgid,
                     event.caller.mnt_ns
                 );
-                return;
+                return None;
             }
             // A caller its cgroup ID does not place (a helper gone, where pods sit in cgroup
             // v1 alone) in a pod's container namespace: the pod of that container.
@@ -110,44 +94,61 @@ impl Running<'_> {
             true => Scope::Namespace,
             false => Scope::CallTree,
         };
-        let found = access::accesses(&table, &target.path, attach, scope, self.model.kubelet_root(), &trees);
-        let exempt = reader_pod.as_deref().is_some_and(|pod| self.is_exempt(pod));
-        for access in found {
-            let reader = match &reader_pod {
-                // The owner, or a pod whose own publish of the volume stands: what it
-                // binds, kubelet gave it (its publish was judged as a publish).
-                Some(pod) if access::holds_publish(&trees, &access.volume, pod) => MountMaker::Owner,
-                Some(_) if exempt => MountMaker::Exempt,
-                // A CSI node plugin mounting its own volume's device (its staging is
-                // kubelet's place, spared anyway).
-                Some(pod) if attach == AttachKind::NewMount && self.out_of_band.driver_pods.contains(pod) => {
-                    MountMaker::Exempt
-                }
-                Some(_) => MountMaker::OtherPod,
-                None => MountMaker::NodeProcess,
-            };
-            let decided = decide_access(self.decision.mode, reader, self.opts.detach_node_access);
-            // A mount left in place (reported only) is found again at its namespace's next
-            // bind: reported once. Mount ids are reused, so the mount point is in the key.
-            let key = ReportedAccess::of(event.caller.mnt_ns, &access);
-            if self.out_of_band.reported.contains(&key) {
-                continue;
+        Some(CallerView { pod, table, scope })
+    }
+
+    /// Who made a mount that reaches `access`'s volume, as the decision weighs it.
+    fn mount_maker(
+        &self,
+        access: &Access,
+        pod: Option<&str>,
+        attach: AttachKind,
+        exempt: bool,
+        trees: &[VolumeTree],
+    ) -> MountMaker {
+        match pod {
+            // The owner, or a pod whose own publish of the volume stands: what it binds,
+            // kubelet gave it (its publish was judged as a publish).
+            Some(pod) if access::holds_publish(trees, &access.volume, pod) => MountMaker::Owner,
+            Some(_) if exempt => MountMaker::Exempt,
+            // A CSI node plugin mounting its own volume's device (its staging is kubelet's
+            // place, spared anyway).
+            Some(pod) if attach == AttachKind::NewMount && self.out_of_band.driver_pods.contains(pod) => {
+                MountMaker::Exempt
             }
-            // The kernel's hook reported this clone already (records come in order: the
-            // hook's before the exit's).
-            if attach == AttachKind::Move
-                && self.out_of_band.kernel_audited_clones.remove(&(event.caller.tgid, access.volume.clone()))
-            {
-                self.remember_reported(key);
-                continue;
-            }
-            if decided != AccessAction::Allow
-                && let Some(left_in_place) =
-                    self.handle_access(Seen::Caller(&event.caller), access, decided, reader_pod.as_deref())
-                && left_in_place
-            {
-                self.remember_reported(key);
-            }
+            Some(_) => MountMaker::OtherPod,
+            None => MountMaker::NodeProcess,
+        }
+    }
+
+    /// Decides about one access a caller's mount gives, and carries it out once: a mount
+    /// left in place is found again at its namespace's next bind.
+    fn judge_access(
+        &mut self,
+        event: &Event,
+        attach: AttachKind,
+        access: Access,
+        maker: MountMaker,
+        pod: Option<&str>,
+    ) {
+        let decided = decide_access(self.decision.mode, maker, self.opts.detach_node_access);
+        // Mount ids are reused, so the mount point is in the key.
+        let key = ReportedAccess::of(event.caller.mnt_ns, &access);
+        if self.out_of_band.reported.contains(&key) {
+            return;
+        }
+        // The kernel's hook reported this clone already (records come in order: the hook's
+        // before the exit's).
+        if attach == AttachKind::Move
+            && self.out_of_band.kernel_audited_clones.remove(&(event.caller.tgid, access.volume.clone()))
+        {
+            self.remember_reported(key);
+            return;
+        }
+        if decided != AccessAction::Allow
+            && let Some(true) = self.handle_access(Seen::Caller(&event.caller), access, decided, pod)
+        {
+            self.remember_reported(key);
         }
     }
 
@@ -330,6 +331,49 @@ impl Running<'_> {
         self.out_of_band.owned_trees = Some(trees.clone());
         trees
     }
+}
+
+/// What a traced mount call attached, if it may give access outside kubelet's publish: a
+/// successful bind (and whether recursive), `move_mount`, or new mount, that is no publish.
+fn out_of_band_attach(event: &Event, target: &EventTarget) -> Option<(AttachKind, bool)> {
+    let (attach, recursive) = match &event.call {
+        Call::Mount { flags, .. } if MountOp::of(without_magic(*flags)) == MountOp::Bind => {
+            (AttachKind::Bind, flags & MS_REC != 0)
+        }
+        Call::MoveMount { .. } => (AttachKind::Move, true),
+        Call::Mount { flags, .. } if MountOp::of(without_magic(*flags)) == MountOp::NewMount => {
+            (AttachKind::NewMount, false)
+        }
+        _ => return None,
+    };
+    if !target.attaching || !target.succeeded || target.publish_change().is_some() {
+        return None;
+    }
+    // A runtime's new mounts through `/proc/thread-self/fd/N` (proc, sysfs, tmpfs for a
+    // container being made) are filesystems of its own making: a new mount is judged only
+    // by the one mount it makes at a path, never by the whole namespace.
+    if attach == AttachKind::NewMount && target.path.starts_with("/proc") {
+        return None;
+    }
+    Some((attach, recursive))
+}
+
+/// Whether a plain bind or new mount onto a path (one mount) is of a filesystem no owned
+/// volume lives on: a stat through the caller's root rules most out before anything
+/// dearer (the caller's pod, a mount table; a runtime makes a dozen new mounts of proc,
+/// sysfs and tmpfs per container). A caller already gone is judged through its namespace.
+fn shows_no_owned_filesystem(event: &Event, target: &EventTarget, trees: &[VolumeTree]) -> bool {
+    !target.path.starts_with("/proc")
+        && detach::device_at(&event.caller, &target.path)
+            .is_some_and(|device| !trees.iter().any(|t| t.device == device))
+}
+
+/// A caller as the out-of-band check judges it: its pod, its namespace's mount table, and
+/// how much of that table its call may have made.
+struct CallerView {
+    pod: Option<String>,
+    table: MountTable,
+    scope: Scope,
 }
 
 /// Where an access was seen: what it can be detached through, and who is named.

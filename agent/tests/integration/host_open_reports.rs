@@ -123,6 +123,7 @@ fn refused(volume: &str, reader: &str) -> impl Fn(&str) -> bool {
     move |l: &str| l.contains("CONFLICT refused (EPERM) file_open") && l.contains(&volume) && l.contains(&reader)
 }
 
+// Long by design: one owner works throughout while every route is tried against it.
 #[test]
 fn with_deny_foreign_open_another_pods_opens_are_refused_and_the_owner_works_throughout() {
     if !have_root(DENY_TEST) {

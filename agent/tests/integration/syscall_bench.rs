@@ -443,6 +443,7 @@ fn cpu_seconds(agent: &Agent) -> f64 {
 /// `PROBE_EVERY` meanwhile (its worst and 99th-percentile answer). Nothing may be lost: the
 /// agent logs no overflow of its queue and no dropped report, and another pod's open right
 /// after the load is reported. With BPF LSM the kernel answers the opens: no line.
+// Long by design: the idle window, the load, the probes and the loss checks share one agent.
 #[test]
 #[ignore = "a benchmark: cargo xtask bench runs it on the host"]
 fn agent_cpu_while_the_owner_opens_files() {
