@@ -82,6 +82,15 @@ pub const KERNELS: &[PinnedKernel] = &[
 /// ships as modules; the rest of the e2e's list are built in).
 pub const MODULES_STAMP: &str = "kept";
 
+/// What `cargo xtask vm-test` loads in each boot: loop devices and ext4, for a block
+/// volume's filesystem of its own (`host_device_mounts`), where the kernel has them as
+/// modules.
+pub const VM_TEST_MODULES: &[&str] = &["loop", "ext4"];
+
+/// Beside a kernel's modules: the files of [`VM_TEST_MODULES`] and their dependencies, one
+/// module name a line, in the order `insmod` takes them (none where all are built in).
+pub const VM_TEST_LOAD_ORDER: &str = "vm-test-load-order";
+
 impl PinnedKernel {
     /// The kernel release (`uname -r`), from the first package's name.
     pub fn release(&self) -> &'static str {
@@ -97,7 +106,8 @@ impl PinnedKernel {
     /// Whether `cargo xtask setup` fetched it: its vmlinuz and its modules, complete.
     pub fn fetched(&self) -> bool {
         let image = self.image_path();
-        image.exists() && vm_kernel_modules(&image).join(MODULES_STAMP).exists()
+        let modules = vm_kernel_modules(&image);
+        image.exists() && modules.join(MODULES_STAMP).exists() && modules.join(VM_TEST_LOAD_ORDER).exists()
     }
 }
 
@@ -106,8 +116,8 @@ pub fn kernel_image(version: &str) -> Option<PathBuf> {
     KERNELS.iter().find(|k| k.version == version).filter(|k| k.fetched()).map(PinnedKernel::image_path)
 }
 
-/// Where the kernel modules that the e2e's VM node loads are kept beside `kernel`
-/// (`modules-<release>/<name>.ko`).
+/// Where the kernel modules that the e2e's VM node and `cargo xtask vm-test` load are
+/// kept beside `kernel` (`modules-<release>/<name>.ko`).
 pub fn vm_kernel_modules(kernel: &Path) -> PathBuf {
     let name = kernel.file_name().map(|n| n.to_string_lossy().replacen("vmlinuz-", "modules-", 1));
     kernel.with_file_name(name.unwrap_or_default())

@@ -1,9 +1,11 @@
 //! Fetching the VM kernels: the Debian cloud kernels pinned by package, version and
 //! SHA-256 in [`KERNELS`], fetched by an apt run of their own (its own sources list, lists
 //! and cache under [`CACHE_ROOT`]), so the machine's apt sources are never touched. Of each
-//! only vmlinuz and the e2e VM node's modules are kept; nothing is installed.
+//! only vmlinuz and the modules the e2e VM node and `cargo xtask vm-test` load are kept;
+//! nothing is installed.
 
 use std::{
+    collections::BTreeMap,
     fs,
     path::{Path, PathBuf},
     process::Command,
@@ -13,7 +15,9 @@ use anyhow::{Context, bail};
 
 use crate::{
     proc::{CACHE_ROOT, output, run_cmd, run_logged},
-    vm_kernels::{KERNELS, MODULES_STAMP, PinnedKernel, VM_KERNEL_DIR, vm_kernel_modules},
+    vm_kernels::{
+        KERNELS, MODULES_STAMP, PinnedKernel, VM_KERNEL_DIR, VM_TEST_LOAD_ORDER, VM_TEST_MODULES, vm_kernel_modules,
+    },
 };
 
 /// The apt sources file that earlier setups added to the machine's sources for 6.12.
@@ -156,12 +160,15 @@ fn fetch(apt: &OwnApt, kernel: &PinnedKernel) -> anyhow::Result<()> {
     fs::create_dir_all(&modules).with_context(|| format!("creating {}", modules.display()))?;
     fs::copy(&vmlinuz, &image).with_context(|| format!("copying {} to {}", vmlinuz.display(), image.display()))?;
     let kept = keep_modules(&extracted, &modules)?;
+    let vm_test = keep_vm_test_modules(&extracted, release, &modules)?;
     println!(
-        "setup: kept {} and modules {} (the rest of the e2e's list are no modules of {release})",
+        "setup: kept {} and modules {} (the rest of the e2e's list are no modules of {release}); vm-test loads {}",
         image.display(),
-        kept.join(", ")
+        kept.join(", "),
+        if vm_test.is_empty() { "none (built in)".to_owned() } else { vm_test.join(", ") },
     );
-    fs::write(modules.join(MODULES_STAMP), kept.join("\n") + "\n")?;
+    fs::write(modules.join(VM_TEST_LOAD_ORDER), lines(&vm_test))?;
+    fs::write(modules.join(MODULES_STAMP), lines(&kept))?;
     fs::remove_dir_all(&work)?;
     Ok(())
 }
@@ -178,27 +185,92 @@ fn keep_modules(extracted: &Path, modules: &Path) -> anyhow::Result<Vec<&'static
     }
     let mut kept = Vec::new();
     for module in crate::e2e::GUEST_MODULES {
-        let dest = modules.join(format!("{module}.ko"));
         let named = |suffix: &str| {
             files.iter().find(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == format!("{module}{suffix}")))
         };
-        if let Some(plain) = named(".ko") {
-            fs::copy(plain, &dest)?;
-        } else if let Some(packed) = named(".ko.xz") {
-            let ko = std::process::Command::new("xz").arg("-dc").arg(packed).output().context("running xz")?;
-            if !ko.status.success() {
-                bail!("xz could not decompress {}", packed.display());
-            }
-            fs::write(&dest, ko.stdout)?;
-        } else {
-            continue;
-        }
+        let Some(file) = named(".ko").or_else(|| named(".ko.xz")) else { continue };
+        keep_module(file, &modules.join(format!("{module}.ko")))?;
         kept.push(*module);
     }
     if kept.is_empty() {
         bail!("none of the e2e VM node's modules in {}", extracted.display());
     }
     Ok(kept)
+}
+
+/// Copies `file` (a `.ko`, or a `.ko.xz` decompressed) to `dest`.
+fn keep_module(file: &Path, dest: &Path) -> anyhow::Result<()> {
+    if file.extension().is_some_and(|e| e == "xz") {
+        let ko = std::process::Command::new("xz").arg("-dc").arg(file).output().context("running xz")?;
+        if !ko.status.success() {
+            bail!("xz could not decompress {}", file.display());
+        }
+        fs::write(dest, ko.stdout)?;
+    } else {
+        fs::copy(file, dest)?;
+    }
+    Ok(())
+}
+
+/// Keeps [`VM_TEST_MODULES`] and what they depend on, by the kernel's `modules.dep`, as
+/// `<name>.ko` in `modules`; returns their names in load order.
+fn keep_vm_test_modules(extracted: &Path, release: &str, modules: &Path) -> anyhow::Result<Vec<String>> {
+    let dir = ["lib/modules", "usr/lib/modules"]
+        .iter()
+        .map(|root| extracted.join(root).join(release))
+        .find(|dir| dir.join("modules.dep").exists())
+        .with_context(|| format!("the {release} kernel's packages have no modules.dep"))?;
+    let dep = fs::read_to_string(dir.join("modules.dep"))?;
+    let builtin = fs::read_to_string(dir.join("modules.builtin")).unwrap_or_default();
+    let order = load_order(&dep, &builtin, VM_TEST_MODULES).with_context(|| format!("Linux {release}"))?;
+    let mut names = Vec::new();
+    for relative in order {
+        let name = module_name(&relative);
+        keep_module(&dir.join(&relative), &modules.join(format!("{name}.ko")))?;
+        names.push(name);
+    }
+    Ok(names)
+}
+
+/// The modules to load for `wanted`, each after those it depends on, as paths relative to
+/// the modules directory: `modules.dep` lists each module's dependencies (`path: dep
+/// dep…`); a wanted module it does not list must be in `modules.builtin`.
+fn load_order(dep: &str, builtin: &str, wanted: &[&str]) -> anyhow::Result<Vec<String>> {
+    let lines: BTreeMap<String, (&str, Vec<&str>)> = dep
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(path, deps)| (module_name(path), (path, deps.split_whitespace().collect())))
+        .collect();
+    fn visit<'a>(path: &'a str, lines: &BTreeMap<String, (&'a str, Vec<&'a str>)>, order: &mut Vec<String>) {
+        if order.iter().any(|p| p == path) {
+            return;
+        }
+        for dep in lines.get(&module_name(path)).map(|(_, deps)| deps.as_slice()).unwrap_or_default() {
+            visit(dep, lines, order);
+        }
+        order.push(path.to_owned());
+    }
+    let mut order = Vec::new();
+    for module in wanted {
+        match lines.get(&module_name(module)) {
+            Some((path, _)) => visit(path, &lines, &mut order),
+            None if builtin.lines().any(|l| module_name(l) == module_name(module)) => {}
+            None => bail!("no module {module}, and it is not built in"),
+        }
+    }
+    Ok(order)
+}
+
+/// A module's name from its file's path (`kernel/fs/ext4/ext4.ko.xz` → `ext4`), with `-`
+/// as `_` (the kernel's spelling).
+fn module_name(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.split(".ko").next().unwrap_or(file).replace('-', "_")
+}
+
+/// `names`, one a line.
+fn lines(names: &[impl AsRef<str>]) -> String {
+    names.iter().map(|n| format!("{}\n", n.as_ref())).collect()
 }
 
 fn find_files(dir: &Path, found: &mut Vec<PathBuf>) -> anyhow::Result<()> {
@@ -215,7 +287,29 @@ fn find_files(dir: &Path, found: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::sources_line;
+    use super::{load_order, sources_line};
+
+    #[test]
+    fn modules_load_after_what_they_depend_on_and_built_in_ones_not_at_all() {
+        let dep = "kernel/fs/ext4/ext4.ko.xz: kernel/lib/crc16.ko.xz kernel/fs/mbcache.ko.xz kernel/fs/jbd2/jbd2.ko.xz\n\
+                   kernel/fs/jbd2/jbd2.ko.xz: kernel/fs/mbcache.ko.xz\n\
+                   kernel/fs/mbcache.ko.xz:\nkernel/lib/crc16.ko.xz:\nkernel/drivers/block/loop.ko.xz:\n";
+        let order = load_order(dep, "", &["loop", "ext4"]).unwrap();
+        assert_eq!(
+            order,
+            [
+                "kernel/drivers/block/loop.ko.xz",
+                "kernel/lib/crc16.ko.xz",
+                "kernel/fs/mbcache.ko.xz",
+                "kernel/fs/jbd2/jbd2.ko.xz",
+                "kernel/fs/ext4/ext4.ko.xz"
+            ]
+        );
+        let builtin = "kernel/drivers/block/loop.ko\n";
+        assert_eq!(load_order("", builtin, &["loop"]).unwrap(), Vec::<String>::new(), "built in: nothing to load");
+        let missing = load_order("", builtin, &["ext4"]).unwrap_err().to_string();
+        assert!(missing.contains("no module ext4"), "{missing}");
+    }
 
     #[test]
     fn a_suite_takes_the_machines_mirror_and_the_security_archive_its_own() {

@@ -27,7 +27,10 @@ use counts::{RUN_MARK, count_mismatch, expected_test_counts};
 use plan::{BOOTS, Boot, DEMO_BOOT, bench_boot, test_runs};
 pub use plan::{BootName, VmKernel};
 
-use crate::proc::{cargo, cores, output, run_cmd, run_in_lanes, target_dir};
+use crate::{
+    proc::{cargo, cores, output, run_cmd, run_in_lanes, target_dir},
+    vm_kernels::{VM_TEST_LOAD_ORDER, vm_kernel_modules},
+};
 
 #[derive(clap::Args, Default)]
 pub struct Options {
@@ -291,14 +294,16 @@ fn init_script(boot: &Boot, timeout: Duration) -> String {
     }
     let expect = compat::expectation_exports(boot.kernel, boot.name);
     let watchdog = watchdog(timeout.saturating_sub(WATCHDOG_LEAD).as_secs());
+    let load_modules = load_modules();
     format!(
         r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
-export PATH=/bin HOME=/root RUST_BACKTRACE=1 CI=true VOLGUARD_IN_VM=1 VOLGUARD_REQUIRE_ROOT_TESTS=1 VOLGUARD_AGENT_BIN={AGENT_IN_VM}
+export PATH=/sbin:/bin HOME=/root RUST_BACKTRACE=1 CI=true VOLGUARD_IN_VM=1 VOLGUARD_REQUIRE_ROOT_TESTS=1 VOLGUARD_AGENT_BIN={AGENT_IN_VM}
 {KERNEL_FILESYSTEMS}
 mount -t bpf bpf /sys/fs/bpf
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmpfs /tmp
+{load_modules}
 ip link set lo up
 echo "volguard-vm: kernel $(uname -r), active LSMs: $(cat /sys/kernel/security/lsm)"
 {expect}{watchdog}failed=0
@@ -341,6 +346,7 @@ fn build_initramfs(
             .arg(agent),
     )?;
     libraries.extend(shared_libraries(agent)?);
+    libraries.extend(block_volume_kit(&root, boot)?);
     libraries.sort();
     libraries.dedup();
     for lib in libraries {
@@ -351,6 +357,44 @@ fn build_initramfs(
     let initrd = work.join("initrd.gz");
     pack_initramfs(&root, &init_script(boot, timeout), &initrd, Compression::Gzip)?;
     Ok(initrd)
+}
+
+/// Where the init finds the kernel modules it loads, and their order.
+const MODULES_IN_VM: &str = "/lib/vm-test-modules";
+/// The host's tools a block volume needs (busybox's `losetup` has no `--show`), kept apart
+/// from busybox's links: `mkfs.ext4` is `mke2fs` under that name.
+const BLOCK_TOOLS: [(&str, &str); 2] =
+    [("/usr/sbin/mke2fs", "/sbin/mkfs.ext4"), ("/usr/sbin/losetup", "/sbin/losetup")];
+
+/// What a block volume takes in the VM (`host_device_mounts`: ext4 on a loop device): the
+/// kernel's loop and ext4 modules with their dependencies, where it has them as modules,
+/// and `mkfs.ext4` and `losetup`. Returns the tools' libraries.
+fn block_volume_kit(root: &Path, boot: &Boot) -> anyhow::Result<Vec<PathBuf>> {
+    let kept = vm_kernel_modules(&boot.kernel.image()?);
+    let order = fs::read_to_string(kept.join(VM_TEST_LOAD_ORDER))
+        .with_context(|| format!("{}: re-run `cargo xtask setup`", kept.join(VM_TEST_LOAD_ORDER).display()))?;
+    let dir = root.join(MODULES_IN_VM.trim_start_matches('/'));
+    fs::create_dir_all(&dir)?;
+    for name in order.lines() {
+        fs::copy(kept.join(format!("{name}.ko")), dir.join(format!("{name}.ko")))
+            .with_context(|| format!("the VM's module {name} (re-run `cargo xtask setup`)"))?;
+    }
+    fs::write(dir.join("order"), order)?;
+    let mut libraries = Vec::new();
+    for (tool, in_vm) in BLOCK_TOOLS {
+        let dest = root.join(in_vm.trim_start_matches('/'));
+        fs::create_dir_all(dest.parent().expect("a parent"))?;
+        fs::copy(tool, &dest).with_context(|| format!("copying {tool} (run `cargo xtask setup`)"))?;
+        libraries.extend(shared_libraries(Path::new(tool))?);
+    }
+    Ok(libraries)
+}
+
+/// The init's loading of the kernel modules [`block_volume_kit`] laid out.
+fn load_modules() -> String {
+    format!(
+        "for m in $(cat {MODULES_IN_VM}/order); do insmod {MODULES_IN_VM}/$m.ko || echo \"volguard-vm: insmod $m failed\"; done"
+    )
 }
 
 /// How an initramfs is packed.

@@ -205,6 +205,15 @@ const OUT_OF_BAND: Run = ("host_out_of_band", Tracing::Auto, &["host_out_of_band
 /// exit, and with it the detach the tests wait for, is then left to the reconciliation.
 /// Auto picks trampolines there; docs/tracing.md says what forced tracepoints risk.
 const OUT_OF_BAND_TRAMPOLINES: Run = ("host_out_of_band", Tracing::Trampolines, &["host_out_of_band::"]);
+/// A second mount of a block volume's device (ext4 on a loop device), by another pod:
+/// detached at its exit in enforce mode, on every kernel with BPF LSM (docs/enforcement.md's
+/// `device` row), with the backend auto picks there (forced tracepoints risk 7.3's
+/// recursion misses, above). Not the fanotify case, which the host runs.
+const DEVICE_MOUNTS: Run = (
+    "host_device_mounts",
+    Tracing::Trampolines,
+    &["--exact", "host_device_mounts::a_second_mount_of_a_block_volumes_device_by_another_pod_is_detached"],
+);
 
 /// What `cargo xtask vm-test` boots. Lanes (one per core) take the boots in this order,
 /// the longest first. 6.1 runs every area, split over two boots; 6.12 and 7.3 what differs
@@ -230,6 +239,7 @@ pub(super) const BOOTS: &[Boot] = &[
             ("host_demo", Tracing::Auto, &["host_demo::"]),
             // Mounts outside kubelet's publish, detached at syscall exit in enforce mode.
             ("host_out_of_band", Tracing::Both, &["host_out_of_band::"]),
+            DEVICE_MOUNTS,
         ],
         agent_runs: &[],
         cpus: 1,
@@ -251,6 +261,7 @@ pub(super) const BOOTS: &[Boot] = &[
             TRACE,
             TRACE_BACKEND,
             OUT_OF_BAND_TRAMPOLINES,
+            DEVICE_MOUNTS,
         ],
         agent_runs: &[],
         cpus: 1,
@@ -269,6 +280,7 @@ pub(super) const BOOTS: &[Boot] = &[
             TRACE,
             TRACE_BACKEND,
             OUT_OF_BAND,
+            DEVICE_MOUNTS,
         ],
         agent_runs: &[],
         cpus: 1,
