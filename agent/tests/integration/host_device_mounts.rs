@@ -14,7 +14,7 @@ use crate::{
     host_out_of_band::detached_at,
     support::{
         cstr, have_root,
-        kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend},
+        kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend, uninstall},
         pod_cgroup::PodCgroup,
     },
 };
@@ -57,6 +57,7 @@ struct BlockVolume {
     staging: PathBuf,
     target: PathBuf,
     agent: Agent,
+    pins: PathBuf,
 }
 
 impl BlockVolume {
@@ -72,7 +73,8 @@ impl BlockVolume {
         let written = staging.join("data");
         ns.run(move || std::fs::write(written, b"pod A's block data")).unwrap();
         let args: Vec<&str> = backend.iter().chain(extra).copied().collect();
-        let agent = Agent::start_in(&ns, &tree.root(), &pin_root(pin), &["pv-blk"], &args);
+        let pins = pin_root(pin);
+        let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-blk"], &args);
         let target = tree.publish_dir(POD_A, "pv-blk");
         ns.bind(&staging, &target).unwrap();
         let (claimed, published) = (
@@ -80,7 +82,7 @@ impl BlockVolume {
             format!("volume pv-blk published for pod {POD_A}, its owner"),
         );
         agent.wait_for_line("pod A's publish", |l| l.contains(&claimed) || l.contains(&published));
-        Self { tree, ns, device, staging, target, agent }
+        Self { tree, ns, device, staging, target, agent, pins }
     }
 
     /// A new directory outside the kubelet tree.
@@ -92,6 +94,7 @@ impl BlockVolume {
 
     fn finish(self, points: &[&Path]) {
         self.agent.stop();
+        uninstall(&self.pins);
         for point in points.iter().copied().chain([self.target.as_path(), self.staging.as_path()]) {
             let _ = self.ns.umount_detach(point);
         }

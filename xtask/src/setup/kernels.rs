@@ -200,65 +200,92 @@ fn keep_modules(extracted: &Path, modules: &Path) -> anyhow::Result<Vec<&'static
 
 /// Copies `file` (a `.ko`, or a `.ko.xz` decompressed) to `dest`.
 fn keep_module(file: &Path, dest: &Path) -> anyhow::Result<()> {
+    fs::write(dest, module_bytes(file)?).with_context(|| format!("writing {}", dest.display()))
+}
+
+/// A module file's contents, decompressed.
+fn module_bytes(file: &Path) -> anyhow::Result<Vec<u8>> {
     if file.extension().is_some_and(|e| e == "xz") {
         let ko = std::process::Command::new("xz").arg("-dc").arg(file).output().context("running xz")?;
         if !ko.status.success() {
             bail!("xz could not decompress {}", file.display());
         }
-        fs::write(dest, ko.stdout)?;
-    } else {
-        fs::copy(file, dest)?;
+        return Ok(ko.stdout);
     }
-    Ok(())
+    fs::read(file).with_context(|| format!("reading {}", file.display()))
 }
 
-/// Keeps [`VM_TEST_MODULES`] and what they depend on, by the kernel's `modules.dep`, as
-/// `<name>.ko` in `modules`; returns their names in load order.
+/// Keeps [`VM_TEST_MODULES`] and what they depend on (each module's own `depends=`: the
+/// packages carry no `modules.dep`, which depmod writes at install) as `<name>.ko` in
+/// `modules`; returns their names in load order.
 fn keep_vm_test_modules(extracted: &Path, release: &str, modules: &Path) -> anyhow::Result<Vec<String>> {
     let dir = ["lib/modules", "usr/lib/modules"]
         .iter()
         .map(|root| extracted.join(root).join(release))
-        .find(|dir| dir.join("modules.dep").exists())
-        .with_context(|| format!("the {release} kernel's packages have no modules.dep"))?;
-    let dep = fs::read_to_string(dir.join("modules.dep"))?;
-    let builtin = fs::read_to_string(dir.join("modules.builtin")).unwrap_or_default();
-    let order = load_order(&dep, &builtin, VM_TEST_MODULES).with_context(|| format!("Linux {release}"))?;
-    let mut names = Vec::new();
-    for relative in order {
-        let name = module_name(&relative);
-        keep_module(&dir.join(&relative), &modules.join(format!("{name}.ko")))?;
-        names.push(name);
+        .find(|dir| dir.exists())
+        .with_context(|| format!("the {release} kernel's packages have no modules"))?;
+    // 7.x's packages carry no modules.builtin: there a module with no file is built in
+    // (a boot that lacks it fails its test: loop devices or ext4 missing).
+    let builtin = fs::read_to_string(dir.join("modules.builtin")).ok();
+    let mut files = Vec::new();
+    find_files(&dir, &mut files)?;
+    let by_name: BTreeMap<String, &PathBuf> = files
+        .iter()
+        .filter(|p| p.to_string_lossy().ends_with(".ko") || p.to_string_lossy().ends_with(".ko.xz"))
+        .map(|p| (module_name(&p.to_string_lossy()), p))
+        .collect();
+    let order = load_order(VM_TEST_MODULES, builtin.as_deref(), |name| {
+        by_name.get(name).map(|file| module_bytes(file).map(|bytes| depends(&bytes))).transpose()
+    })
+    .with_context(|| format!("Linux {release}"))?;
+    for name in &order {
+        keep_module(by_name[name], &modules.join(format!("{name}.ko")))?;
     }
-    Ok(names)
+    Ok(order)
 }
 
-/// The modules to load for `wanted`, each after those it depends on, as paths relative to
-/// the modules directory: `modules.dep` lists each module's dependencies (`path: dep
-/// dep…`); a wanted module it does not list must be in `modules.builtin`.
-fn load_order(dep: &str, builtin: &str, wanted: &[&str]) -> anyhow::Result<Vec<String>> {
-    let lines: BTreeMap<String, (&str, Vec<&str>)> = dep
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .map(|(path, deps)| (module_name(path), (path, deps.split_whitespace().collect())))
-        .collect();
-    fn visit<'a>(path: &'a str, lines: &BTreeMap<String, (&'a str, Vec<&'a str>)>, order: &mut Vec<String>) {
-        if order.iter().any(|p| p == path) {
-            return;
+/// The modules to load for `wanted`, each after those it depends on: `depends` gives a
+/// module's dependencies (`None`: no such module file); a wanted module with no file must
+/// be in `modules.builtin`, where the kernel has that list.
+fn load_order(
+    wanted: &[&str],
+    builtin: Option<&str>,
+    mut depends: impl FnMut(&str) -> anyhow::Result<Option<Vec<String>>>,
+) -> anyhow::Result<Vec<String>> {
+    fn visit(
+        name: &str,
+        depends: &mut dyn FnMut(&str) -> anyhow::Result<Option<Vec<String>>>,
+        order: &mut Vec<String>,
+    ) -> anyhow::Result<()> {
+        if order.iter().any(|n| n == name) {
+            return Ok(());
         }
-        for dep in lines.get(&module_name(path)).map(|(_, deps)| deps.as_slice()).unwrap_or_default() {
-            visit(dep, lines, order);
+        let deps = depends(name)?.with_context(|| format!("no module {name}, which another needs"))?;
+        for dep in deps {
+            visit(&dep, depends, order)?;
         }
-        order.push(path.to_owned());
+        order.push(name.to_owned());
+        Ok(())
     }
     let mut order = Vec::new();
     for module in wanted {
-        match lines.get(&module_name(module)) {
-            Some((path, _)) => visit(path, &lines, &mut order),
-            None if builtin.lines().any(|l| module_name(l) == module_name(module)) => {}
-            None => bail!("no module {module}, and it is not built in"),
+        let name = module_name(module);
+        if depends(&name)?.is_some() {
+            visit(&name, &mut depends, &mut order)?;
+        } else if builtin.is_some_and(|list| !list.lines().any(|l| module_name(l) == name)) {
+            bail!("no module {module}, and it is not built in");
         }
     }
     Ok(order)
+}
+
+/// The modules a module's `.modinfo` says it depends on (`depends=a,b`).
+fn depends(module: &[u8]) -> Vec<String> {
+    const KEY: &[u8] = b"\0depends=";
+    let Some(at) = module.windows(KEY.len()).position(|w| w == KEY) else { return Vec::new() };
+    let value = &module[at + KEY.len()..];
+    let value = &value[..value.iter().position(|b| *b == 0).unwrap_or(value.len())];
+    String::from_utf8_lossy(value).split(',').filter(|n| !n.is_empty()).map(module_name).collect()
 }
 
 /// A module's name from its file's path (`kernel/fs/ext4/ext4.ko.xz` → `ext4`), with `-`
@@ -287,28 +314,29 @@ fn find_files(dir: &Path, found: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{load_order, sources_line};
+    use std::collections::BTreeMap;
+
+    use super::{depends, load_order, sources_line};
 
     #[test]
     fn modules_load_after_what_they_depend_on_and_built_in_ones_not_at_all() {
-        let dep = "kernel/fs/ext4/ext4.ko.xz: kernel/lib/crc16.ko.xz kernel/fs/mbcache.ko.xz kernel/fs/jbd2/jbd2.ko.xz\n\
-                   kernel/fs/jbd2/jbd2.ko.xz: kernel/fs/mbcache.ko.xz\n\
-                   kernel/fs/mbcache.ko.xz:\nkernel/lib/crc16.ko.xz:\nkernel/drivers/block/loop.ko.xz:\n";
-        let order = load_order(dep, "", &["loop", "ext4"]).unwrap();
-        assert_eq!(
-            order,
-            [
-                "kernel/drivers/block/loop.ko.xz",
-                "kernel/lib/crc16.ko.xz",
-                "kernel/fs/mbcache.ko.xz",
-                "kernel/fs/jbd2/jbd2.ko.xz",
-                "kernel/fs/ext4/ext4.ko.xz"
-            ]
-        );
+        let modinfo = |deps: &str| [b"\0license=GPL\0depends=".as_slice(), deps.as_bytes(), b"\0name=x\0"].concat();
+        let files = BTreeMap::from([
+            ("ext4", modinfo("mbcache,jbd2,crc16")),
+            ("jbd2", modinfo("mbcache")),
+            ("mbcache", modinfo("")),
+            ("crc16", modinfo("")),
+            ("loop", b"\0name=loop\0".to_vec()),
+        ]);
+        let depends = |name: &str| Ok(files.get(name).map(|bytes| depends(bytes)));
+        let order = load_order(&["loop", "ext4"], Some(""), depends).unwrap();
+        assert_eq!(order, ["loop", "mbcache", "jbd2", "crc16", "ext4"]);
         let builtin = "kernel/drivers/block/loop.ko\n";
-        assert_eq!(load_order("", builtin, &["loop"]).unwrap(), Vec::<String>::new(), "built in: nothing to load");
-        let missing = load_order("", builtin, &["ext4"]).unwrap_err().to_string();
+        let none = |_: &str| Ok(None);
+        assert_eq!(load_order(&["loop"], Some(builtin), none).unwrap(), Vec::<String>::new(), "built in");
+        let missing = load_order(&["ext4"], Some(builtin), none).unwrap_err().to_string();
         assert!(missing.contains("no module ext4"), "{missing}");
+        assert_eq!(load_order(&["ext4"], None, none).unwrap(), Vec::<String>::new(), "no list: taken as built in");
     }
 
     #[test]
