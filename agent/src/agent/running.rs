@@ -22,7 +22,7 @@ use crate::{
     },
     enforce::{
         ModeDecision,
-        decision::{self, Reporter},
+        decision::{self, OwnershipChange, Reporter},
         owners::OwnerStore,
         quarantine::{self, HeldNamespace},
     },
@@ -255,21 +255,7 @@ impl Running<'_> {
             }
             return;
         };
-        if let PublishChange::Unpublished(t) = &change
-            && self.model.mounts().is_masked(&t.volume, &t.pod_uid)
-        {
-            // The driver's unpublish took the mask off with whatever it unmounted.
-            info!("quarantine mask on pod {}'s target of volume {} removed by its unpublish", t.pod_uid, t.volume);
-            self.shared.mask_cleared(&t.volume, &t.pod_uid);
-        }
-        self.model.apply(&change);
-        self.view_freshness.changed();
-        self.out_of_band.owned_trees = None;
-        let ownership = self.owners.observe(&change);
-        if matches!(change, PublishChange::Unpublished(_)) {
-            // A released volume is no one's: the reporter stops watching it at once.
-            self.watch_opens();
-        }
+        let ownership = self.apply_publish_change(&change);
         let reporter = match by {
             MadeBy::Syscall(_) => Reporter::Syscall,
             MadeBy::Notice => Reporter::Notice { namespace_held: self.watched.is_some() },
@@ -277,17 +263,44 @@ impl Running<'_> {
         let action = decision::decide(self.decision, ownership, reporter);
         let transition = action.is_transition();
         self.act(action, &change, by);
+        self.after_publish_change(&change, transition);
+    }
+
+    /// Takes a publish or unpublish into the model and the owners; returns what it does
+    /// to ownership.
+    fn apply_publish_change(&mut self, change: &PublishChange) -> OwnershipChange {
+        if let PublishChange::Unpublished(t) = change
+            && self.model.mounts().is_masked(&t.volume, &t.pod_uid)
+        {
+            // The driver's unpublish took the mask off with whatever it unmounted.
+            info!("quarantine mask on pod {}'s target of volume {} removed by its unpublish", t.pod_uid, t.volume);
+            self.shared.mask_cleared(&t.volume, &t.pod_uid);
+        }
+        self.model.apply(change);
+        self.view_freshness.changed();
+        self.out_of_band.owned_trees = None;
+        let ownership = self.owners.observe(change);
+        if matches!(change, PublishChange::Unpublished(_)) {
+            // A released volume is no one's: the reporter stops watching it at once.
+            self.watch_opens();
+        }
+        ownership
+    }
+
+    /// What follows a publish change once it is acted on: the namespace scan, and the
+    /// views when ownership or a quarantine changed.
+    fn after_publish_change(&mut self, change: &PublishChange, transition: bool) {
         // A publish propagates into every namespace that receives kubelet's tree. Owned
         // volumes are single-pod ones (one that just left the set keeps its owner until its
         // publish goes; the reconciliation's scan covers that); the scan reads which are.
-        if let PublishChange::Published(t, _) = &change
+        if let PublishChange::Published(t, _) = change
             && self.model.single_pod().contains_key(&t.volume)
             && self.out_of_band.scans.schedule.wanted(Instant::now())
         {
             self.scan_namespaces();
         }
-        // Ownership or a quarantine changed: every view must say so now, not in a second
-        // (in a burst, within `view::URGENT_GAP`).
+        // Every view must say so now, not in a second (in a burst, within
+        // `view::URGENT_GAP`).
         if transition
             && self.view_freshness.changed_urgently(Instant::now())
             && let Err(e) = self.refresh_view()
