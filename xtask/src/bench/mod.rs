@@ -377,8 +377,8 @@ fn short_of_target(rows: &[Row]) -> String {
         return s;
     }
     s.push_str(
-        "Missed, unresolved (the interval spans the target), or failed (not measured). Why each is short: \
-         docs/performance.md, \"Where the measurements miss their targets\".\n\n| benchmark | ratio / figure | target | met? |\n\
+        "Missed, unresolved (the interval spans the target), or failed (not measured). Where the time goes: \
+         docs/performance.md, \"Where the time goes\".\n\n| benchmark | ratio / figure | target | met? |\n\
          |---|---|---|---|\n",
     );
     for r in short {
