@@ -8,6 +8,9 @@
 //! one lookup. A volume that is a whole filesystem (a block volume) is found at once by
 //! that filesystem's root; a volume that is a directory of a shared filesystem
 //! (csi-driver-host-path, local-path provisioners) by a walk up from the opened file.
+//! The walk's answer is kept per directory (`DIRECTORY_VERDICTS`) until a root is added or
+//! a directory moves on a guarded filesystem (each changes an [`Epoch`]), so most opens
+//! on such a filesystem cost a few reads and lookups, not a walk to its root.
 //!
 //! match-proto: int security_file_open(struct file *file)
 
@@ -30,8 +33,59 @@ pub struct DeviceGuard {
 pub struct OpenGuardLayout {
     /// `struct file`: `f_path` (a `struct path`).
     pub file_f_path: u32,
+    /// `struct inode`: `i_generation` (tells a reused inode number's new directory from the
+    /// old one) and `i_mode` (a `umode_t`: is a moved dentry a directory?).
+    pub inode_i_generation: u32,
+    pub inode_i_mode: u32,
     pub _pad: u32,
 }
+
+/// Key of `DIRECTORY_VERDICTS`: a directory by inode number, that inode's `i_generation`
+/// and its filesystem's kernel device.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectoryKey {
+    pub ino: u64,
+    pub dev: u32,
+    pub i_generation: u32,
+}
+
+/// Value of `DIRECTORY_VERDICTS`: the published root at or above a directory (`root.ino`
+/// 0: none), as a walk found it under `epoch`. A verdict of another epoch is not used.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DirectoryVerdict {
+    pub epoch: Epoch,
+    pub root: crate::enforce::RootKey,
+}
+
+/// What dates a cached verdict: the values of the `VERDICT_EPOCH` slots (see
+/// [`VerdictEpoch`]) when it was found.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Epoch {
+    pub kernel: u64,
+    pub agent: u64,
+}
+
+/// The slots of `VERDICT_EPOCH`; a cached verdict holds while both are unchanged. Each
+/// slot has one kind of writer, so neither needs an atomic add (the eBPF target has none):
+/// the programs write the monotonic clock's nanoseconds (a later change writes a later
+/// time, so a value never comes back), the agent its own counter.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerdictEpoch {
+    /// Written by the programs: a root recorded at a publish's exit, a directory moved.
+    Kernel = 0,
+    /// Bumped by the agent: a root seeded for a publish the programs did not see.
+    Agent = 1,
+}
+
+/// Directories whose verdict the open guard keeps (least recently used ones go first).
+pub const DIRECTORY_VERDICT_ENTRIES: u32 = 16_384;
+/// `S_IFMT` and `S_IFDIR` of `i_mode` (include/uapi/linux/stat.h).
+pub const S_IFMT: u16 = 0o170_000;
+pub const S_IFDIR: u16 = 0o040_000;
 
 /// Ancestors of an opened file examined for a volume's root on a filesystem that holds
 /// directory volumes (deeper files are not recognised: counted, and allowed).
@@ -74,5 +128,7 @@ pub const COMMAND_LEN: usize = 16;
 pub const GUARDED_DEVICE_ENTRIES: u32 = 4_096;
 
 const _: () = assert!(core::mem::size_of::<DeviceGuard>() == 16);
-const _: () = assert!(core::mem::size_of::<OpenGuardLayout>() == 8);
+const _: () = assert!(core::mem::size_of::<OpenGuardLayout>() == 16);
+const _: () = assert!(core::mem::size_of::<DirectoryKey>() == 16);
+const _: () = assert!(core::mem::size_of::<DirectoryVerdict>() == 32);
 const _: () = assert!(core::mem::size_of::<CachedCallerPod>() == crate::enforce::POD_UID_LEN + 8);

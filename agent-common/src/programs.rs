@@ -28,5 +28,9 @@ pub const MOVE_MOUNT_ENFORCE: &str = "move_mount_enforce";
 pub const SB_UMOUNT_RELEASE: &str = "sb_umount_release";
 /// LSM `file_open`: refuses another pod's open of an owned volume's file.
 pub const FILE_OPEN_GUARD: &str = "file_open_guard";
+/// fexit of `d_move` and `d_exchange`: a directory that moved stales the open guard's
+/// answers per directory.
+pub const D_MOVE_FORGET_VERDICTS: &str = "d_move_forget_verdicts";
+pub const D_EXCHANGE_FORGET_VERDICTS: &str = "d_exchange_forget_verdicts";
 /// LSM `sb_mount`: the start-up self-test that proves BPF LSM runs.
 pub const SB_MOUNT_PROBE: &str = "sb_mount_probe";

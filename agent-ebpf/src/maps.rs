@@ -15,8 +15,9 @@ use volguard_common::{
     lsm_probe::ProbeSource,
     maps::{EVENTS_BYTES, EXEMPT_POD_ENTRIES, PENDING_ENTRIES, VOLUME_ENTRIES},
     open_guard::{
-        CALLER_POD_ENTRIES, COMMAND_LEN, CachedCallerPod, DeviceGuard, GUARDED_DEVICE_ENTRIES, NODE_OPEN_COMMANDS,
-        OPEN_REPORT_ENTRIES, OpenGuardLayout, OpenReportKey,
+        CALLER_POD_ENTRIES, COMMAND_LEN, CachedCallerPod, DIRECTORY_VERDICT_ENTRIES, DeviceGuard, DirectoryKey,
+        DirectoryVerdict, GUARDED_DEVICE_ENTRIES, NODE_OPEN_COMMANDS, OPEN_REPORT_ENTRIES, OpenGuardLayout,
+        OpenReportKey,
     },
     wakeup::WakeupFilter,
 };
@@ -107,6 +108,17 @@ pub static EXEMPT_PODS: HashMap<PodUid, u8> = HashMap::with_max_entries(EXEMPT_P
 /// guard's first lookup. Pinned.
 #[map]
 pub static GUARDED_DEVICES: HashMap<u32, DeviceGuard> = HashMap::with_max_entries(GUARDED_DEVICE_ENTRIES, 0);
+
+/// The root at or above each directory the open guard walked up from (see
+/// `volguard_common::open_guard::DirectoryVerdict`). Not pinned: each agent's program
+/// keeps its own, with its own `VERDICT_EPOCH`.
+#[map]
+pub static DIRECTORY_VERDICTS: LruHashMap<DirectoryKey, DirectoryVerdict> =
+    LruHashMap::with_max_entries(DIRECTORY_VERDICT_ENTRIES, 0);
+
+/// The counters whose sum dates a cached verdict, by `VerdictEpoch`. Not pinned.
+#[map]
+pub static VERDICT_EPOCH: Array<u64> = Array::with_max_entries(2, 0);
 
 /// Offsets the open guard reads, set by userspace. Not pinned.
 #[map]

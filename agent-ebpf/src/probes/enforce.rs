@@ -87,7 +87,7 @@ fn refuse_cross_pod_source(from_path: *const u8, to_path: *const u8) -> i32 {
         return 0;
     };
     let Some((_, dev)) = identity(l, from) else { return 0 };
-    let Ok(Some(root)) = published_root_above::<MAX_SOURCE_DEPTH>(l, from, dev) else { return 0 };
+    let Ok(Some((_, root))) = published_root_above::<MAX_SOURCE_DEPTH>(l, from, dev) else { return 0 };
     let Some(s) = scratch() else { return 0 };
     // The pod whose directory the tree lands in, else the caller's.
     let reader = (on_kubelet_root_fs(cfg, to) && owning_pod(cfg, to, &mut s.pod)) || caller_pod(s);
@@ -110,34 +110,39 @@ fn refuse_cross_pod_source(from_path: *const u8, to_path: *const u8) -> i32 {
     if blocked { -DENY_ERRNO } else { 0 }
 }
 
-/// The published root at or above `dentry`, walking at most `DEPTH` levels up its
-/// filesystem (`dev`): `Ok(None)` once the filesystem's root is passed, `Err(TooDeep)`
-/// when the walk ran out first, `Ok(None)` too where a read fails.
+/// The published root at or above `dentry` with its key, walking at most `DEPTH` levels up
+/// its filesystem (`dev`): `Ok(None)` once the filesystem's root is passed.
 #[inline(always)]
 pub(super) fn published_root_above<const DEPTH: usize>(
     l: &KernelLayout,
     dentry: *const u8,
     dev: u32,
-) -> Result<Option<&'static PublishedRoot>, TooDeep> {
+) -> Result<Option<(RootKey, &'static PublishedRoot)>, WalkStopped> {
     let mut d = dentry;
     for _ in 0..DEPTH {
-        let Some(inode) = read_field::<*const u8>(d, l.dentry_d_inode) else { return Ok(None) };
-        let Some(ino) = read_field::<u64>(inode, l.inode_i_ino) else { return Ok(None) };
+        let inode = read_field::<*const u8>(d, l.dentry_d_inode).ok_or(WalkStopped::Unreadable)?;
+        let ino = read_field::<u64>(inode, l.inode_i_ino).ok_or(WalkStopped::Unreadable)?;
+        let key = RootKey { ino, dev, _pad: 0 };
         // SAFETY: read-only lookup.
-        if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&RootKey { ino, dev, _pad: 0 }) } {
-            return Ok(Some(root));
+        if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&key) } {
+            return Ok(Some((key, root)));
         }
-        let Some(up) = parent(l, d) else { return Ok(None) };
+        let up = parent(l, d).ok_or(WalkStopped::Unreadable)?;
         if up == d {
             return Ok(None);
         }
         d = up;
     }
-    Err(TooDeep)
+    Err(WalkStopped::TooDeep)
 }
 
-/// A walk up that ran out of levels before the filesystem's root.
-pub(super) struct TooDeep;
+/// Why a walk up gave no answer.
+pub(super) enum WalkStopped {
+    /// It ran out of levels before the filesystem's root.
+    TooDeep,
+    /// A kernel read failed on the way.
+    Unreadable,
+}
 
 /// Never refuses: notes a release to settle if the unmount succeeds.
 #[lsm(hook = "sb_umount")]
@@ -380,6 +385,7 @@ pub fn record_published_root(pid_tgid: u64, ret: i64) {
                 let recorded = PUBLISHED_ROOTS.insert(&key, &publish.root, 0).is_ok()
                     && PUBLISH_MOUNTS.insert(&publish.root.volume, &mount, 0).is_ok()
                     && super::open_guard::guard_device(&key, whole_fs);
+                super::directory_verdicts::forget_all();
                 if recorded {
                     count(Counter::PublishedRootsRecorded);
                 } else {

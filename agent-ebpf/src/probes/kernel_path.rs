@@ -98,8 +98,14 @@ fn device(l: &KernelLayout, dentry: *const u8) -> Option<u32> {
 /// The dentry's inode number and its filesystem's kernel device number.
 #[inline(always)]
 pub fn identity(l: &KernelLayout, dentry: *const u8) -> Option<(u64, u32)> {
+    Some((inode_number(l, dentry)?, device(l, dentry)?))
+}
+
+/// The dentry's inode number.
+#[inline(always)]
+pub fn inode_number(l: &KernelLayout, dentry: *const u8) -> Option<u64> {
     let inode = read_field::<*const u8>(dentry, l.dentry_d_inode)?;
-    Some((read_field::<u64>(inode, l.inode_i_ino)?, device(l, dentry)?))
+    read_field::<u64>(inode, l.inode_i_ino)
 }
 
 /// Whether `dentry` is on the kubelet root's filesystem: the cheap first test for

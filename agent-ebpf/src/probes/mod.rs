@@ -1,6 +1,7 @@
 //! One module per hook family.
 
 mod caller_pod;
+mod directory_verdicts;
 pub mod enforce;
 pub mod kernel_path;
 mod lsm_probe;

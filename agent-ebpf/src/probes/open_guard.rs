@@ -13,13 +13,14 @@ use aya_ebpf::{
 use volguard_common::{
     counters::Counter,
     enforce::{KernelLayout, PublishedRoot, RootKey, conflict_hook, kernel_mode},
-    open_guard::{CachedCallerPod, DeviceGuard, MAX_OPEN_DEPTH, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS},
+    open_guard::{CachedCallerPod, DeviceGuard, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS, OpenGuardLayout},
 };
 
 use super::{
     caller_pod::caller_pod,
-    enforce::{TooDeep, config, count_conflict, published_root_above, same_pod, scratch, send_conflict},
-    kernel_path::read_field,
+    directory_verdicts::root_above_directory,
+    enforce::{config, count_conflict, same_pod, scratch, send_conflict},
+    kernel_path::{inode_number, parent, read_field},
 };
 use crate::{
     helpers::{count, ctx_arg_address},
@@ -48,7 +49,7 @@ fn guard(file: *const u8) -> i32 {
     let Some(dev) = read_field::<u32>(sb, l.super_block_s_dev) else { return 0 };
     // SAFETY: read-only lookup. The one lookup most opens on the node pay.
     let Some(device) = (unsafe { GUARDED_DEVICES.get(&dev) }) else { return 0 };
-    let Some(root) = volume_root(l, device, dentry, dev) else { return 0 };
+    let Some(root) = volume_root(l, layout, device, dentry, dev) else { return 0 };
     // Trust a recorded root only while its pod owns the volume.
     // SAFETY: read-only lookup.
     let Some(owner) = (unsafe { OWNERS.get(&root.volume) }) else { return 0 };
@@ -78,9 +79,16 @@ fn guard(file: *const u8) -> i32 {
 }
 
 /// The published root of the owned volume `dentry` lies in, if any: the filesystem's root
-/// where a publish showed the whole filesystem, else the nearest recorded root above it.
+/// where a publish showed the whole filesystem, else the dentry itself where it is a
+/// recorded root (a volume's root directory), else the root above its directory.
 #[inline(always)]
-fn volume_root(l: &KernelLayout, device: &DeviceGuard, dentry: *const u8, dev: u32) -> Option<&'static PublishedRoot> {
+fn volume_root(
+    l: &KernelLayout,
+    layout: &OpenGuardLayout,
+    device: &DeviceGuard,
+    dentry: *const u8,
+    dev: u32,
+) -> Option<&'static PublishedRoot> {
     if device.whole_fs_root_ino != 0 {
         let key = RootKey { ino: device.whole_fs_root_ino, dev, _pad: 0 };
         // SAFETY: read-only lookup.
@@ -91,10 +99,16 @@ fn volume_root(l: &KernelLayout, device: &DeviceGuard, dentry: *const u8, dev: u
     if device.directory_roots == 0 {
         return None;
     }
-    published_root_above::<MAX_OPEN_DEPTH>(l, dentry, dev).unwrap_or_else(|TooDeep| {
-        count(Counter::OpensTooDeep);
-        None
-    })
+    let ino = inode_number(l, dentry)?;
+    // SAFETY: read-only lookup.
+    if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&RootKey { ino, dev, _pad: 0 }) } {
+        return Some(root);
+    }
+    let dir = parent(l, dentry)?;
+    if dir == dentry {
+        return None;
+    }
+    root_above_directory(l, layout, dir, dev)
 }
 
 /// Writes the caller's pod into `s.pod` (false: it is in none), from the cache by cgroup

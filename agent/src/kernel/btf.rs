@@ -232,9 +232,15 @@ impl Btf {
         })
     }
 
-    /// The offsets the open guard needs to find an opened file's dentry.
+    /// The offsets the open guard needs to find an opened file's dentry and to key its
+    /// verdicts by directory.
     pub fn open_guard_layout(&self) -> Result<OpenGuardLayout, BtfError> {
-        Ok(OpenGuardLayout { file_f_path: self.member_offset("file", "f_path")?, _pad: 0 })
+        Ok(OpenGuardLayout {
+            file_f_path: self.member_offset("file", "f_path")?,
+            inode_i_generation: self.member_offset("inode", "i_generation")?,
+            inode_i_mode: self.member_offset("inode", "i_mode")?,
+            _pad: 0,
+        })
     }
 
     /// The offsets the LSM programs need to find the caller's pod from its cgroup.

@@ -15,8 +15,9 @@ use volguard_common::{
     event::{SYSCALLS, SyscallSpec},
     maps::{EVENTS, PINNED_MAPS},
     programs::{
-        FENTRY_PREFIX, FEXIT_PREFIX, FILE_OPEN_GUARD, MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE,
-        SB_UMOUNT_RELEASE, SYSCALL_ENTER_PREFIX, SYSCALL_EXIT, SYSCALL_FUNCTION_PREFIX,
+        D_EXCHANGE_FORGET_VERDICTS, D_MOVE_FORGET_VERDICTS, FENTRY_PREFIX, FEXIT_PREFIX, FILE_OPEN_GUARD,
+        MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE, SYSCALL_ENTER_PREFIX, SYSCALL_EXIT,
+        SYSCALL_FUNCTION_PREFIX,
     },
 };
 
@@ -100,17 +101,29 @@ pub fn trampoline_hooks(spec: &SyscallSpec) -> [Hook; 2] {
     ]
 }
 
-/// The enforcement programs (see `agent-ebpf/src/probes/enforce.rs` and `open_guard.rs`).
+/// The enforcement programs (see `agent-ebpf/src/probes/enforce.rs`, `open_guard.rs` and
+/// `directory_verdicts.rs`).
 pub fn enforce_hooks() -> Vec<Hook> {
-    [
+    let lsm = [
         (SB_MOUNT_ENFORCE, "sb_mount"),
         (MOVE_MOUNT_ENFORCE, "move_mount"),
         (SB_UMOUNT_RELEASE, "sb_umount"),
         (FILE_OPEN_GUARD, "file_open"),
     ]
-    .into_iter()
-    .map(|(program, hook)| Hook { program: program.to_owned(), attach: AttachPoint::Lsm { hook }, optional: false })
-    .collect()
+    .map(|(program, hook)| Hook {
+        program: program.to_owned(),
+        attach: AttachPoint::Lsm { hook },
+        optional: false,
+    });
+    let renames =
+        [(D_MOVE_FORGET_VERDICTS, "d_move"), (D_EXCHANGE_FORGET_VERDICTS, "d_exchange")].map(|(program, function)| {
+            Hook {
+                program: program.to_owned(),
+                attach: AttachPoint::FExit { function: function.to_owned() },
+                optional: false,
+            }
+        });
+    lsm.into_iter().chain(renames).collect()
 }
 
 impl Hook {
@@ -119,15 +132,26 @@ impl Hook {
         match &self.attach {
             AttachPoint::TracePoint { name, .. } => format!("tp-{name}"),
             AttachPoint::Lsm { .. } => format!("lsm-{}", self.program),
-            AttachPoint::FEntry { .. } | AttachPoint::FExit { .. } => format!("tramp-{}", self.program),
+            // A syscall's, of the trampolines backend (replaced when the backend changes).
+            AttachPoint::FEntry { .. } | AttachPoint::FExit { .. } if self.traces_a_syscall() => {
+                format!("tramp-{}", self.program)
+            }
+            // The open guard's, on `d_move` and `d_exchange`, whatever the backend.
+            AttachPoint::FEntry { .. } => format!("fentry-{}", self.program),
+            AttachPoint::FExit { .. } => format!("fexit-{}", self.program),
         }
+    }
+
+    /// Whether this is a syscall's fentry or fexit program (`fentry_<name>`, `fexit_<name>`).
+    fn traces_a_syscall(&self) -> bool {
+        self.program.starts_with(FENTRY_PREFIX) || self.program.starts_with(FEXIT_PREFIX)
     }
 
     /// Whether this attachment settles claims at syscall exit (see `settle_claim`).
     pub fn settles_claims(&self) -> bool {
         match &self.attach {
             AttachPoint::TracePoint { .. } => self.program == SYSCALL_EXIT,
-            AttachPoint::FExit { .. } => true,
+            AttachPoint::FExit { .. } => self.traces_a_syscall(),
             AttachPoint::Lsm { .. } | AttachPoint::FEntry { .. } => false,
         }
     }

@@ -19,9 +19,9 @@ use volguard_common::{
     },
     maps::{
         CALLER_LAYOUT, CONFIG, EXEMPT_POD_ENTRIES, EXEMPT_PODS, GUARDED_DEVICES, MOUNT_TREE_LAYOUT, OPEN_GUARD_LAYOUT,
-        OWNERS, PUBLISH_MOUNTS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES,
+        OWNERS, PUBLISH_MOUNTS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES, VERDICT_EPOCH,
     },
-    open_guard::{DeviceGuard, OpenGuardLayout},
+    open_guard::{DeviceGuard, OpenGuardLayout, VerdictEpoch},
 };
 
 use super::{
@@ -126,6 +126,8 @@ pub struct EnforcementMaps {
     guarded_devices: Option<HashMap<MapData, u32, DeviceGuard>>,
     /// Only in a loaded object (not pinned).
     open_guard_layout: Option<Array<MapData, OpenGuardLayout>>,
+    /// Only in a loaded object (not pinned): the epoch slots of its open guard's verdicts.
+    verdict_epoch: Option<Array<MapData, u64>>,
 }
 
 impl EnforcementMaps {
@@ -141,6 +143,8 @@ impl EnforcementMaps {
         maps.guarded_devices = Some(HashMap::try_from(devices).map_err(map_error(GUARDED_DEVICES))?);
         let layout = object.take_map(OPEN_GUARD_LAYOUT)?;
         maps.open_guard_layout = Some(Array::try_from(layout).map_err(map_error(OPEN_GUARD_LAYOUT))?);
+        let epoch = object.take_map(VERDICT_EPOCH)?;
+        maps.verdict_epoch = Some(Array::try_from(epoch).map_err(map_error(VERDICT_EPOCH))?);
         Ok(maps)
     }
 
@@ -168,6 +172,7 @@ impl EnforcementMaps {
             callers: None,
             guarded_devices: None,
             open_guard_layout: None,
+            verdict_epoch: None,
         })
     }
 
@@ -327,7 +332,17 @@ impl EnforcementMaps {
         let root = PublishedRoot { volume: key, owner };
         self.roots.insert(RootKey { ino, dev, _pad: 0 }, root, 0).map_err(map_error(PUBLISHED_ROOTS))?;
         self.guard_device(dev)?;
+        self.forget_verdicts()?;
         Ok(true)
+    }
+
+    /// Makes the open guard's cached verdicts stale (a root they did not know is recorded):
+    /// bumps the agent's epoch slot, which only this process writes.
+    fn forget_verdicts(&mut self) -> Result<(), KernelError> {
+        let Some(epoch) = self.verdict_epoch.as_mut() else { return Ok(()) };
+        let slot = VerdictEpoch::Agent as u32;
+        let now = epoch.get(&slot, 0).map_err(map_error(VERDICT_EPOCH))?;
+        epoch.set(slot, now.wrapping_add(1), 0).map_err(map_error(VERDICT_EPOCH))
     }
 
     /// Notes that `dev` holds a directory root, keeping what the kernel noted there.

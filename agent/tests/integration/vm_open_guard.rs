@@ -129,3 +129,69 @@ fn owner_keeps_working(pod_a: &PodCgroup, ns: &MountNs, path: &Path, route: &str
         assert_eq!(pod_a.try_write(ns, path), 0, "pod A writes its own file through {route}");
     }
 }
+
+const KEPT_ANSWERS: &str = "the_guards_kept_answers_change_when_a_directory_moves_in_or_a_volume_is_published_above";
+
+/// The guard keeps, per directory, the root it found above it. Each answer is first kept
+/// as "no volume" by an allowed open of pod C; then a directory moves into the volume
+/// (rename, and `RENAME_EXCHANGE`), or a volume is published around the directory: pod C's
+/// next open there must be refused, not answered from what was kept.
+#[test]
+#[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
+fn the_guards_kept_answers_change_when_a_directory_moves_in_or_a_volume_is_published_above() {
+    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    let Some(cgroups) = PodCgroup::hierarchy(KEPT_ANSWERS) else { return };
+    let (pod_a, pod_c) = (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C));
+    let tree = KubeletTree::new();
+    let pins = pin_root("open-guard-kept");
+    // Volumes of their own: the other test's agent, running beside this one, judges its own.
+    let ns = MountNs::new();
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-kept", "pv-later"], &[]);
+    agent.wait_for_line("the mode", |l| l.contains("mode=enforce"));
+    let volume = tree.volume("pv-kept");
+    assert_eq!(ns.bind(&volume, &tree.publish_dir(POD_A, "pv-kept")), Ok(()), "kubelet publishes pv-kept for A");
+
+    // A directory outside the volume, on its filesystem, moves in.
+    let outside = tree.tmp.path().join("elsewhere");
+    let moved = outside.join("moved");
+    std::fs::create_dir_all(&moved).unwrap();
+    std::fs::write(moved.join("file"), b"soon pod A's").unwrap();
+    assert_eq!(pod_c.try_read(&ns, &moved.join("file")), 0, "pod C reads a file outside the volume");
+    std::fs::rename(&moved, volume.join("moved")).unwrap();
+    assert_eq!(pod_c.try_read(&ns, &volume.join("moved/file")), EACCES, "read in a directory renamed into the volume");
+    assert_eq!(pod_a.try_read(&ns, &volume.join("moved/file")), 0, "pod A reads the directory it was given");
+
+    // Two directories trade places: the outside one is now in the volume.
+    let (swapped_out, swapped_in) = (outside.join("swap"), volume.join("swap"));
+    for dir in [&swapped_out, &swapped_in] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("file"), dir.to_string_lossy().as_bytes()).unwrap();
+    }
+    assert_eq!(pod_c.try_read(&ns, &swapped_out.join("file")), 0, "pod C reads the outside directory's file");
+    exchange(&swapped_out, &swapped_in);
+    assert_eq!(pod_c.try_read(&ns, &swapped_in.join("file")), EACCES, "read in a directory exchanged into the volume");
+    assert_eq!(pod_c.try_read(&ns, &swapped_out.join("file")), 0, "the directory exchanged out is no one's");
+
+    // A volume published around a directory whose answer was kept.
+    let later = tree.volume("pv-later");
+    std::fs::create_dir_all(later.join("sub")).unwrap();
+    std::fs::write(later.join("sub/file"), b"pod A's, once published").unwrap();
+    assert_eq!(pod_c.try_read(&ns, &later.join("sub/file")), 0, "before its publish pv-later is no one's");
+    assert_eq!(ns.bind(&later, &tree.publish_dir(POD_A, "pv-later")), Ok(()), "kubelet publishes pv-later for A");
+    assert_eq!(pod_c.try_read(&ns, &later.join("sub/file")), EACCES, "read in a volume published since");
+
+    drop(agent);
+    uninstall(&pins);
+}
+
+/// `renameat2(RENAME_EXCHANGE)` of two directories.
+fn exchange(a: &Path, b: &Path) {
+    let (a, b) = (
+        std::ffi::CString::new(a.as_os_str().as_encoded_bytes()).unwrap(),
+        std::ffi::CString::new(b.as_os_str().as_encoded_bytes()).unwrap(),
+    );
+    // SAFETY: two NUL-terminated paths that outlive the call.
+    let done =
+        unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
+    assert_eq!(done, 0, "renameat2(RENAME_EXCHANGE): {}", std::io::Error::last_os_error());
+}

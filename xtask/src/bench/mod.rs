@@ -63,8 +63,7 @@ const REPS: usize = 5;
 /// The verdict of a step that failed.
 const NOT_MEASURED: &str = "**FAILED** (not measured)";
 /// The targets of 1 and 8, for a row saying one of them was not measured.
-const SYSCALL_TARGETS: &str =
-    "mount cycle ≤ 1.10×; tax ≤ 1.01× (trampolines, fanotify); open outside an owned volume ≤ 1.02×";
+const SYSCALL_TARGETS: &str = "mount cycle ≤ 1.10×; tax ≤ 1.01× (trampolines, fanotify); open outside an owned volume ≤ 1.02×; the owner's opens ≤ 1.10×";
 /// The targets of 1r and 8r: the agent may not make the mount cycles more than 5 % dearer
 /// than the base agent did, nor add to unrelated syscalls.
 const REGRESSION_TARGETS: &str = "mount cycle ≤ 1.05×, tax ≤ 1.01× against the base";
