@@ -1,24 +1,20 @@
 //! `volguard run`: the node agent. Chooses the mode by probing the kernel, attaches the
 //! programs (pinned, adopting an earlier agent's, when the kernel enforces), then
 //! handles events until SIGTERM or Ctrl-C: [`run`] goes probe → serve → load → build →
-//! loop (the stages in `stages.rs`, the loop in `running.rs`).
+//! loop (the stages in `stages.rs`, the loop and its handlers in `running/`).
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use tracing::info;
 
-mod conflicts;
 mod feed;
 mod loop_thread;
 mod mount_index;
 mod off_loop;
-mod open_reports;
-mod out_of_band;
 mod out_of_band_state;
 mod outlets;
 mod own_calls;
 mod pod_namespaces;
-mod propagated;
 mod reported_access;
 mod running;
 mod scan_schedule;
@@ -206,7 +202,7 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     // Before announcing readiness: a SIGTERM from then on must stop us cleanly.
     let mut stop =
         StopSignals::install().map_err(|source| AgentError::Io { context: "installing signal handlers", source })?;
-    let mut agent = stages::build(&opts, &decision, stages::Parts { model, owners, watched, events }, &shared)?;
+    let mut agent = stages::build(&opts, &decision, running::Parts { model, owners, watched, events }, &shared)?;
     shared.set_ready();
     // What start-up freed (the BTF parsed by the probes above all) leaves the RSS.
     crate::sys::heap::return_free_memory();

@@ -1,4 +1,4 @@
-//! When the propagated-copies scan after publishes runs (`agent/propagated.rs`): a
+//! When the propagated-copies scan after publishes runs (`agent/running/propagated.rs`): a
 //! publish of a single-pod volume asks for one, and a burst of them gets two at most.
 
 use std::time::{Duration, Instant};

@@ -13,13 +13,8 @@ use super::{
     AgentError, RunOptions,
     feed::{Feed, NoticeFeed},
     loop_thread::LoopRuntime,
-    open_reports,
-    out_of_band_state::OutOfBand,
-    outlets::Outlets,
-    running::Running,
+    running::{Parts, Running},
     startup::{StartedSource, start_facts_source, start_in_kernel, start_userspace},
-    table_namespace::TableNamespace,
-    view,
 };
 use crate::{
     enforce::{self, ModeDecision, owners::OwnerStore, ownership::Ownership, quarantine::HeldNamespace},
@@ -171,50 +166,12 @@ pub(super) async fn load(
     Ok((loaded, decision, tracing))
 }
 
-/// What [`build`] takes from [`load`] (the loop keeps the rest).
-pub(super) struct Parts {
-    pub(super) model: NodeModel,
-    pub(super) owners: OwnerStore,
-    pub(super) watched: Option<HeldNamespace>,
-    pub(super) events: Option<mpsc::Sender<explain::Conflict>>,
-}
-
-/// The running agent, caught up with the node: its facts metrics, the volumes already
-/// shared, the first namespace scan and the debug view done (the first request after
-/// readiness sees the volumes).
+/// The running agent, caught up with the node (see [`Running::build`]).
 pub(super) fn build<'a>(
     opts: &'a RunOptions,
     decision: &'a ModeDecision,
     parts: Parts,
     shared: &Arc<ServedState>,
 ) -> Result<Running<'a>, AgentError> {
-    let Parts { model, owners, watched, events } = parts;
-    let (mounts_tx, csi_mounts) = watch::channel(model.mounts().clone());
-    let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
-    let (open_reporter, foreign_opens) =
-        if decision.in_kernel() { (None, None) } else { open_reports::start(opts, decision, shared).unzip() };
-    let mut agent = Running {
-        tasks: tokio::runtime::Handle::current(),
-        opts,
-        decision,
-        model,
-        owners,
-        outlets: Outlets::new(events),
-        shared: shared.clone(),
-        view_freshness: Default::default(),
-        view: view::ViewBuilder::new(view_sinks.clone(), tokio::runtime::Handle::current()),
-        csi_mounts,
-        csi: None,
-        table_namespace: TableNamespace::check(&opts.mountinfo),
-        callers: crate::node_files::caller_pod::CallerPods::for_kernel_pids(),
-        watched,
-        own_detaches: Default::default(),
-        own_masks: Vec::new(),
-        out_of_band: OutOfBand::new(open_reporter, foreign_opens, tokio::runtime::Handle::current()),
-    };
-    agent.facts_metrics();
-    agent.report_shared_volumes();
-    agent.scan_namespaces_now();
-    view::build(agent.view_inputs()?, &view_sinks);
-    Ok(agent)
+    Running::build(opts, decision, parts, shared)
 }

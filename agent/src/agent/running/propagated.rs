@@ -2,9 +2,9 @@
 //! made: propagation brings every publish into a pod with a hostPath on kubelet's tree
 //! (`HostToContainer`), without a syscall there; and mounts made before the agent started
 //! were never seen. The node's namespaces are scanned at start-up, after a publish of a
-//! single-pod volume (`super::scan_schedule`: at once, or at most twice a second in a
+//! single-pod volume (`crate::agent::scan_schedule`: at once, or at most twice a second in a
 //! burst), and at each reconciliation. Their tables are read off the loop
-//! (`super::pod_namespaces`) and judged on it, against the volumes owned when the read
+//! (`crate::agent::pod_namespaces`) and judged on it, against the volumes owned when the read
 //! comes back, as a mount call's access is (`enforce::decision::decide_access`), with
 //! route `propagated`; a mount of a directory above an owned volume's is reported where
 //! no BPF LSM guards its opens (route `ancestor`, `decide_ancestor_access`).
@@ -17,11 +17,10 @@ use std::{
 
 use tracing::{debug, info, warn};
 
-use super::{
-    out_of_band::Seen,
+use super::{Running, out_of_band::Seen};
+use crate::agent::{
     pod_namespaces::{self, PodNamespace, PodNamespaces},
     reported_access::ReportedAccess,
-    running::Running,
 };
 use crate::{
     enforce::{

@@ -10,7 +10,8 @@ use std::{
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use super::{RunOptions, running::Running};
+use super::Running;
+use crate::agent::RunOptions;
 use crate::{
     enforce::{
         Mode, ModeDecision,

@@ -4,10 +4,8 @@
 
 use tracing::{info, warn};
 
-use super::{
-    feed::OwnMount,
-    running::{MadeBy, Running},
-};
+use super::{MadeBy, Running};
+use crate::agent::feed::OwnMount;
 use crate::{
     enforce::{
         decision::{Action, ReportOnly},

@@ -1,6 +1,11 @@
 //! The running agent: one loop owns the eBPF object, the node model and the owners, and
 //! handles kernel events, facts changes, reconciliation and the debug view.
 
+mod conflicts;
+pub(super) mod open_reports;
+mod out_of_band;
+mod propagated;
+
 use std::{
     sync::Arc,
     time::{Duration, Instant, SystemTime},
@@ -14,6 +19,10 @@ use super::{
     feed::{Feed, Input, OwnMount},
     mount_index::MountChange,
     off_loop::{NodeReads, drop_off_loop, prepare_facts, publish_csi_reports},
+    out_of_band_state::OutOfBand,
+    outlets::Outlets,
+    table_namespace::TableNamespace,
+    view,
 };
 use crate::{
     csi::{
@@ -44,46 +53,97 @@ use crate::{
 pub(super) struct Running<'a> {
     /// The runtime of every task but the loop (HTTP, facts, CSI checks, background work):
     /// the loop's own runtime, on its own thread, runs nothing else.
-    pub(super) tasks: tokio::runtime::Handle,
-    pub(super) opts: &'a RunOptions,
-    pub(super) decision: &'a ModeDecision,
-    pub(super) model: NodeModel,
-    pub(super) owners: OwnerStore,
+    tasks: tokio::runtime::Handle,
+    opts: &'a RunOptions,
+    decision: &'a ModeDecision,
+    model: NodeModel,
+    owners: OwnerStore,
     /// Where conflicts go once told (Events, the log), and what telling them keeps.
-    pub(super) outlets: super::outlets::Outlets,
+    outlets: super::outlets::Outlets,
     /// Metrics and what the debug API shows.
-    pub(super) shared: Arc<ServedState>,
+    shared: Arc<ServedState>,
     /// When the debug view is owed a new copy.
-    pub(super) view_freshness: super::view::Freshness,
+    view_freshness: super::view::Freshness,
     /// Builds the debug view (and the mounts the CSI checks see) off the loop.
-    pub(super) view: super::view::ViewBuilder,
+    view: super::view::ViewBuilder,
     /// The mounts as the CSI checks see them (sent by the view builder).
-    pub(super) csi_mounts: watch::Receiver<Mounts>,
+    csi_mounts: watch::Receiver<Mounts>,
     /// The last CSI report, for the debug view.
-    pub(super) csi: Option<Arc<CsiReport>>,
+    csi: Option<Arc<CsiReport>>,
     /// Whose mount namespace the mount table is, for the reconciliation's messages.
-    pub(super) table_namespace: super::table_namespace::TableNamespace,
+    table_namespace: super::table_namespace::TableNamespace,
     /// Which pod a calling process belongs to, by its cgroup.
-    pub(super) callers: CallerPods,
+    callers: CallerPods,
     /// The namespace watched for mount notices (fanotify backend): where their quarantine acts.
-    pub(super) watched: Option<HeldNamespace>,
+    watched: Option<HeldNamespace>,
     /// The unique ids of the mounts the agent detached itself (quarantine, unmask) whose
     /// notices are still to come: notices name no caller, so the agent's own are told by
     /// the mount they name (a count per path would swallow another detach there).
-    pub(super) own_detaches: std::collections::HashSet<u64>,
+    own_detaches: std::collections::HashSet<u64>,
     /// Masks the agent attached while handling the current notice, for the feed to index.
-    pub(super) own_masks: Vec<OwnMount>,
+    own_masks: Vec<OwnMount>,
     /// What the out-of-band checks keep between events.
-    pub(super) out_of_band: super::out_of_band_state::OutOfBand,
+    out_of_band: super::out_of_band_state::OutOfBand,
+}
+
+/// What [`Running::build`] takes from the load stage (`super::stages::load`; the loop keeps
+/// the rest).
+pub(super) struct Parts {
+    pub(super) model: NodeModel,
+    pub(super) owners: OwnerStore,
+    pub(super) watched: Option<HeldNamespace>,
+    pub(super) events: Option<mpsc::Sender<crate::model::explain::Conflict>>,
 }
 
 /// What told the agent about a mount.
 #[derive(Clone, Copy)]
-pub(super) enum MadeBy<'e> {
+enum MadeBy<'e> {
     /// A traced syscall, with its caller and duration.
     Syscall(&'e Event),
     /// A mount notice: no caller, no duration, only success.
     Notice,
+}
+
+impl<'a> Running<'a> {
+    /// The running agent, caught up with the node: its facts metrics, the volumes already
+    /// shared, the first namespace scan and the debug view done (the first request after
+    /// readiness sees the volumes).
+    pub(super) fn build(
+        opts: &'a RunOptions,
+        decision: &'a ModeDecision,
+        parts: Parts,
+        shared: &Arc<ServedState>,
+    ) -> Result<Self, AgentError> {
+        let Parts { model, owners, watched, events } = parts;
+        let (mounts_tx, csi_mounts) = watch::channel(model.mounts().clone());
+        let view_sinks = view::ViewSinks { shared: shared.clone(), mounts_tx };
+        let (open_reporter, foreign_opens) =
+            if decision.in_kernel() { (None, None) } else { open_reports::start(opts, decision, shared).unzip() };
+        let mut agent = Self {
+            tasks: tokio::runtime::Handle::current(),
+            opts,
+            decision,
+            model,
+            owners,
+            outlets: Outlets::new(events),
+            shared: shared.clone(),
+            view_freshness: Default::default(),
+            view: view::ViewBuilder::new(view_sinks.clone(), tokio::runtime::Handle::current()),
+            csi_mounts,
+            csi: None,
+            table_namespace: TableNamespace::check(&opts.mountinfo),
+            callers: crate::node_files::caller_pod::CallerPods::for_kernel_pids(),
+            watched,
+            own_detaches: Default::default(),
+            own_masks: Vec::new(),
+            out_of_band: OutOfBand::new(open_reporter, foreign_opens, tokio::runtime::Handle::current()),
+        };
+        agent.facts_metrics();
+        agent.report_shared_volumes();
+        agent.scan_namespaces_now();
+        view::build(agent.view_inputs()?, &view_sinks);
+        Ok(agent)
+    }
 }
 
 impl Running<'_> {
@@ -344,7 +404,7 @@ impl Running<'_> {
 
     /// Has what the debug API shows, and the gauges derived from it, rebuilt off the loop
     /// (see [`super::view`]).
-    pub(super) fn refresh_view(&mut self) -> Result<(), AgentError> {
+    fn refresh_view(&mut self) -> Result<(), AgentError> {
         let inputs = self.view_inputs()?;
         if let Some(unbuilt) = self.view.request(inputs) {
             drop_off_loop(&self.tasks, unbuilt);
@@ -355,7 +415,7 @@ impl Running<'_> {
 
     /// A copy of what the view is built from: the owners, the mounts and the findings
     /// (proportional to the node's publishes); facts, single-pod set and CSI report shared.
-    pub(super) fn view_inputs(&self) -> Result<super::view::ViewInputs, AgentError> {
+    fn view_inputs(&self) -> Result<super::view::ViewInputs, AgentError> {
         Ok(super::view::ViewInputs {
             mode: self.decision.mode,
             mode_reason: self.decision.reason.to_string(),
@@ -369,7 +429,7 @@ impl Running<'_> {
     }
 
     /// The metrics that follow the facts source.
-    pub(super) fn facts_metrics(&self) {
+    fn facts_metrics(&self) {
         let snapshot = self.model.snapshot();
         self.shared.metrics.facts.set_source(&snapshot.origin, snapshot.stale.is_some(), snapshot.synced_at);
         if snapshot.origin != Origin::None {

@@ -12,7 +12,8 @@ use volguard_common::{
     mount_flags::{MS_REC, without_magic},
 };
 
-use super::{reported_access::ReportedAccess, running::Running};
+use super::Running;
+use crate::agent::reported_access::ReportedAccess;
 use crate::{
     enforce::{
         decision::{AccessAction, AccessReportOnly, MountMaker, decide_access},
