@@ -166,12 +166,19 @@ pub(super) fn config() -> Option<&'static EnforceConfig> {
     (cfg.mode != kernel_mode::OFF).then_some(cfg)
 }
 
+/// The per-CPU scratch as the last program left it, for a caller that writes every field
+/// it then reads.
+#[inline(always)]
+pub(super) fn scratch_as_is() -> Option<&'static mut EnforceScratch> {
+    let s = ENFORCE_SCRATCH.get_ptr_mut(0)?;
+    // SAFETY: per-CPU, used only while this program runs.
+    Some(unsafe { &mut *s })
+}
+
 /// A zeroed scratch area for this CPU.
 #[inline(always)]
 pub(super) fn scratch() -> Option<&'static mut EnforceScratch> {
-    let s = ENFORCE_SCRATCH.get_ptr_mut(0)?;
-    // SAFETY: per-CPU, used only while this program runs.
-    let s = unsafe { &mut *s };
+    let s = scratch_as_is()?;
     s.volume.name = [0; volguard_common::enforce::VOLUME_NAME_LEN];
     s.pod.uid = [0; POD_UID_LEN];
     Some(s)

@@ -12,14 +12,14 @@ use aya_ebpf::{
 };
 use volguard_common::{
     counters::Counter,
-    enforce::{KernelLayout, PublishedRoot, RootKey, conflict_hook, kernel_mode},
+    enforce::{KernelLayout, PodUid, PublishedRoot, RootKey, conflict_hook, kernel_mode},
     open_guard::{CachedCallerPod, DeviceGuard, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS, OpenGuardLayout},
 };
 
 use super::{
     caller_pod::caller_pod,
     directory_verdicts::root_above_directory,
-    enforce::{config, count_conflict, same_pod, scratch, send_conflict},
+    enforce::{config, count_conflict, same_pod, scratch, scratch_as_is, send_conflict},
     kernel_path::{inode_number, parent, read_field},
 };
 use crate::{
@@ -50,32 +50,42 @@ fn guard(file: *const u8) -> i32 {
     // SAFETY: read-only lookup. The one lookup most opens on the node pay.
     let Some(device) = (unsafe { GUARDED_DEVICES.get(&dev) }) else { return 0 };
     let Some(root) = volume_root(l, layout, device, dentry, dev) else { return 0 };
-    // Trust a recorded root only while its pod owns the volume.
+    // The owner's own opens, the common case inside a volume, end at the first test.
+    let reader = match caller() {
+        None => return 0,
+        Some(Caller::Pod(pod)) if same_pod(pod, &root.owner) => return 0,
+        Some(Caller::Pod(pod)) => *pod,
+        Some(Caller::Node) => {
+            if still_owned(root) {
+                count(Counter::OpensByNodeProcesses);
+                count_node_open();
+            }
+            return 0;
+        }
+    };
+    if !still_owned(root) {
+        return 0;
+    }
     // SAFETY: read-only lookup.
-    let Some(owner) = (unsafe { OWNERS.get(&root.volume) }) else { return 0 };
-    if !same_pod(&owner.pod, &root.owner) {
+    if unsafe { EXEMPT_PODS.get(&reader) }.is_some() {
         return 0;
     }
-    let Some(s) = scratch() else { return 0 };
-    if !caller_pod_cached(s) {
-        count(Counter::OpensByNodeProcesses);
-        count_node_open();
-        return 0;
-    }
-    if same_pod(&s.pod, &root.owner) {
-        return 0;
-    }
-    // SAFETY: read-only lookup.
-    if unsafe { EXEMPT_PODS.get(&s.pod) }.is_some() {
-        return 0;
-    }
+    let Some(s) = scratch_as_is() else { return 0 };
     s.volume = root.volume;
+    s.pod = reader;
     let blocked = cfg.mode == kernel_mode::ENFORCE;
     count_conflict(blocked);
     if due_for_report(s) {
         send_conflict(s, &root.owner, conflict_hook::FILE_OPEN, blocked);
     }
     if blocked { -OPEN_DENY_ERRNO } else { 0 }
+}
+
+/// Whether a recorded root is to be trusted: only while its pod owns the volume.
+#[inline(always)]
+fn still_owned(root: &PublishedRoot) -> bool {
+    // SAFETY: read-only lookup.
+    unsafe { OWNERS.get(&root.volume) }.is_some_and(|owner| same_pod(&owner.pod, &root.owner))
 }
 
 /// The published root of the owned volume `dentry` lies in, if any: the filesystem's root
@@ -111,21 +121,27 @@ fn volume_root(
     root_above_directory(l, layout, dir, dev)
 }
 
-/// Writes the caller's pod into `s.pod` (false: it is in none), from the cache by cgroup
-/// ID where the cgroup was met before (its names are read once).
+/// Who opens: a pod's process or a node process.
+enum Caller {
+    Pod(&'static PodUid),
+    Node,
+}
+
+/// The caller, from the cache by cgroup ID where the cgroup was met before (its names are
+/// read once); `None` where the per-CPU scratch is missing.
 #[inline(always)]
-fn caller_pod_cached(s: &mut EnforceScratch) -> bool {
+fn caller() -> Option<Caller> {
     // SAFETY: helper without preconditions.
     let cgroup = unsafe { bpf_get_current_cgroup_id() };
     // SAFETY: read-only lookup; the value is plain data.
     if let Some(cached) = unsafe { CALLER_PODS.get(&cgroup) } {
-        s.pod = cached.pod;
-        return cached.in_pod != 0;
+        return Some(if cached.in_pod != 0 { Caller::Pod(&cached.pod) } else { Caller::Node });
     }
+    let s = scratch()?;
     let in_pod = caller_pod(s);
     let entry = CachedCallerPod { pod: s.pod, in_pod: in_pod as u32, _pad: 0 };
     let _ = CALLER_PODS.insert(&cgroup, &entry, 0);
-    in_pod
+    Some(if in_pod { Caller::Pod(&s.pod) } else { Caller::Node })
 }
 
 /// Counts a node process's open under its command. Once the map holds its most commands,
