@@ -23,7 +23,7 @@ impl<'a> Runner<'a> {
     }
 
     /// Runs one scenario and records its verdict; after a failure, every agent's log is
-    /// kept in `agent-after-scenario-<n>.log`, and the pods the scenario made are deleted
+    /// kept in `agent-after-scenario-<label>.log` (`1`, `6c`, `F3`: see [`label`]), and the pods the scenario made are deleted
     /// (a pod a failed scenario left, holding a volume, would fail the ones after it for
     /// a reason that is not theirs). Returns whether it passed.
     pub(super) fn scenario(&mut self, name: &str, run: impl FnOnce() -> anyhow::Result<String>) -> bool {
@@ -35,7 +35,7 @@ impl<'a> Runner<'a> {
             Ok(summary) => println!("=== ok ({:.1} s): {summary}", started.elapsed().as_secs_f64()),
             Err(e) => {
                 println!("=== FAILED ({:.1} s): {e:#}", started.elapsed().as_secs_f64());
-                let file = self.logs.join(format!("agent-after-scenario-{}.log", self.results.len() + 1));
+                let file = self.logs.join(format!("agent-after-scenario-{}.log", label(name)));
                 let _ = fs::write(&file, agent_logs(self.admin));
                 println!("=== the agents' logs: {}", file.display());
                 self.delete_pods_made_since(&pods_before);
@@ -82,5 +82,26 @@ impl<'a> Runner<'a> {
             bail!("{failed} e2e scenario(s) failed");
         }
         Ok(())
+    }
+}
+
+/// A scenario's label, the part of its heading before the first `.` ("6c. reads with no
+/// mount …" → "6c"), so that a failure's log file names the scenario that failed; a
+/// heading without one is used whole, its spaces made dashes.
+fn label(name: &str) -> String {
+    let label = name.split_once('.').map_or(name, |(label, _)| label);
+    label.trim().replace(' ', "-")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::label;
+
+    #[test]
+    fn a_failures_log_file_is_named_by_the_scenarios_label() {
+        assert_eq!(label("1. a second pod asks for a single-pod volume another pod uses"), "1");
+        assert_eq!(label("6c. reads with no mount: /proc/<pid>/root"), "6c");
+        assert_eq!(label("F3. a ReadWriteOncePod claim wanted on two nodes"), "F3");
+        assert_eq!(label("storage suite"), "storage-suite");
     }
 }
