@@ -70,7 +70,7 @@ pub const PUBLISH_MOUNTS: &str = "PUBLISH_MOUNTS";
 pub const GUARDED_DEVICES: &str = "GUARDED_DEVICES";
 /// The single `open_guard::OpenGuardLayout` entry. Not pinned.
 pub const OPEN_GUARD_LAYOUT: &str = "OPEN_GUARD_LAYOUT";
-/// The counters whose sum dates the open guard's cached verdicts (`open_guard::VerdictEpoch`):
+/// The two slots that date the open guard's cached verdicts (`open_guard::VerdictEpoch`):
 /// the agent bumps its slot with each root it seeds. Not pinned.
 pub const VERDICT_EPOCH: &str = "VERDICT_EPOCH";
 /// The pod of each cgroup the open guard has met (key the cgroup ID). Not pinned.

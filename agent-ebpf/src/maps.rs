@@ -116,7 +116,7 @@ pub static GUARDED_DEVICES: HashMap<u32, DeviceGuard> = HashMap::with_max_entrie
 pub static DIRECTORY_VERDICTS: LruHashMap<DirectoryKey, DirectoryVerdict> =
     LruHashMap::with_max_entries(DIRECTORY_VERDICT_ENTRIES, 0);
 
-/// The counters whose sum dates a cached verdict, by `VerdictEpoch`. Not pinned.
+/// The two slots that date a cached verdict (both must be unchanged), by `VerdictEpoch`. Not pinned.
 #[map]
 pub static VERDICT_EPOCH: Array<u64> = Array::with_max_entries(2, 0);
 
