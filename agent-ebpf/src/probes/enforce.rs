@@ -392,6 +392,7 @@ pub fn record_published_root(pid_tgid: u64, ret: i64) {
                 let recorded = PUBLISHED_ROOTS.insert(&key, &publish.root, 0).is_ok()
                     && PUBLISH_MOUNTS.insert(&publish.root.volume, &mount, 0).is_ok()
                     && super::open_guard::guard_device(&key, whole_fs);
+                // Also after a failure: the root may be in before a later insert failed.
                 super::directory_verdicts::forget_all();
                 if recorded {
                     count(Counter::PublishedRootsRecorded);

@@ -68,13 +68,16 @@ pub fn detach(caller: &Caller, mounts: Vec<(i32, PathBuf)>) -> Result<usize, Qua
         return Ok(0);
     }
     points.sort_by_key(|point| std::cmp::Reverse(point.components().count()));
-    ns_thread::once("vg-detach", file, name, move || {
+    ns_thread::once("vg-detach", file, name.clone(), move || {
         let mut detached = 0;
         for point in points {
             match umount2(&point, MntFlags::MNT_DETACH) {
                 Ok(()) => detached += 1,
                 Err(Errno::EINVAL | Errno::ENOENT) => {}
-                Err(source) => return Err(QuarantineError::Detach { target: point.display().to_string(), source }),
+                Err(source) => {
+                    let target = point.display().to_string();
+                    return Err(QuarantineError::Detach { target, namespace: name, detached, source });
+                }
             }
         }
         Ok(detached)

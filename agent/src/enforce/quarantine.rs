@@ -69,6 +69,7 @@ impl HeldNamespace {
     /// Detaches the mount with the unique id `mnt_id` from `point` in this namespace if it
     /// is still the top mount there (never one stacked since). 1 if detached, else 0.
     pub fn detach(&self, mnt_id: u64, point: PathBuf) -> Result<usize, QuarantineError> {
+        let namespace = self.name.clone();
         self.thread.run(move || {
             if unique_mount_id(&point).ok().flatten() != Some(mnt_id) {
                 return Ok(0);
@@ -76,7 +77,9 @@ impl HeldNamespace {
             match umount2(&point, MntFlags::MNT_DETACH) {
                 Ok(()) => Ok(1),
                 Err(Errno::EINVAL | Errno::ENOENT) => Ok(0),
-                Err(source) => Err(QuarantineError::Detach { target: point.display().to_string(), source }),
+                Err(source) => {
+                    Err(QuarantineError::Detach { target: point.display().to_string(), namespace, detached: 0, source })
+                }
             }
         })
     }
@@ -98,7 +101,8 @@ pub fn quarantine(made_in: MadeIn<'_>, target: PathBuf) -> Result<Quarantined, Q
     let caller = match made_in {
         MadeIn::Caller(caller) => caller,
         MadeIn::Watched(held) => {
-            let ids = held.thread.run(move || detach_and_mask(&target))?;
+            let namespace = held.name.clone();
+            let ids = held.thread.run(move || detach_and_mask(&target, namespace))?;
             return Ok(Quarantined::new(ids, held.name.clone(), started));
         }
     };
@@ -118,7 +122,8 @@ pub fn quarantine(made_in: MadeIn<'_>, target: PathBuf) -> Result<Quarantined, Q
             });
         }
     };
-    let ids = ns_thread::once("vg-quarantine", file, namespace.clone(), move || detach_and_mask(&target))?;
+    let name = namespace.clone();
+    let ids = ns_thread::once("vg-quarantine", file, namespace.clone(), move || detach_and_mask(&target, name))?;
     Ok(Quarantined::new(ids, namespace, started))
 }
 
@@ -137,8 +142,9 @@ struct MountIds {
     mask: Option<u64>,
 }
 
-/// Detaches every mount stacked on `target`, then mounts the mask.
-fn detach_and_mask(target: &Path) -> Result<MountIds, QuarantineError> {
+/// Detaches every mount stacked on `target`, then mounts the mask; run inside the mount
+/// namespace named `namespace` (for errors).
+fn detach_and_mask(target: &Path, namespace: String) -> Result<MountIds, QuarantineError> {
     let text = || target.display().to_string();
     let mut detached = Vec::new();
     while detached.len() < MAX_STACKED {
@@ -147,7 +153,9 @@ fn detach_and_mask(target: &Path) -> Result<MountIds, QuarantineError> {
         match umount2(target, MntFlags::MNT_DETACH) {
             Ok(()) => detached.push(id),
             Err(Errno::EINVAL) => break, // no longer a mount point
-            Err(source) => return Err(QuarantineError::Detach { target: text(), source }),
+            Err(source) => {
+                return Err(QuarantineError::Detach { target: text(), namespace, detached: detached.len(), source });
+            }
         }
     }
     let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;

@@ -15,8 +15,10 @@ pub enum QuarantineError {
     Gone { mnt_ns: u32, tgid: u32, target: String },
     #[error("entering the mount namespace {0}: {1}")]
     Setns(String, Errno),
-    #[error("detaching the mount on {target}: {source}")]
-    Detach { target: String, source: Errno },
+    #[error(
+        "detaching the mount on {target} in the mount namespace {namespace} ({detached} detached before): {source}"
+    )]
+    Detach { target: String, namespace: String, detached: usize, source: Errno },
     #[error("masking {target} with a read-only tmpfs: {source}")]
     Mask { target: String, source: Errno },
     #[error("the quarantine thread failed to start or panicked")]

@@ -134,8 +134,9 @@ const KEPT_ANSWERS: &str = "the_guards_kept_answers_change_when_a_directory_move
 
 /// The guard keeps, per directory, the root it found above it. Each answer is first kept
 /// as "no volume" by an allowed open of pod C; then a directory moves into the volume
-/// (rename, and `RENAME_EXCHANGE`), or a volume is published around the directory: pod C's
-/// next open there must be refused, not answered from what was kept.
+/// (rename, and `RENAME_EXCHANGE`), a volume is published around the directory, or a
+/// published volume becomes single-pod (an inventory edit: the agent seeds its root): pod
+/// C's next open there must be refused, not answered from what was kept.
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn the_guards_kept_answers_change_when_a_directory_moves_in_or_a_volume_is_published_above() {
@@ -146,7 +147,10 @@ fn the_guards_kept_answers_change_when_a_directory_moves_in_or_a_volume_is_publi
     let pins = pin_root("open-guard-kept");
     // Volumes of their own: the other test's agent, running beside this one, judges its own.
     let ns = MountNs::new();
-    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-kept", "pv-later"], &[]);
+    let facts = tree.tmp.path().join("inventory.yaml");
+    std::fs::write(&facts, edited_facts("ReadWriteOnce")).unwrap();
+    let extra = ["--inventory", facts.to_str().unwrap()];
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-kept", "pv-later"], &extra);
     agent.wait_for_line("the mode", |l| l.contains("mode=enforce"));
     let volume = tree.volume("pv-kept");
     assert_eq!(ns.bind(&volume, &tree.publish_dir(POD_A, "pv-kept")), Ok(()), "kubelet publishes pv-kept for A");
@@ -180,8 +184,38 @@ fn the_guards_kept_answers_change_when_a_directory_moves_in_or_a_volume_is_publi
     assert_eq!(ns.bind(&later, &tree.publish_dir(POD_A, "pv-later")), Ok(()), "kubelet publishes pv-later for A");
     assert_eq!(pod_c.try_read(&ns, &later.join("sub/file")), EACCES, "read in a volume published since");
 
+    // A volume published while no one owned it, made single-pod by an edit of the facts:
+    // the kernel saw no single-pod publish, so the agent seeds the root (and stales the
+    // answers: its own epoch slot).
+    let edited = tree.volume("pv-edit");
+    std::fs::create_dir_all(edited.join("sub")).unwrap();
+    std::fs::write(edited.join("sub/file"), b"pod A's, once single-pod").unwrap();
+    assert_eq!(ns.bind(&edited, &tree.publish_dir(POD_A, "pv-edit")), Ok(()), "kubelet publishes pv-edit for A");
+    assert_eq!(pod_c.try_read(&ns, &edited.join("sub/file")), 0, "a ReadWriteOnce volume's files are anyone's");
+    std::fs::write(&facts, edited_facts("ReadWriteOncePod")).unwrap();
+    agent.wait_for_line("the seeded root", |l| {
+        l.contains("open guard: volume pv-edit's files are opened by pod") && l.contains(POD_A)
+    });
+    assert_eq!(pod_c.try_read(&ns, &edited.join("sub/file")), EACCES, "read in a volume made single-pod since");
+    assert_eq!(pod_a.try_read(&ns, &edited.join("sub/file")), 0, "pod A reads the volume it now owns");
+
     drop(agent);
     uninstall(&pins);
+}
+
+/// Pod A (db-0) with claim shop/edit, bound to pv-edit with access mode `mode`, and pod C.
+fn edited_facts(mode: &str) -> String {
+    format!(
+        "\
+pods:
+  - {{uid: {POD_A}, namespace: shop, name: db-0, volumes: [{{name: edit, persistentVolumeClaim: edit}}]}}
+  - {{uid: {POD_C}, namespace: shop, name: debugger}}
+persistentVolumes:
+  - {{name: pv-edit, accessModes: [{mode}], claimRef: shop/edit, csi: {{driver: hostpath.csi.k8s.io, volumeHandle: h-edit}}}}
+persistentVolumeClaims:
+  - {{namespace: shop, name: edit, accessModes: [{mode}], volumeName: pv-edit}}
+"
+    )
 }
 
 /// `renameat2(RENAME_EXCHANGE)` of two directories.

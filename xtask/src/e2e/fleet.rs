@@ -65,7 +65,9 @@ pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow:
         fleet_audit::own_node_only(&admin, logs, &NODES)
     });
     runner.scenario("5. helm uninstall, then volguard uninstall", || scenarios::uninstall(&admin));
-    runner.finish(node, &["kubelet", "containerd", "vm", "vm-kubelet"])
+    // The VM's console first: CI keeps only part of a long output, and a VM that hung or
+    // panicked explains every failure after it.
+    runner.finish(node, &["vm", "vm-kubelet", "kubelet", "containerd"])
 }
 
 /// F1: one release; its DaemonSet scheduled, updated and Ready on both nodes, one agent

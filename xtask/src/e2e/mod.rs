@@ -12,6 +12,7 @@
 //! `--vm` puts the node in a VM instead (vm_node.rs), the control plane staying here;
 //! `--fleet` runs both nodes in one cluster, one `helm install` for both (fleet.rs).
 
+mod after_failure;
 mod components;
 mod fleet;
 mod fleet_audit;

@@ -1,29 +1,31 @@
 //! The real-node scenarios run one after another: each one's verdict and time, the
-//! agents' logs after a failure, and a summary that fails the run if any failed.
+//! agents' state and logs after a failure, and a summary that names each failure's reason
+//! (CI shows only the tail of a run) and fails the run if any failed.
 
 use std::{fs, path::Path, time::Instant};
 
 use anyhow::bail;
 
-use super::{
-    kube::Kube,
-    node::Node,
-    workload::{NS, agent_logs},
-};
+use super::{after_failure, kube::Kube, node::Node, workload::NS};
 
 pub(super) struct Runner<'a> {
     admin: &'a Kube,
     logs: &'a Path,
     results: Vec<(String, anyhow::Result<String>)>,
+    /// The nodes' and agent pods' state after the first failure: the summary repeats it,
+    /// as failures after the first are often its consequences.
+    first_failure: Option<Vec<String>>,
 }
 
 impl<'a> Runner<'a> {
     pub(super) fn new(admin: &'a Kube, logs: &'a Path) -> Self {
-        Self { admin, logs, results: Vec::new() }
+        Self { admin, logs, results: Vec::new(), first_failure: None }
     }
 
-    /// Runs one scenario and records its verdict; after a failure, every agent's log is
-    /// kept in `agent-after-scenario-<label>.log` (`1`, `6c`, `F3`: see [`label`]), and the pods the scenario made are deleted
+    /// Runs one scenario and records its verdict; after a failure, the nodes' readiness
+    /// and each agent pod's state are printed, every agent's log is kept in
+    /// `agent-after-scenario-<label>.log` (`1`, `6c`, `F3`: see [`label`]), and the pods
+    /// the scenario made are deleted
     /// (a pod a failed scenario left, holding a volume, would fail the ones after it for
     /// a reason that is not theirs). Returns whether it passed.
     pub(super) fn scenario(&mut self, name: &str, run: impl FnOnce() -> anyhow::Result<String>) -> bool {
@@ -35,8 +37,13 @@ impl<'a> Runner<'a> {
             Ok(summary) => println!("=== ok ({:.1} s): {summary}", started.elapsed().as_secs_f64()),
             Err(e) => {
                 println!("=== FAILED ({:.1} s): {e:#}", started.elapsed().as_secs_f64());
+                let account = after_failure::take(self.admin);
+                for line in &account.summary {
+                    println!("===   {line}");
+                }
                 let file = self.logs.join(format!("agent-after-scenario-{}.log", label(name)));
-                let _ = fs::write(&file, agent_logs(self.admin));
+                let _ = fs::write(&file, account.whole);
+                self.first_failure.get_or_insert(account.summary);
                 println!("=== the agents' logs: {}", file.display());
                 self.delete_pods_made_since(&pods_before);
             }
@@ -71,10 +78,19 @@ impl<'a> Runner<'a> {
     pub(super) fn finish(self, node: &Node, components: &[&str]) -> anyhow::Result<()> {
         println!("\n=== e2e summary");
         for (name, result) in &self.results {
-            println!("{:<6} {name}", if result.is_ok() { "ok" } else { "FAILED" });
+            match result {
+                Ok(_) => println!("ok     {name}"),
+                Err(e) => println!("FAILED {name}\n         {}", first_line(e)),
+            }
         }
         let failed = self.results.iter().filter(|(_, r)| r.is_err()).count();
         println!("e2e: {} passed, {failed} failed", self.results.len() - failed);
+        if let Some(state) = &self.first_failure {
+            println!("after the first failure:");
+            for line in state {
+                println!("  {line}");
+            }
+        }
         if failed > 0 {
             for component in components {
                 println!("--- last lines of {component}'s log ---\n{}", node.log_tail(component, 15));
@@ -82,6 +98,16 @@ impl<'a> Runner<'a> {
             bail!("{failed} e2e scenario(s) failed");
         }
         Ok(())
+    }
+}
+
+/// A failure's reason on one line, cut to what a summary line can hold.
+fn first_line(error: &anyhow::Error) -> String {
+    let reason = format!("{error:#}");
+    let line = reason.lines().next().unwrap_or_default();
+    match line.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
     }
 }
 
