@@ -20,9 +20,11 @@
 //!   syscall entry path; trampolines and fanotify should cost nothing. Two loops on one
 //!   pinned CPU: `getppid` (the cheapest syscall, so the entry path is most of its cost)
 //!   and a 4 KiB `read` of /dev/zero + `write` to /dev/null.
-//! - `open_guard_cost` (9): open + close of a file on a filesystem that holds an owned
-//!   volume's published directory — outside the volume (what any open on that filesystem
-//!   pays: the guard's answer for the file's directory), inside it through the publish
+//! - `open_guard_cost` (9): open + close of a file on a filesystem that holds no owned
+//!   volume (what most opens on a node pay: one lookup by device), then of files on a
+//!   filesystem that holds an owned volume's published directory — outside the volume
+//!   (what any open on that filesystem pays: the guard's answer for the file's
+//!   directory), inside it through the publish
 //!   target by a node process (the guard finds the volume and the caller's pod; without
 //!   BPF LSM the open reporter gets a notice of each and drops it), and the same by the
 //!   owner pod's process (what the owner's own work pays).
@@ -359,8 +361,15 @@ fn open_guard_cost() {
     let (tree, ns, target) = published_for_opens(LOAD_OWNER);
     let outside = tree.tmp.path().join("outside-the-volume");
     std::fs::write(&outside, b"x").unwrap();
+    let other_fs = tree.tmp.path().join("another-filesystem");
+    std::fs::create_dir_all(&other_fs).unwrap();
+    ns.mount_tmpfs(&other_fs).unwrap();
+    let elsewhere = other_fs.join("file");
+    let written = elsewhere.clone();
+    ns.run(move || std::fs::write(written, b"x")).unwrap();
     let in_volume = target.join("data");
-    let cases: [(&str, &Path, Option<&PodCgroup>); 3] = [
+    let cases: [(&str, &Path, Option<&PodCgroup>); 4] = [
+        ("outside any volume, on a filesystem that holds none", &elsewhere, None),
         ("outside the volume, on its filesystem", &outside, None),
         ("in the volume, through its publish target, by a node process", &in_volume, None),
         ("in the volume, through its publish target, by the owner pod", &in_volume, Some(&owner)),
@@ -374,6 +383,7 @@ fn open_guard_cost() {
     let named: Vec<(&str, u64)> = cases.iter().zip(&iterations).map(|((name, ..), n)| (*name, *n)).collect();
     report("open", &runs, &named, |_| serde_json::json!({}));
     ns.umount(&target).unwrap();
+    ns.umount(&other_fs).unwrap();
 }
 
 /// What `--deny-foreign-open` adds to the opens of benchmark 9 where no BPF LSM refuses

@@ -443,6 +443,7 @@ mod tests {
     fn the_owners_opens_and_opens_outside_a_volume_are_judged_a_node_processs_reported() {
         // The case names the benchmark (agent/tests/integration/syscall_bench.rs) prints.
         assert_eq!(open_target("outside the volume, on its filesystem"), Some(OPEN_TAX_TARGET));
+        assert_eq!(open_target("outside any volume, on a filesystem that holds none"), Some(OPEN_TAX_TARGET));
         assert_eq!(open_target("in the volume, through its publish target, by the owner pod"), Some(OWNER_OPEN_TARGET));
         assert_eq!(open_target("in the volume, through its publish target, by a node process"), None);
     }

@@ -69,6 +69,7 @@ const GUEST_MODULE_DIR: &str = "/lib/modules-vm";
 const GUEST_IMAGES: &str = "/images";
 /// The guest's memory: containerd's content store and snapshots live in it.
 const GUEST_MEMORY_MIB: u32 = 3072;
+const GUEST_CPUS: u32 = 2;
 /// How long the emulated node may take to register and become Ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(900);
 
@@ -101,13 +102,14 @@ ip -n {NETNS} route add local {GUEST_IP}/32 dev lo table local
 fn qemu_args(kernel: &Path, initrd: &Path, logs: &Path) -> Vec<String> {
     let serial = |name: &str| format!("file:{}", logs.join(format!("{name}.log")).display());
     let forwards = [10250, METRICS_PORT].map(|port| format!("hostfwd=tcp:{GUEST_IP}:{port}-:{port}")).join(",");
+    let accel = vm::VmKernel::Linux61.qemu_accel(GUEST_CPUS);
     [
         "-accel",
-        "tcg",
+        accel,
         "-cpu",
         "max",
         "-smp",
-        "2",
+        &GUEST_CPUS.to_string(),
         "-m",
         &GUEST_MEMORY_MIB.to_string(),
         "-nographic",
@@ -117,7 +119,10 @@ fn qemu_args(kernel: &Path, initrd: &Path, logs: &Path) -> Vec<String> {
         "-initrd",
         &initrd.display().to_string(),
         "-append",
-        "console=ttyS0 quiet lsm=lockdown,capability,bpf rdinit=/init panic=-1",
+        // A soft lockup panics: the VM ends at once, its stuck stack printed (panic
+        // prints everything, `quiet` or not), rather than hanging the node for the
+        // scenarios' timeouts.
+        "console=ttyS0 quiet lsm=lockdown,capability,bpf rdinit=/init panic=-1 softlockup_panic=1",
         "-netdev",
         &format!("user,id=net0,{forwards}"),
         "-device",

@@ -234,12 +234,20 @@ fn keep_vm_test_modules(extracted: &Path, release: &str, modules: &Path) -> anyh
         .filter(|p| p.to_string_lossy().ends_with(".ko") || p.to_string_lossy().ends_with(".ko.xz"))
         .map(|p| (module_name(&p.to_string_lossy()), p))
         .collect();
+    // Each module decompressed once: the order asks for a module's dependencies more
+    // than once, and its bytes are what is kept.
+    let mut decompressed: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let order = load_order(VM_TEST_MODULES, builtin.as_deref(), |name| {
-        by_name.get(name).map(|file| module_bytes(file).map(|bytes| depends(&bytes))).transpose()
+        let Some(file) = by_name.get(name) else { return Ok(None) };
+        if !decompressed.contains_key(name) {
+            decompressed.insert(name.to_owned(), module_bytes(file)?);
+        }
+        Ok(Some(depends(&decompressed[name])))
     })
     .with_context(|| format!("Linux {release}"))?;
     for name in &order {
-        keep_module(by_name[name], &modules.join(format!("{name}.ko")))?;
+        let dest = modules.join(format!("{name}.ko"));
+        fs::write(&dest, &decompressed[name]).with_context(|| format!("writing {}", dest.display()))?;
     }
     Ok(order)
 }
@@ -316,7 +324,7 @@ fn find_files(dir: &Path, found: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::{depends, load_order, sources_line};
+    use super::{depends, keep_vm_test_modules, load_order, sources_line};
 
     #[test]
     fn modules_load_after_what_they_depend_on_and_built_in_ones_not_at_all() {
@@ -337,6 +345,25 @@ mod tests {
         let missing = load_order(&["ext4"], Some(builtin), none).unwrap_err().to_string();
         assert!(missing.contains("no module ext4"), "{missing}");
         assert_eq!(load_order(&["ext4"], None, none).unwrap(), Vec::<String>::new(), "no list: taken as built in");
+    }
+
+    #[test]
+    fn a_packages_modules_are_kept_decompressed_with_their_dependencies_in_load_order() {
+        let tmp = std::env::temp_dir().join(format!("volguard-keep-modules-{}", std::process::id()));
+        let (dir, kept) = (tmp.join("usr/lib/modules/7.3.0-test/kernel"), tmp.join("kept"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&kept).unwrap();
+        let ext4 = b"\0depends=mbcache\0name=ext4\0".to_vec();
+        std::fs::write(dir.join("mbcache.ko"), b"\0depends=\0name=mbcache\0").unwrap();
+        std::fs::write(dir.join("ext4.ko"), &ext4).unwrap();
+        let xz = std::process::Command::new("xz").arg("-z").arg(dir.join("ext4.ko")).status().unwrap();
+        assert!(xz.success() && dir.join("ext4.ko.xz").exists(), "xz compressed the module");
+        // No loop module and no modules.builtin (7.x's packages): loop is taken as built in.
+        let order = keep_vm_test_modules(&tmp, "7.3.0-test", &kept).unwrap();
+        assert_eq!(order, ["mbcache", "ext4"]);
+        assert_eq!(std::fs::read(kept.join("ext4.ko")).unwrap(), ext4, "kept decompressed");
+        assert!(kept.join("mbcache.ko").exists());
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 
     #[test]

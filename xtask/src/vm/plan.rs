@@ -68,16 +68,18 @@ impl VmKernel {
         }
     }
 
-    /// qemu's `-accel` for a boot of this kernel with `cpus` CPUs. 7.3 and 6.1 with two
-    /// CPUs get one TCG thread for both. With a thread per CPU (qemu 7.2), 7.3's bench boot
+    /// qemu's `-accel` for a boot of this kernel with `cpus` CPUs (the e2e's VM node's
+    /// too: 6.1, two CPUs). 7.3 and 6.1 with two CPUs get one TCG thread for both. With a thread per CPU (qemu 7.2), 7.3's bench boot
     /// oopsed on `int3` at `trace_syscall_enter+0xa`, the static branch the syscall
     /// tracepoints flip each time an agent attaches or detaches them (our reading: one CPU
     /// still ran the breakpoint the kernel's code patching had already taken out), and
     /// 6.1's soft-locked with both CPUs stuck at once, one in the agent, one in the open
     /// loop, while agents attached and detached the tracepoints and the LSM hooks (a
     /// cross-CPU wait of code patching, we read). 6.12 never did either. With one thread
-    /// every CPU sees a code change at once.
-    pub(super) fn qemu_accel(self, cpus: u32) -> &'static str {
+    /// every CPU sees a code change at once. The e2e's VM node soft-locked the same way
+    /// (both CPUs, in two of the driver's sidecars) as its agent restarted at a `helm
+    /// upgrade`, attaching its programs beside the pinned ones and detaching those.
+    pub fn qemu_accel(self, cpus: u32) -> &'static str {
         match self {
             Self::Linux73 | Self::Linux61 if cpus > 1 => "tcg,thread=single",
             _ => "tcg",
