@@ -25,9 +25,9 @@ impl<'a> Runner<'a> {
     /// Runs one scenario and records its verdict; after a failure, the nodes' readiness
     /// and each agent pod's state are printed, every agent's log is kept in
     /// `agent-after-scenario-<label>.log` (`1`, `6c`, `F3`: see [`label`]), and the pods
-    /// the scenario made are deleted
-    /// (a pod a failed scenario left, holding a volume, would fail the ones after it for
-    /// a reason that is not theirs). Returns whether it passed.
+    /// the scenario made are deleted (a pod a failed scenario left, holding a volume,
+    /// would fail the ones after it for a reason that is not theirs). Returns whether it
+    /// passed.
     pub(super) fn scenario(&mut self, name: &str, run: impl FnOnce() -> anyhow::Result<String>) -> bool {
         println!("\n=== e2e scenario: {name}");
         let started = Instant::now();
