@@ -19,14 +19,11 @@ pub(super) struct Account {
 pub(super) fn take(admin: &Kube) -> Account {
     let mut summary = nodes(admin);
     let mut whole = String::new();
-    let pods = match admin.get_json(&["pods", "-n", AGENT_NS, "-l", AGENT_SELECTOR]) {
-        Ok(list) => list["items"].as_array().cloned().unwrap_or_default(),
-        Err(e) => {
-            summary.push(format!("agent pods: {e:#}"));
-            Vec::new()
-        }
-    };
-    for pod in &pods {
+    let list = admin.get_json(&["pods", "-n", AGENT_NS, "-l", AGENT_SELECTOR]).unwrap_or_else(|e| {
+        summary.push(format!("agent pods: {e:#}"));
+        Value::Null
+    });
+    for pod in items(&list) {
         let name = pod["metadata"]["name"].as_str().unwrap_or("?");
         let state = pod_state(pod);
         summary.push(state.clone());
@@ -52,8 +49,7 @@ fn nodes(admin: &Kube) -> Vec<String> {
         Ok(list) => list,
         Err(e) => return vec![format!("nodes: {e:#}")],
     };
-    let items = list["items"].as_array().cloned().unwrap_or_default();
-    items
+    items(&list)
         .iter()
         .map(|node| {
             let name = node["metadata"]["name"].as_str().unwrap_or("?");
@@ -92,8 +88,13 @@ fn pod_state(pod: &Value) -> String {
     line
 }
 
-fn containers(pod: &Value) -> Vec<Value> {
-    pod["status"]["containerStatuses"].as_array().cloned().unwrap_or_default()
+/// A list's items (none where it is not a list).
+fn items(list: &Value) -> &[Value] {
+    list["items"].as_array().map_or(&[], Vec::as_slice)
+}
+
+fn containers(pod: &Value) -> &[Value] {
+    pod["status"]["containerStatuses"].as_array().map_or(&[], Vec::as_slice)
 }
 
 fn ready(pod: &Value) -> bool {

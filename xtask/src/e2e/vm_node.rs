@@ -69,6 +69,7 @@ const GUEST_MODULE_DIR: &str = "/lib/modules-vm";
 const GUEST_IMAGES: &str = "/images";
 /// The guest's memory: containerd's content store and snapshots live in it.
 const GUEST_MEMORY_MIB: u32 = 3072;
+/// The guest's CPUs (qemu emulates them as the VM tests' 6.1 boots do: [`vm::VmKernel`]).
 const GUEST_CPUS: u32 = 2;
 /// How long the emulated node may take to register and become Ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(900);
@@ -102,12 +103,12 @@ ip -n {NETNS} route add local {GUEST_IP}/32 dev lo table local
 fn qemu_args(kernel: &Path, initrd: &Path, logs: &Path) -> Vec<String> {
     let serial = |name: &str| format!("file:{}", logs.join(format!("{name}.log")).display());
     let forwards = [10250, METRICS_PORT].map(|port| format!("hostfwd=tcp:{GUEST_IP}:{port}-:{port}")).join(",");
-    let accel = vm::VmKernel::Linux61.qemu_accel(GUEST_CPUS);
+    let linux = vm::VmKernel::Linux61;
     [
         "-accel",
-        accel,
+        linux.qemu_accel(GUEST_CPUS),
         "-cpu",
-        "max",
+        linux.qemu_cpu(),
         "-smp",
         &GUEST_CPUS.to_string(),
         "-m",

@@ -5,7 +5,7 @@
 //! nothing is installed.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, btree_map::Entry},
     fs,
     path::{Path, PathBuf},
     process::Command,
@@ -200,7 +200,11 @@ fn keep_modules(extracted: &Path, modules: &Path) -> anyhow::Result<Vec<&'static
 
 /// Copies `file` (a `.ko`, or a `.ko.xz` decompressed) to `dest`.
 fn keep_module(file: &Path, dest: &Path) -> anyhow::Result<()> {
-    fs::write(dest, module_bytes(file)?).with_context(|| format!("writing {}", dest.display()))
+    write_module(&module_bytes(file)?, dest)
+}
+
+fn write_module(bytes: &[u8], dest: &Path) -> anyhow::Result<()> {
+    fs::write(dest, bytes).with_context(|| format!("writing {}", dest.display()))
 }
 
 /// A module file's contents, decompressed.
@@ -239,15 +243,15 @@ fn keep_vm_test_modules(extracted: &Path, release: &str, modules: &Path) -> anyh
     let mut decompressed: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let order = load_order(VM_TEST_MODULES, builtin.as_deref(), |name| {
         let Some(file) = by_name.get(name) else { return Ok(None) };
-        if !decompressed.contains_key(name) {
-            decompressed.insert(name.to_owned(), module_bytes(file)?);
-        }
-        Ok(Some(depends(&decompressed[name])))
+        let bytes = match decompressed.entry(name.to_owned()) {
+            Entry::Occupied(kept) => kept.into_mut(),
+            Entry::Vacant(slot) => slot.insert(module_bytes(file)?),
+        };
+        Ok(Some(depends(bytes)))
     })
     .with_context(|| format!("Linux {release}"))?;
     for name in &order {
-        let dest = modules.join(format!("{name}.ko"));
-        fs::write(&dest, &decompressed[name]).with_context(|| format!("writing {}", dest.display()))?;
+        write_module(&decompressed[name], &modules.join(format!("{name}.ko")))?;
     }
     Ok(order)
 }

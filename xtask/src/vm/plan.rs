@@ -61,7 +61,7 @@ impl VmKernel {
     /// and 170 s, with and without 5-level paging. Without CX16 the kernel takes SLUB's
     /// locked path and passed its whole subset, four boots of four (2026-11-27, one in a CI
     /// run). 6.1 (and 5.10) have always passed with it.
-    pub(super) fn qemu_cpu(self) -> &'static str {
+    pub fn qemu_cpu(self) -> &'static str {
         match self {
             Self::Linux510 | Self::Linux61 => "max",
             Self::Linux612 | Self::Linux73 => "max,-cx16",
