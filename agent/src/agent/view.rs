@@ -13,6 +13,7 @@ use std::{
 
 use tokio::sync::watch;
 
+pub(super) use crate::outputs::served_state::Refresh;
 use crate::{
     csi::report::CsiReport,
     enforce::Mode,
@@ -60,8 +61,11 @@ impl Freshness {
         }
     }
 
-    pub(super) fn is_dirty(&self) -> bool {
-        self.dirty
+    /// Whether the loop's tick owes the builder a copy: something changed and no urgent
+    /// copy is due. An urgent copy, due within [`URGENT_GAP`], is left to its own timer,
+    /// so that a view says truly which of the two made it ([`Refresh`]).
+    pub(super) fn tick_owes_copy(&self) -> bool {
+        self.dirty && self.urgent_due.is_none()
     }
 
     /// When an urgent copy held back by the gap is due.
@@ -85,6 +89,7 @@ pub(super) struct ViewInputs {
     pub owners: BTreeMap<String, String>,
     pub findings: Vec<Finding>,
     pub csi: Option<Arc<CsiReport>>,
+    pub refresh: Refresh,
 }
 
 /// Where the view goes: the served state (view and gauges) and the CSI checks' mounts.
@@ -175,7 +180,7 @@ fn build_while_pending(pending: &Mutex<Pending>, sinks: &ViewSinks) {
 /// Builds the view, sets the gauges, and passes the mounts on to the CSI checks when
 /// they changed (an unchanged copy would make them judge every volume again).
 pub(super) fn build(inputs: ViewInputs, sinks: &ViewSinks) {
-    let ViewInputs { mode, mode_reason, snapshot, single_pod, mounts, owners, findings, csi } = inputs;
+    let ViewInputs { mode, mode_reason, snapshot, single_pod, mounts, owners, findings, csi, refresh } = inputs;
     let views = each_volume_view(&snapshot.facts, &single_pod, &mounts, &owners);
     let csi_findings = csi.iter().flat_map(|r| r.findings.iter().cloned());
     let all: Vec<Finding> = findings.iter().cloned().chain(csi_findings).collect();
@@ -202,6 +207,7 @@ pub(super) fn build(inputs: ViewInputs, sinks: &ViewSinks) {
         csi,
         updated_at: Some(now),
         updated_at_rfc3339: Some(served_state::rfc3339(now)),
+        refresh: Some(refresh),
     });
     sinks.mounts_tx.send_if_modified(|current| {
         let changed = *current != mounts;
@@ -220,16 +226,16 @@ mod tests {
     fn urgent_changes_are_copied_at_once_and_a_burst_once_per_gap() {
         let start = Instant::now();
         let mut f = Freshness::default();
-        assert!(!f.is_dirty());
+        assert!(!f.tick_owes_copy());
         assert!(f.changed_urgently(start), "the first urgent change is copied at once");
         f.copied(start);
-        assert!(!f.is_dirty() && f.urgent_due().is_none());
+        assert!(!f.tick_owes_copy() && f.urgent_due().is_none());
         // A burst within the gap: held back, due when the gap ends, however many come.
         let later = start + URGENT_GAP / 4;
         assert!(!f.changed_urgently(later));
         assert!(!f.changed_urgently(later + URGENT_GAP / 4));
         assert_eq!(f.urgent_due(), Some(start + URGENT_GAP));
-        assert!(f.is_dirty());
+        assert!(!f.tick_owes_copy(), "a held-back urgent change is copied by its own timer, not the tick");
         let due = start + URGENT_GAP;
         f.copied(due);
         assert!(f.urgent_due().is_none());
@@ -241,7 +247,7 @@ mod tests {
     fn other_changes_wait_for_the_tick() {
         let mut f = Freshness::default();
         f.changed();
-        assert!(f.is_dirty());
+        assert!(f.tick_owes_copy());
         assert!(f.urgent_due().is_none(), "not urgent: copied at the loop's tick");
     }
 }

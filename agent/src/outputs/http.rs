@@ -179,6 +179,7 @@ async fn status(State(shared): AppState) -> Response {
         // Mounts the LSM programs let through because they could not decide.
         "enforceErrors": shared.metrics.kernel.get(volguard_common::counters::Counter::EnforceErrors),
         "updatedAt": snap.updated_at,
+        "viewRefresh": snap.refresh,
     }))
 }
 

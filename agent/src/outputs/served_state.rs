@@ -101,6 +101,20 @@ pub struct DebugView {
     pub csi: Option<Arc<CsiReport>>,
     pub updated_at: Option<SystemTime>,
     pub updated_at_rfc3339: Option<String>,
+    /// What made the agent rebuild this view.
+    pub refresh: Option<Refresh>,
+}
+
+/// What made the agent rebuild the view it serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Refresh {
+    /// The agent's start.
+    Start,
+    /// A change every view must show at once: a claim, a release, a quarantine.
+    AtOnce,
+    /// Other changes, gathered at the agent's one-second tick.
+    Tick,
 }
 
 /// Where a quarantined publish's mask stands.

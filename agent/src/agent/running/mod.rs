@@ -22,7 +22,7 @@ use super::{
     out_of_band_state::OutOfBand,
     outlets::Outlets,
     table_namespace::TableNamespace,
-    view,
+    view::{self, Refresh},
 };
 use crate::{
     csi::{
@@ -141,7 +141,7 @@ impl<'a> Running<'a> {
         agent.facts_metrics();
         agent.report_shared_volumes();
         agent.scan_namespaces_now();
-        view::build(agent.view_inputs()?, &view_sinks);
+        view::build(agent.view_inputs(view::Refresh::Start)?, &view_sinks);
         Ok(agent)
     }
 }
@@ -231,8 +231,8 @@ impl Running<'_> {
                     self.shared.metrics.operations.set_events_lost(lost);
                 }
                 self.explain_unnamed();
-                if self.view_freshness.is_dirty() {
-                    self.refresh_view()?;
+                if self.view_freshness.tick_owes_copy() {
+                    self.refresh_view(Refresh::Tick)?;
                 }
             }
             Step::ReconcileTick => reads.start(&self.model),
@@ -241,7 +241,7 @@ impl Running<'_> {
                     self.reconcile(read)?;
                 }
             }
-            Step::UrgentView => self.refresh_view()?,
+            Step::UrgentView => self.refresh_view(Refresh::AtOnce)?,
             Step::Scan => self.scan_namespaces(),
             Step::NamespacesRead(read) => self.namespaces_read(read),
             Step::Csi => {
@@ -363,7 +363,7 @@ impl Running<'_> {
         // `view::URGENT_GAP`).
         if transition
             && self.view_freshness.changed_urgently(Instant::now())
-            && let Err(e) = self.refresh_view()
+            && let Err(e) = self.refresh_view(Refresh::AtOnce)
         {
             warn!("refreshing the debug view: {e}");
         }
@@ -404,8 +404,8 @@ impl Running<'_> {
 
     /// Has what the debug API shows, and the gauges derived from it, rebuilt off the loop
     /// (see [`super::view`]).
-    fn refresh_view(&mut self) -> Result<(), AgentError> {
-        let inputs = self.view_inputs()?;
+    fn refresh_view(&mut self, refresh: Refresh) -> Result<(), AgentError> {
+        let inputs = self.view_inputs(refresh)?;
         if let Some(unbuilt) = self.view.request(inputs) {
             drop_off_loop(&self.tasks, unbuilt);
         }
@@ -415,7 +415,7 @@ impl Running<'_> {
 
     /// A copy of what the view is built from: the owners, the mounts and the findings
     /// (proportional to the node's publishes); facts, single-pod set and CSI report shared.
-    fn view_inputs(&self) -> Result<super::view::ViewInputs, AgentError> {
+    fn view_inputs(&self, refresh: Refresh) -> Result<super::view::ViewInputs, AgentError> {
         Ok(super::view::ViewInputs {
             mode: self.decision.mode,
             mode_reason: self.decision.reason.to_string(),
@@ -425,6 +425,7 @@ impl Running<'_> {
             owners: self.owners.owners()?,
             findings: self.model.findings().cloned().collect(),
             csi: self.csi.clone(),
+            refresh,
         })
     }
 
