@@ -34,6 +34,17 @@ pub(super) fn helm_template(t: &Tools, root: &Path, values: Option<&str>) -> Res
     }
 }
 
+/// `helm template` with `--set {set}` fails, saying `says`: a value the chart refuses.
+pub(super) fn helm_template_refuses(t: &Tools, root: &Path, set: &str, says: &str) -> Outcome {
+    let mut cmd = Command::new(&t.helm);
+    cmd.current_dir(root).args(["template", RELEASE, CHART, "--namespace", NAMESPACE, "--set", set]);
+    match capture(&mut cmd)? {
+        (true, _) => Err(format!("rendered with --set {set}")),
+        (false, text) if text.contains(says) => Ok(format!("--set {set}: {says}")),
+        (false, text) => Err(format!("--set {set} failed without saying {says:?}: {text}")),
+    }
+}
+
 pub(super) fn count_objects(t: &Tools, file: &Path) -> anyhow::Result<usize> {
     Ok(yaml_documents(t, file)?.len())
 }

@@ -55,7 +55,7 @@ use crate::proc::{output, workspace_root};
 pub use tools::{helm_binary, install_tools};
 
 use dashboard_copies::dashboards_copied;
-use helm::{count_objects, helm_lint, helm_template};
+use helm::{count_objects, helm_lint, helm_template, helm_template_refuses};
 use manifests::manifests_in_sync;
 use rbac::rbac;
 use schemas::{KUBERNETES_VERSION, validate, validate_crds};
@@ -108,6 +108,10 @@ pub fn run(write: bool) -> anyhow::Result<()> {
         }
     }
     results.push(("yamllint --strict (deploy/ and both renderings)".into(), yamllint(&t, &root, &rendered)));
+    results.push((
+        "helm template refuses an update strategy DaemonSets do not have".into(),
+        helm_template_refuses(&t, &root, "updateStrategy=Recreate", "is neither RollingUpdate nor OnDelete"),
+    ));
     results.push((format!("{MANIFESTS} in sync with the chart"), manifests_in_sync(&t, &root, &work)));
     results.push((
         "RBAC: ClusterRole = the list in xtask/src/deploy/rbac.rs = the agent's API calls".into(),
