@@ -77,7 +77,7 @@ pub fn ensure() -> anyhow::Result<()> {
         return Ok(());
     }
     println!("e2e: building Kubernetes {kubernetes}, etcd, containerd {containerd} and Prometheus from Go modules");
-    println!("e2e: (cold, about 11 minutes on 2 cores with the downloads; the result is cached in {COMPONENTS_DIR})");
+    println!("e2e: (cold, 7 to 11 minutes on 2 cores with the downloads; the result is cached in {COMPONENTS_DIR})");
     stamp.clear();
     let out = Path::new(COMPONENTS_DIR).join("bin");
     fs::create_dir_all(&out)?;

@@ -34,16 +34,20 @@ use super::{
 use crate::proc::output;
 
 pub(super) const NODES: [&str; 2] = [NODE_NAME, VM_NODE_NAME];
-const HOST: Site = Site { node: NODE_NAME, storage: Deployment::Distributed };
-const VM: Site = Site { node: VM_NODE_NAME, storage: Deployment::Distributed };
+/// The driver as upstream deploys it on several nodes.
+pub(super) const DRIVER_DEPLOYMENT: Deployment = Deployment::Distributed;
+const HOST: Site = Site { node: NODE_NAME, storage: DRIVER_DEPLOYMENT };
+const VM: Site = Site { node: VM_NODE_NAME, storage: DRIVER_DEPLOYMENT };
 /// How long a pod may take to start on the node in these namespaces.
 const NATIVE: Duration = Duration::from_secs(120);
 
 pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow::Result<()> {
     let admin = node.admin();
     let started = Instant::now();
-    let chart = Chart { trace_backend, secure_metrics: true };
-    hostpath_driver::install(&admin, Deployment::Distributed, &NODES, EMULATED)?;
+    // OnDelete: the host's scenarios replace the host's agent alone (the emulated node's
+    // agent restarts in minutes, and each restart there risks the guest: docs/testing.md).
+    let chart = Chart { trace_backend, secure_metrics: true, on_delete: true };
+    hostpath_driver::install(&admin, DRIVER_DEPLOYMENT, &NODES, EMULATED)?;
     install_volguard(&admin, &chart, EMULATED)?;
     prometheus::start(node, &admin, Path::new(node::STATE), &NODES)?;
     println!("e2e: the CSI driver and volguard Ready on both nodes after {:.0} s", started.elapsed().as_secs_f64());

@@ -19,7 +19,7 @@
 //! changes it on a cluster without the v1beta1 CSIStorageCapacity API (Kubernetes 1.27 and
 //! later): without `storageCapacity` and `--enable-capacity`.
 
-use std::time::Duration;
+use std::{path::Path, time::Duration};
 
 use anyhow::{Context, ensure};
 use serde_json::{Value, json};
@@ -78,11 +78,27 @@ impl Deployment {
 
     /// The built components the deployment's pod runs.
     fn components(self) -> anyhow::Result<Vec<Source>> {
-        let unused: &[&str] = match self {
+        upstream::DEPLOYED.iter().filter(|n| !self.unused().contains(n)).map(|n| upstream::source(n)).collect()
+    }
+
+    /// The built components the deployment leaves out.
+    fn unused(self) -> &'static [&'static str] {
+        match self {
             Self::Central => &[],
             Self::Distributed => &["external-attacher", "external-resizer"],
-        };
-        upstream::DEPLOYED.iter().filter(|n| !unused.contains(n)).map(|n| upstream::source(n)).collect()
+        }
+    }
+
+    /// Whether the deployment's pods may run the image archived at `archive`: every archive
+    /// but those of the components it leaves out (an archive is named after its binary,
+    /// `images::upstream_images`). An emulated node imports only these.
+    pub(super) fn may_run(self, archive: &Path) -> anyhow::Result<bool> {
+        for name in self.unused() {
+            if archive.ends_with(format!("{}.tar", upstream::source(name)?.binary())) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 /// The labels deploy-hostpath.sh's kustomization puts on that RBAC.
@@ -314,5 +330,16 @@ mod tests {
         let bound: Vec<&str> =
             of_kind("ClusterRoleBinding").iter().filter_map(|b| b["roleRef"]["name"].as_str()).collect();
         assert_eq!(bound, ["external-provisioner-runner"], "only external-provisioner's RBAC");
+    }
+
+    #[test]
+    fn the_distributed_deployment_runs_no_attacher_or_resizer_image() {
+        let archives =
+            ["csi-attacher.tar", "csi-resizer.tar", "csi-provisioner.tar", "hostpathplugin.tar", "volguard-e2e.tar"];
+        let may_run = |deployment: Deployment| -> Vec<&str> {
+            archives.into_iter().filter(|a| deployment.may_run(&Path::new("/images").join(a)).unwrap()).collect()
+        };
+        assert_eq!(may_run(Deployment::Distributed), ["csi-provisioner.tar", "hostpathplugin.tar", "volguard-e2e.tar"]);
+        assert_eq!(may_run(Deployment::Central), archives);
     }
 }

@@ -23,13 +23,13 @@ use super::{
     UPGRADE_TAG,
     kube::{Event, Kube, helm, wait_for},
     workload::{
-        A_DATA, AGENT_NS, Chart, NS, ROLLOUT, Site, agent_pod, claim_pod, exec, helm_with_values, pod, pod_uid, volume,
-        volume_of, wait_rollout,
+        A_DATA, AGENT_NS, Chart, NS, ROLLOUT, Site, claim_pod, exec, helm_with_values, pod, pod_uid, roll_agent,
+        volume, volume_of,
     },
 };
 use crate::proc::run_cmd;
 
-pub(super) fn hostpath_readers(admin: &Kube, site: Site) -> anyhow::Result<String> {
+pub(super) fn hostpath_readers(admin: &Kube, site: Site, chart: &Chart) -> anyhow::Result<String> {
     let owner = pod_uid(admin, "single-c")?;
     let pv = volume_of(admin, "single")?;
     let target = format!("/var/lib/kubelet/pods/{owner}/volumes/kubernetes.io~csi/{pv}/mount");
@@ -40,10 +40,10 @@ pub(super) fn hostpath_readers(admin: &Kube, site: Site) -> anyhow::Result<Strin
     helm_with_values(
         &["upgrade", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"],
         UPGRADE_TAG,
-        &Chart { trace_backend: Some("tracepoints"), secure_metrics: true },
+        &Chart { trace_backend: Some("tracepoints"), ..*chart },
         admin,
     )?;
-    wait_rollout(admin)?;
+    roll_agent(admin, site.node, || Ok(()))?;
 
     // A hostPath on the owner's volume directory, with the syscall backend.
     admin.apply(&pod(site, "hostpath-reader", "exec sleep 100000", "[{name: peek, mountPath: /peek}]", &hostpath))?;
@@ -165,8 +165,7 @@ fn proc_root_reader(admin: &Kube, site: Site) -> anyhow::Result<String> {
 fn refused_with_the_opt_in(admin: &Kube, site: Site) -> anyhow::Result<String> {
     let upgrade = ["upgrade", "volguard", "deploy/helm/volguard", "--namespace", AGENT_NS, "--reuse-values"];
     run_cmd(helm(&admin.kubeconfig).args(upgrade).args(["--set", "denyForeignOpen=true"]))?;
-    wait_rollout(admin)?;
-    let agent = agent_pod(admin, site.node)?;
+    let agent = roll_agent(admin, site.node, || Ok(()))?;
     let pv = volume_of(admin, "single")?;
     let (owner_place, reader_place) = (format!("{pv}'s files watched at /proc/"), "/root/hp (");
     wait_for("the agent to refuse opens and watch single-c's containers and the reader's mount", ROLLOUT, || {
@@ -202,7 +201,7 @@ fn exempt_backup_agent(admin: &Kube, site: Site, volumes: &str, mounts: &str, co
     let exempt = format!("exemptReaders={{{NS}/{ACCOUNT}}}");
     let upgrade = ["upgrade", "volguard", "deploy/helm/volguard", "--namespace", AGENT_NS, "--reuse-values"];
     run_cmd(helm(&admin.kubeconfig).args(upgrade).args(["--set", &exempt]))?;
-    wait_rollout(admin)?;
+    roll_agent(admin, site.node, || Ok(()))?;
     admin.apply(&format!("apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {ACCOUNT}, namespace: {NS}}}\n"))?;
     let manifest = pod(site, "exempt-backup", "exec sleep 100000", mounts, volumes).replacen(
         "spec:\n",

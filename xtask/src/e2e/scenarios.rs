@@ -19,8 +19,8 @@ use super::{
     runner::Runner,
     workload::{
         A_DATA, AGENT_NS, AGENT_SELECTOR, Chart, NS, ROLLOUT, Site, agent_logs, agent_mode, agent_pod, claim_pod,
-        conflicts_total, exec, helm_with_values, install_volguard, masks, pod, pod_uid, volume, volume_of, wait_event,
-        wait_rollout, wait_value,
+        conflicts_total, exec, helm_with_values, install_volguard, masks, pod, pod_uid, roll_agent, volume, volume_of,
+        wait_event, wait_new_agent, wait_value,
     },
 };
 use crate::proc::{output, run_cmd, target_dir};
@@ -29,7 +29,7 @@ use crate::proc::{output, run_cmd, target_dir};
 /// node.
 pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow::Result<()> {
     let admin = node.admin();
-    let chart = Chart { trace_backend, secure_metrics: true };
+    let chart = Chart { trace_backend, secure_metrics: true, on_delete: false };
     hostpath_driver::install(&admin, Deployment::Central, &[NODE_NAME], NATIVE)?;
     install_volguard(&admin, &chart, NATIVE)?;
     prometheus::start(node, &admin, Path::new(node::STATE), &[NODE_NAME])?;
@@ -51,7 +51,7 @@ pub(super) fn on_the_node(runner: &mut Runner, node: &mut Node, admin: &Kube, si
     runner.scenario("2. no false positives", || no_false_positives(node, admin, site, chart));
     runner.scenario("3. hand-over to a new pod", || hand_over(admin, site));
     runner.scenario("7. mounts outside kubelet's publish: a hostPath reader and a backup agent", || {
-        super::out_of_band::hostpath_readers(admin, site)
+        super::out_of_band::hostpath_readers(admin, site, chart)
     });
 }
 
@@ -229,17 +229,15 @@ fn no_false_positives(node: &mut Node, admin: &Kube, site: Site, chart: &Chart) 
     // The agent restarted by `helm upgrade` to a new image tag, with a second pod's publish
     // of the owned single-pod volume attempted during the rollout.
     let mode = agent_mode(site.node)?;
-    let old_agent = agent_pod(admin, site.node)?;
     helm_with_values(
         &["upgrade", "volguard", "deploy/helm/volguard", "--namespace", "kube-system"],
         UPGRADE_TAG,
         chart,
         admin,
     )?;
-    admin.apply(&claim_pod(site, "pod-during-rollout", "single", "exec sleep 100000"))?;
-    wait_rollout(admin)?;
-    let new_agent = agent_pod(admin, site.node)?;
-    ensure!(new_agent != old_agent, "helm upgrade did not replace the agent pod");
+    let new_agent = roll_agent(admin, site.node, || {
+        admin.apply(&claim_pod(site, "pod-during-rollout", "single", "exec sleep 100000"))
+    })?;
     let during_rollout = publish_during_rollout(admin, site.node, &mode, &new_agent)?;
     let _ = fs::write(
         node.logs.join("agent-after-upgrade.log"),
@@ -247,7 +245,7 @@ fn no_false_positives(node: &mut Node, admin: &Kube, site: Site, chart: &Chart) 
     );
     // The agent restarted by `kubectl delete pod`.
     admin.run(&["delete", "pod", "-n", AGENT_NS, &new_agent, "--wait=true", "--timeout=60s"])?;
-    wait_rollout(admin)?;
+    wait_new_agent(admin, site.node, &new_agent)?;
     let up = format!("up{{job=\"volguard\",node=\"{}\"}} == 1", site.node);
     wait_for("Prometheus to scrape the new agent", Duration::from_secs(60), || Ok(prometheus::query(&up)?.len() == 1))?;
 

@@ -35,7 +35,7 @@ pub fn run(node: &Node, logs: &Path) -> anyhow::Result<()> {
     let admin = node.admin();
     let started = Instant::now();
     hostpath_driver::install(&admin, Deployment::Central, &[VM_NODE_NAME], EMULATED)?;
-    let chart = Chart { trace_backend: None, secure_metrics: false };
+    let chart = Chart { trace_backend: None, secure_metrics: false, on_delete: false };
     install_volguard(&admin, &chart, EMULATED)?;
     println!("e2e: the CSI driver and volguard Ready in the VM after {:.0} s", started.elapsed().as_secs_f64());
     admin.run(&["create", "namespace", NS])?;

@@ -36,10 +36,15 @@ pub(super) struct Site {
 }
 
 /// What the e2e sets on the chart besides the image values: a tracing backend, when
-/// named, and `metrics.secure` (on the host node, where Prometheus scrapes).
+/// named, `metrics.secure` (on the host node, where Prometheus scrapes), and
+/// `updateStrategy: OnDelete` where an upgrade is to replace one node's agent alone.
+#[derive(Clone, Copy)]
 pub(super) struct Chart<'a> {
     pub(super) trace_backend: Option<&'a str>,
     pub(super) secure_metrics: bool,
+    /// The fleet: a scenario on one node replaces that node's agent only (see
+    /// [`roll_agent`]); the emulated node's agent, slow to restart, keeps running.
+    pub(super) on_delete: bool,
 }
 
 /// The README's "Install on a cluster", word for word, with only the image values set.
@@ -50,10 +55,7 @@ pub(super) fn install_volguard(admin: &Kube, chart: &Chart, timeout: Duration) -
         chart,
         admin,
     )?;
-    let timeout = format!("--timeout={}s", timeout.as_secs() * 2);
-    run_cmd(admin.kubectl().args(["-n", "kube-system", "rollout", "status", "daemonset/volguard", &timeout]))
-        .context("the agent's DaemonSet did not become ready")?;
-    Ok(())
+    wait_rollout_within(admin, timeout * 2).context("the agent's DaemonSet did not become ready")
 }
 
 pub(super) fn helm_with_values(args: &[&str], tag: &str, chart: &Chart, admin: &Kube) -> anyhow::Result<()> {
@@ -70,13 +72,91 @@ pub(super) fn helm_with_values(args: &[&str], tag: &str, chart: &Chart, admin: &
     if chart.secure_metrics {
         helm.args(["--set", "metrics.secure=true"]);
     }
+    if chart.on_delete {
+        helm.args(["--set", "updateStrategy=OnDelete"]);
+    }
     run_cmd(&mut helm)
 }
 
 /// Waits until the agent's DaemonSet has rolled out on every node.
 pub(super) fn wait_rollout(admin: &Kube) -> anyhow::Result<()> {
-    let timeout = format!("--timeout={}s", ROLLOUT.as_secs());
-    run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", &timeout]))
+    wait_rollout_within(admin, ROLLOUT)
+}
+
+/// [`wait_rollout`] within `timeout`: `kubectl rollout status`, or, for a DaemonSet that
+/// waits for its pods to be deleted (`OnDelete`, which `rollout status` does not follow),
+/// until it has seen its newest spec and has an agent Ready on every node it is for.
+fn wait_rollout_within(admin: &Kube, timeout: Duration) -> anyhow::Result<()> {
+    if !rolls_on_delete(admin)? {
+        let timeout = format!("--timeout={}s", timeout.as_secs());
+        return run_cmd(admin.kubectl().args(["-n", AGENT_NS, "rollout", "status", "daemonset/volguard", &timeout]));
+    }
+    wait_for("the agent Ready on every node of its DaemonSet", timeout, || {
+        let daemonset = admin.get_json(&["daemonset", "-n", AGENT_NS, "volguard"])?;
+        let status = &daemonset["status"];
+        let wanted = status["desiredNumberScheduled"].as_u64().unwrap_or(0);
+        Ok(spec_seen(&daemonset)
+            && wanted > 0
+            && status["currentNumberScheduled"] == wanted
+            && status["numberReady"] == wanted
+            && status["numberMisscheduled"].as_u64().unwrap_or(0) == 0)
+    })?;
+    Ok(())
+}
+
+/// Whether the agent's DaemonSet replaces pods only when they are deleted.
+fn rolls_on_delete(admin: &Kube) -> anyhow::Result<bool> {
+    let strategy =
+        admin.run(&["get", "daemonset", "-n", AGENT_NS, "volguard", "-o", "jsonpath={.spec.updateStrategy.type}"])?;
+    Ok(strategy.trim() == "OnDelete")
+}
+
+/// Whether the DaemonSet controller has acted on the object's newest spec.
+fn spec_seen(daemonset: &serde_json::Value) -> bool {
+    daemonset["status"]["observedGeneration"] == daemonset["metadata"]["generation"]
+}
+
+/// After a `helm upgrade`: the agent on `node` replaced by one of the upgraded spec, with
+/// `meanwhile` done while that happens; returns the new agent's pod. With `RollingUpdate`
+/// the DaemonSet replaces every node's agent; with `OnDelete` (the fleet) `node`'s pod is
+/// deleted here and the other node's agent keeps running.
+pub(super) fn roll_agent(
+    admin: &Kube,
+    node: &str,
+    meanwhile: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<String> {
+    let old = agent_pod(admin, node)?;
+    if rolls_on_delete(admin)? {
+        // A pod deleted before the controller has seen the new spec comes back as it was.
+        wait_for("the DaemonSet controller to see the upgraded spec", ROLLOUT, || {
+            Ok(spec_seen(&admin.get_json(&["daemonset", "-n", AGENT_NS, "volguard"])?))
+        })?;
+        admin.run(&["delete", "pod", "-n", AGENT_NS, &old, "--wait=false"])?;
+        meanwhile()?;
+    } else {
+        meanwhile()?;
+        wait_rollout(admin)?;
+    }
+    wait_new_agent(admin, node, &old)
+}
+
+/// Waits until `node`'s only agent pod is another than `old`, and Ready; returns it.
+pub(super) fn wait_new_agent(admin: &Kube, node: &str, old: &str) -> anyhow::Result<String> {
+    let mut new = None;
+    wait_for(&format!("an agent pod other than {old} Ready on {node}"), ROLLOUT, || {
+        new = match agent_pods_on(admin, node)?.as_slice() {
+            [one] if one != old && is_ready(admin, one)? => Some(one.clone()),
+            _ => None,
+        };
+        Ok(new.is_some())
+    })?;
+    Ok(new.expect("found"))
+}
+
+/// Whether the agent pod `pod` is Ready.
+fn is_ready(admin: &Kube, pod: &str) -> anyhow::Result<bool> {
+    let ready = r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#;
+    Ok(admin.run(&["get", "pod", "-n", AGENT_NS, pod, "-o", ready])?.trim() == "True")
 }
 
 /// The agent's pod on `node`.

@@ -300,7 +300,11 @@ pub fn run(node: &mut Node, logs: &Path, set: SuiteSet, trace_backend: Option<&s
     println!("=== without volguard: {}", without.summary());
 
     // Plain HTTP: the observer reads the agent's metrics with curl on the node.
-    install_volguard(&admin, &Chart { trace_backend, secure_metrics: false }, Duration::from_secs(90))?;
+    install_volguard(
+        &admin,
+        &Chart { trace_backend, secure_metrics: false, on_delete: false },
+        Duration::from_secs(90),
+    )?;
     let mode = agent_mode()?;
     println!("\n=== storage suite with volguard ({mode} mode, installed from its chart)");
     let before = metrics()?;
