@@ -46,6 +46,10 @@ pub struct Quarantined {
     pub detached_ids: Vec<u64>,
     /// The mask's unique mount id, where the kernel gives it.
     pub mask_id: Option<u64>,
+    /// The target was gone before the mask: kubelet removes a publish target when the
+    /// driver's publish fails, as it does once the bind it made is detached. Nothing is
+    /// masked; kubelet's retry is quarantined again.
+    pub target_gone: bool,
     /// The namespace file it was done in.
     pub namespace: String,
     /// Microseconds from the call to the mask being in place.
@@ -131,15 +135,17 @@ impl Quarantined {
     fn new(ids: MountIds, namespace: String, started: Instant) -> Self {
         let detached = ids.detached.len();
         let detached_ids = ids.detached.into_iter().flatten().collect();
-        Self { detached, detached_ids, mask_id: ids.mask, namespace, micros: started.elapsed().as_micros() }
+        let micros = started.elapsed().as_micros();
+        Self { detached, detached_ids, mask_id: ids.mask, target_gone: ids.target_gone, namespace, micros }
     }
 }
 
 /// The unique ids of the mounts a quarantine detached and of its mask (`None` where the
-/// kernel does not give them).
+/// kernel does not give them), and whether the target was gone before the mask.
 struct MountIds {
     detached: Vec<Option<u64>>,
     mask: Option<u64>,
+    target_gone: bool,
 }
 
 /// Detaches every mount stacked on `target`, then mounts the mask; run inside the mount
@@ -153,15 +159,20 @@ fn detach_and_mask(target: &Path, namespace: String) -> Result<MountIds, Quarant
         match umount2(target, MntFlags::MNT_DETACH) {
             Ok(()) => detached.push(id),
             Err(Errno::EINVAL) => break, // no longer a mount point
+            // Removed by kubelet once the driver's publish failed (its remount of the bind
+            // detached here): nothing is left to detach or to mask.
+            Err(Errno::ENOENT) => return Ok(MountIds { detached, mask: None, target_gone: true }),
             Err(source) => {
                 return Err(QuarantineError::Detach { target: text(), namespace, detached: detached.len(), source });
             }
         }
     }
     let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(Some(MASK_SOURCE), target, Some("tmpfs"), flags, Some("size=4k,mode=0555"))
-        .map_err(|source| QuarantineError::Mask { target: text(), source })?;
-    Ok(MountIds { detached, mask: unique_mount_id(target).ok().flatten() })
+    match mount(Some(MASK_SOURCE), target, Some("tmpfs"), flags, Some("size=4k,mode=0555")) {
+        Ok(()) => Ok(MountIds { detached, mask: unique_mount_id(target).ok().flatten(), target_gone: false }),
+        Err(Errno::ENOENT) => Ok(MountIds { detached, mask: None, target_gone: true }),
+        Err(source) => Err(QuarantineError::Mask { target: text(), source }),
+    }
 }
 
 /// A mask [`unmask`] removed.
@@ -198,4 +209,22 @@ pub fn unmask(mountinfo: &Path, target: &Path) -> Result<Option<MaskRemoved>, Qu
 fn find_namespace(caller: &Caller) -> Option<(String, File)> {
     let (task, file) = open_namespace(caller)?;
     Some((task.join("ns/mnt").display().to_string(), file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_kubelet_removed_is_gone_not_an_error_and_nothing_is_mounted_there() {
+        if !crate::sys::test_skip::have_root("a_target_kubelet_removed_is_gone_not_an_error") {
+            return;
+        }
+        // kubelet removes a failed publish's target; umount2 and mount then say ENOENT.
+        let target = std::env::temp_dir().join(format!("volguard-test-removed-target-{}", std::process::id()));
+        assert!(!target.exists());
+        let ids = detach_and_mask(&target, "this process's".into()).unwrap();
+        assert!(ids.target_gone && ids.detached.is_empty() && ids.mask.is_none());
+        assert!(!target.exists(), "nothing was made where the target was");
+    }
 }
