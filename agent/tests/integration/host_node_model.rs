@@ -128,22 +128,18 @@ fn volume_view(agent: &Agent) -> Value {
     serde_json::json!([v["owner"], v["published_to"], v["single_pod"], v["claim"]])
 }
 
-/// What made the agent's view, and pv-data in that same view: the status is read before and
-/// after the volume, until both reads name the same build.
-fn view_with_its_refresh(agent: &Agent) -> (String, Value) {
+/// What made the agent's view, and pv-data in that same view: `None` if the status read
+/// before the volume and the one after name different builds.
+fn view_with_its_refresh(agent: &Agent) -> Option<(String, Value)> {
     let status = || {
         let (code, body) = http_get(&agent.address("debug API"), "/debug/status");
         assert_eq!(code, 200, "{body}");
         let json: Value = serde_json::from_str(&body).unwrap();
         (json["updatedAt"].clone(), json["viewRefresh"].as_str().unwrap_or_default().to_owned())
     };
-    loop {
-        let before = status();
-        let view = volume_view(agent);
-        if status() == before {
-            return (before.1, view);
-        }
-    }
+    let before = status();
+    let view = volume_view(agent);
+    (status() == before).then_some((before.1, view))
 }
 
 /// Polls `found` every 10 ms for up to 10 s, for what it finds.
@@ -320,7 +316,7 @@ fn the_debug_view_shows_the_last_owner_of_a_burst_of_publishes_without_waiting_f
     node.second_publish_claims(&agent);
     let owned_by_b = serde_json::json!(["pod-b", ["pod-b"], "ReadWriteOncePod", "shop/data"]);
     let refresh = eventually_some("the view to show B's claim", || {
-        let (refresh, view) = view_with_its_refresh(&agent);
+        let (refresh, view) = view_with_its_refresh(&agent)?;
         (view == owned_by_b).then_some(refresh)
     });
     // Held back by the gap, B's claim is still copied when the gap ends (20 ms), by the

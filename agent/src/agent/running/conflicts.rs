@@ -75,22 +75,22 @@ impl Running<'_> {
                         self.own_masks.push(OwnMount { mnt_id, mount_point: path.clone() });
                     }
                 }
-                if done.target_gone {
-                    warn!(
-                        "CONFLICT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it; \
-                         detached {} mount(s) in {}, then its target was gone (kubelet removes it when a \
-                         publish fails): nothing to mask, kubelet's retry is quarantined again ({} µs)",
-                        target.volume, target.pod_uid, done.detached, done.namespace, done.micros
-                    );
-                    self.model.apply(&PublishChange::Unpublished(target.clone()));
-                    return ConflictAction::Quarantined;
-                }
+                let masked = match done.target_gone {
+                    false => "and masked the target read-only",
+                    true => {
+                        "and found the target gone (kubelet removes it when a publish fails): nothing to \
+                             mask, kubelet's retry is quarantined again"
+                    }
+                };
                 warn!(
                     "CONFLICT quarantined: volume \"{}\" is owned by pod {owner}; pod {} published it; \
-                     detached {} mount(s) and masked the target read-only in {} ({} µs)",
+                     detached {} mount(s) {masked} in {} ({} µs)",
                     target.volume, target.pod_uid, done.detached, done.namespace, done.micros
                 );
-                self.model.quarantined(target, &path);
+                match done.target_gone {
+                    false => self.model.quarantined(target, &path),
+                    true => self.model.apply(&PublishChange::Unpublished(target.clone())),
+                }
                 ConflictAction::Quarantined
             }
             Err(e) => {

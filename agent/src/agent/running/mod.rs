@@ -141,7 +141,7 @@ impl<'a> Running<'a> {
         agent.facts_metrics();
         agent.report_shared_volumes();
         agent.scan_namespaces_now();
-        view::build(agent.view_inputs(view::Refresh::Start)?, &view_sinks);
+        view::build(agent.view_inputs(Refresh::Start)?, &view_sinks);
         Ok(agent)
     }
 }
