@@ -68,8 +68,6 @@ pub const PUBLISH_MOUNTS: &str = "PUBLISH_MOUNTS";
 /// `open_guard::DeviceGuard`): the open guard's first lookup. Written by the exit program
 /// with each root it records and by the agent with each root it seeds.
 pub const GUARDED_DEVICES: &str = "GUARDED_DEVICES";
-/// The single `open_guard::OpenGuardLayout` entry. Not pinned.
-pub const OPEN_GUARD_LAYOUT: &str = "OPEN_GUARD_LAYOUT";
 /// The two slots that date the open guard's cached verdicts (`open_guard::VerdictEpoch`):
 /// the agent bumps its slot with each root it seeds. Not pinned.
 pub const VERDICT_EPOCH: &str = "VERDICT_EPOCH";

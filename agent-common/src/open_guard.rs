@@ -26,18 +26,46 @@ pub struct DeviceGuard {
     pub _pad: u32,
 }
 
-/// Offsets the open guard reads, found in the running kernel's BTF. Unpinned: each
-/// agent's program reads its own. 0 in `file_f_path`: unknown, the guard decides nothing.
+/// Offsets the open guard reads, found in the running kernel's BTF and set by the agent at
+/// load as the programs' read-only global (`OPEN_GUARD_LAYOUT` in `.rodata`, frozen). The
+/// verifier knows a frozen read-only value as a constant, so each of the guard's reads is
+/// one plain load through the hook's BTF-typed pointer (checked against the field it
+/// names, faulting cleanly) instead of a `bpf_probe_read_kernel` call: the guard runs on
+/// every open on the node. All 0 (a load without them): the guard decides nothing.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpenGuardLayout {
-    /// `struct file`: `f_path` (a `struct path`).
-    pub file_f_path: u32,
-    /// `struct inode`: `i_generation` (tells a reused inode number's new directory from the
-    /// old one) and `i_mode` (a `umode_t`: is a moved dentry a directory?).
+    /// `struct file`: `f_path.dentry`, the opened file's dentry (`f_path` plus `path.dentry`).
+    pub file_dentry: u32,
+    /// `struct dentry`: `d_sb`, `d_inode` and `d_parent`.
+    pub dentry_d_sb: u32,
+    pub dentry_d_inode: u32,
+    pub dentry_d_parent: u32,
+    /// `struct super_block`: `s_dev`, the filesystem's kernel device.
+    pub super_block_s_dev: u32,
+    /// `struct inode`: `i_ino`, `i_generation` (tells a reused inode number's new directory
+    /// from the old one) and `i_mode` (a `umode_t`: is a moved dentry a directory?).
+    pub inode_i_ino: u32,
     pub inode_i_generation: u32,
     pub inode_i_mode: u32,
-    pub _pad: u32,
+}
+
+/// The name of the programs' global that holds the [`OpenGuardLayout`] (the static's own
+/// name in the object: a load that sets it fails where the object has none).
+pub const OPEN_GUARD_LAYOUT_GLOBAL: &str = "OPEN_GUARD_LAYOUT";
+
+impl OpenGuardLayout {
+    /// The value the object is built with: unset.
+    pub const UNSET: Self = Self {
+        file_dentry: 0,
+        dentry_d_sb: 0,
+        dentry_d_inode: 0,
+        dentry_d_parent: 0,
+        super_block_s_dev: 0,
+        inode_i_ino: 0,
+        inode_i_generation: 0,
+        inode_i_mode: 0,
+    };
 }
 
 /// Key of `DIRECTORY_VERDICTS`: a directory by inode number, that inode's `i_generation`
@@ -128,7 +156,7 @@ pub const COMMAND_LEN: usize = 16;
 pub const GUARDED_DEVICE_ENTRIES: u32 = 4_096;
 
 const _: () = assert!(core::mem::size_of::<DeviceGuard>() == 16);
-const _: () = assert!(core::mem::size_of::<OpenGuardLayout>() == 16);
+const _: () = assert!(core::mem::size_of::<OpenGuardLayout>() == 32);
 const _: () = assert!(core::mem::size_of::<DirectoryKey>() == 16);
 const _: () = assert!(core::mem::size_of::<DirectoryVerdict>() == 32);
 const _: () = assert!(core::mem::size_of::<CachedCallerPod>() == crate::enforce::POD_UID_LEN + 8);

@@ -28,6 +28,9 @@ pub const MOVE_MOUNT_ENFORCE: &str = "move_mount_enforce";
 pub const SB_UMOUNT_RELEASE: &str = "sb_umount_release";
 /// LSM `file_open`: refuses another pod's open of an owned volume's file.
 pub const FILE_OPEN_GUARD: &str = "file_open_guard";
+/// LSM `file_open` with a program that decides nothing: never attached by the agent; the
+/// benchmark's floor of any guard on that hook (row 9f).
+pub const FILE_OPEN_FLOOR: &str = "file_open_floor";
 /// fexit of `d_move` and `d_exchange`: a directory that moved stales the open guard's
 /// answers per directory.
 pub const D_MOVE_FORGET_VERDICTS: &str = "d_move_forget_verdicts";

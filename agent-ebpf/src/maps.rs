@@ -16,7 +16,7 @@ use volguard_common::{
     maps::{EVENTS_BYTES, EXEMPT_POD_ENTRIES, PENDING_ENTRIES, VOLUME_ENTRIES},
     open_guard::{
         CALLER_POD_ENTRIES, COMMAND_LEN, CachedCallerPod, DIRECTORY_VERDICT_ENTRIES, DeviceGuard, DirectoryKey,
-        DirectoryVerdict, GUARDED_DEVICE_ENTRIES, NODE_OPEN_COMMANDS, OPEN_REPORT_ENTRIES, OpenGuardLayout,
+        DirectoryVerdict, GUARDED_DEVICE_ENTRIES, NODE_OPEN_COMMANDS, OPEN_REPORT_ENTRIES,
         OpenReportKey,
     },
     wakeup::WakeupFilter,
@@ -119,10 +119,6 @@ pub static DIRECTORY_VERDICTS: LruHashMap<DirectoryKey, DirectoryVerdict> =
 /// The two slots that date a cached verdict (both must be unchanged), by `VerdictEpoch`. Not pinned.
 #[map]
 pub static VERDICT_EPOCH: Array<u64> = Array::with_max_entries(2, 0);
-
-/// Offsets the open guard reads, set by userspace. Not pinned.
-#[map]
-pub static OPEN_GUARD_LAYOUT: Array<OpenGuardLayout> = Array::with_max_entries(1, 0);
 
 /// The pod of each cgroup the open guard met, by cgroup ID. Not pinned.
 #[map]

@@ -13,35 +13,30 @@
 //! match-proto: void d_move(struct dentry *dentry, struct dentry *target)
 //! match-proto: void d_exchange(struct dentry *dentry1, struct dentry *dentry2)
 
-use aya_ebpf::{EbpfContext as _, helpers::bpf_ktime_get_ns, macros::fexit, programs::FExitContext};
+use aya_ebpf::{helpers::bpf_ktime_get_ns, macros::fexit, programs::FExitContext};
 use volguard_common::{
     counters::Counter,
-    enforce::{KernelLayout, PublishedRoot, RootKey},
-    open_guard::{DirectoryKey, DirectoryVerdict, Epoch, MAX_OPEN_DEPTH, OpenGuardLayout, S_IFDIR, S_IFMT, VerdictEpoch},
+    enforce::{PublishedRoot, RootKey},
+    open_guard::{DirectoryKey, DirectoryVerdict, Epoch, MAX_OPEN_DEPTH, S_IFDIR, S_IFMT, VerdictEpoch},
 };
 
 use super::{
-    enforce::{WalkStopped, config, published_root_above},
-    kernel_path::read_field,
+    enforce::{DentryReads as _, WalkStopped, config, published_root_above},
+    guard_reads::{self, GuardReads},
 };
 use crate::{
-    helpers::{count, ctx_arg_address},
-    maps::{DIRECTORY_VERDICTS, GUARDED_DEVICES, OPEN_GUARD_LAYOUT, PUBLISHED_ROOTS, VERDICT_EPOCH},
+    helpers::count,
+    maps::{DIRECTORY_VERDICTS, GUARDED_DEVICES, PUBLISHED_ROOTS, VERDICT_EPOCH},
 };
 
 /// The published root at or above directory `dir` of filesystem `dev`: the kept answer
 /// where it is of this epoch, else a walk up, whose answer is kept.
 #[inline(always)]
-pub fn root_above_directory(
-    l: &KernelLayout,
-    layout: &OpenGuardLayout,
-    dir: *const u8,
-    dev: u32,
-) -> Option<&'static PublishedRoot> {
+pub fn root_above_directory(dir: *const u8, dev: u32) -> Option<&'static PublishedRoot> {
     // Read before the walk: an answer found while a root is added or a directory moves is
     // kept under the epoch before the change, so it is never used.
     let epoch = epoch()?;
-    let key = directory_key(l, layout, dir, dev)?;
+    let key = directory_key(dir, dev)?;
     // SAFETY: read-only lookup; the value is plain data.
     if let Some(kept) = unsafe { DIRECTORY_VERDICTS.get(&key) }
         && kept.epoch == epoch
@@ -55,7 +50,7 @@ pub fn root_above_directory(
             return Some(root);
         }
     }
-    match published_root_above::<MAX_OPEN_DEPTH>(l, dir, dev) {
+    match published_root_above::<MAX_OPEN_DEPTH>(&GuardReads, dir, dev) {
         Ok(found) => {
             let root = found.map_or(RootKey { ino: 0, dev, _pad: 0 }, |(key, _)| key);
             let _ = DIRECTORY_VERDICTS.insert(&key, &DirectoryVerdict { epoch, root }, 0);
@@ -90,25 +85,24 @@ fn epoch() -> Option<Epoch> {
 }
 
 #[inline(always)]
-fn directory_key(l: &KernelLayout, layout: &OpenGuardLayout, dir: *const u8, dev: u32) -> Option<DirectoryKey> {
-    let inode = read_field::<*const u8>(dir, l.dentry_d_inode)?;
-    let ino = read_field::<u64>(inode, l.inode_i_ino)?;
-    let i_generation = read_field::<u32>(inode, layout.inode_i_generation)?;
+fn directory_key(dir: *const u8, dev: u32) -> Option<DirectoryKey> {
+    let ino = GuardReads.inode_number(dir)?;
+    let i_generation = guard_reads::generation(guard_reads::inode(dir)?)?;
     Some(DirectoryKey { ino, dev, i_generation })
 }
 
 /// After a rename: a directory that moved on a guarded filesystem stales every answer.
 #[fexit(function = "d_move")]
 pub fn d_move_forget_verdicts(ctx: FExitContext) -> u32 {
-    forget_if_moved_directory(ctx_arg_address(ctx.as_ptr(), 0));
+    forget_if_moved_directory(ctx.arg(0));
     0
 }
 
 /// After `RENAME_EXCHANGE`: either dentry may be a directory (both are on one filesystem).
 #[fexit(function = "d_exchange")]
 pub fn d_exchange_forget_verdicts(ctx: FExitContext) -> u32 {
-    if !forget_if_moved_directory(ctx_arg_address(ctx.as_ptr(), 0)) {
-        forget_if_moved_directory(ctx_arg_address(ctx.as_ptr(), 1));
+    if !forget_if_moved_directory(ctx.arg(0)) {
+        forget_if_moved_directory(ctx.arg(1));
     }
     0
 }
@@ -118,18 +112,16 @@ pub fn d_exchange_forget_verdicts(ctx: FExitContext) -> u32 {
 /// rename) keep them: a file's answer is its directory's.
 #[inline(always)]
 fn forget_if_moved_directory(dentry: *const u8) -> bool {
-    let Some(layout) = OPEN_GUARD_LAYOUT.get(0).filter(|l| l.file_f_path != 0) else { return false };
-    let Some(cfg) = config() else { return false };
-    let l = &cfg.layout;
-    let Some(sb) = read_field::<*const u8>(dentry, l.dentry_d_sb) else { return false };
-    let Some(dev) = read_field::<u32>(sb, l.super_block_s_dev) else { return false };
+    if !guard_reads::layout_set() || config().is_none() {
+        return false;
+    }
+    let Some(dev) = guard_reads::device(dentry) else { return false };
     // SAFETY: read-only lookup.
     if !unsafe { GUARDED_DEVICES.get(&dev) }.is_some_and(|device| device.directory_roots != 0) {
         return false;
     }
     // A read that fails is taken for a directory: forgetting too much is safe.
-    let inode = read_field::<*const u8>(dentry, l.dentry_d_inode);
-    let mode = inode.and_then(|inode| read_field::<u16>(inode, layout.inode_i_mode)).unwrap_or(S_IFDIR);
+    let mode = guard_reads::inode(dentry).and_then(guard_reads::mode).unwrap_or(S_IFDIR);
     if mode & S_IFMT != S_IFDIR {
         return false;
     }

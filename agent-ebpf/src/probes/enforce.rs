@@ -33,7 +33,7 @@ use volguard_common::{
 
 use super::{
     caller_pod::caller_pod,
-    kernel_path::{identity, on_kubelet_root_fs, owning_pod, parent, publish_identity, read_field},
+    kernel_path::{identity, inode_number, on_kubelet_root_fs, owning_pod, parent, publish_identity, read_field},
 };
 use crate::{
     helpers::{count, ctx_arg_address},
@@ -110,24 +110,45 @@ fn refuse_cross_pod_source(from_path: *const u8, to_path: *const u8) -> i32 {
     if blocked { -DENY_ERRNO } else { 0 }
 }
 
+/// How a walk up reads dentries: with `bpf_probe_read_kernel` at the offsets of the
+/// [`KernelLayout`] in `CONFIG` (the mount programs, whose pointers are plain addresses), or
+/// with plain loads through BTF-typed pointers (the open guard, `guard_reads`).
+pub(super) trait DentryReads {
+    /// The inode number of the dentry's inode.
+    fn inode_number(&self, dentry: *const u8) -> Option<u64>;
+    /// The parent dentry (the dentry itself at a filesystem's root).
+    fn parent(&self, dentry: *const u8) -> Option<*const u8>;
+}
+
+impl DentryReads for KernelLayout {
+    #[inline(always)]
+    fn inode_number(&self, dentry: *const u8) -> Option<u64> {
+        inode_number(self, dentry)
+    }
+
+    #[inline(always)]
+    fn parent(&self, dentry: *const u8) -> Option<*const u8> {
+        parent(self, dentry)
+    }
+}
+
 /// The published root at or above `dentry` with its key, walking at most `DEPTH` levels up
 /// its filesystem (`dev`): `Ok(None)` once the filesystem's root is passed.
 #[inline(always)]
 pub(super) fn published_root_above<const DEPTH: usize>(
-    l: &KernelLayout,
+    reads: &impl DentryReads,
     dentry: *const u8,
     dev: u32,
 ) -> Result<Option<(RootKey, &'static PublishedRoot)>, WalkStopped> {
     let mut d = dentry;
     for _ in 0..DEPTH {
-        let inode = read_field::<*const u8>(d, l.dentry_d_inode).ok_or(WalkStopped::Unreadable)?;
-        let ino = read_field::<u64>(inode, l.inode_i_ino).ok_or(WalkStopped::Unreadable)?;
+        let ino = reads.inode_number(d).ok_or(WalkStopped::Unreadable)?;
         let key = RootKey { ino, dev, _pad: 0 };
         // SAFETY: read-only lookup.
         if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&key) } {
             return Ok(Some((key, root)));
         }
-        let up = parent(l, d).ok_or(WalkStopped::Unreadable)?;
+        let up = reads.parent(d).ok_or(WalkStopped::Unreadable)?;
         if up == d {
             return Ok(None);
         }

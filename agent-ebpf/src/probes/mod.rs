@@ -3,6 +3,7 @@
 mod caller_pod;
 mod directory_verdicts;
 pub mod enforce;
+mod guard_reads;
 pub mod kernel_path;
 mod lsm_probe;
 mod open_guard;

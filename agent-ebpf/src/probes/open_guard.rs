@@ -4,7 +4,6 @@
 //! pod: kubelet's fsGroup walk, the runtime) are let through; node processes are counted.
 
 use aya_ebpf::{
-    EbpfContext as _,
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_ktime_get_ns},
     macros::lsm,
@@ -12,22 +11,19 @@ use aya_ebpf::{
 };
 use volguard_common::{
     counters::Counter,
-    enforce::{KernelLayout, PodUid, PublishedRoot, RootKey, conflict_hook, kernel_mode},
-    open_guard::{CachedCallerPod, DeviceGuard, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS, OpenGuardLayout},
+    enforce::{PodUid, PublishedRoot, RootKey, conflict_hook, kernel_mode},
+    open_guard::{CachedCallerPod, DeviceGuard, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS},
 };
 
 use super::{
     caller_pod::caller_pod,
     directory_verdicts::root_above_directory,
-    enforce::{config, count_conflict, same_pod, scratch, scratch_as_is, send_conflict},
-    kernel_path::{inode_number, parent, read_field},
+    enforce::{DentryReads as _, config, count_conflict, same_pod, scratch, scratch_as_is, send_conflict},
+    guard_reads::{self, GuardReads},
 };
 use crate::{
-    helpers::{count, ctx_arg_address},
-    maps::{
-        CALLER_PODS, EXEMPT_PODS, EnforceScratch, GUARDED_DEVICES, NODE_OPENS, OPEN_GUARD_LAYOUT, OPEN_REPORTS, OWNERS,
-        PUBLISHED_ROOTS,
-    },
+    helpers::count,
+    maps::{CALLER_PODS, EXEMPT_PODS, EnforceScratch, GUARDED_DEVICES, NODE_OPENS, OPEN_REPORTS, OWNERS, PUBLISHED_ROOTS},
 };
 
 #[lsm(hook = "file_open")]
@@ -36,20 +32,29 @@ pub fn file_open_guard(ctx: LsmContext) -> i32 {
     if previous != 0 {
         return previous;
     }
-    guard(ctx_arg_address(ctx.as_ptr(), 0))
+    // Read as its BTF type (`struct file *`): `guard_reads` loads through it.
+    guard(ctx.arg(0))
+}
+
+/// The hook with a program that returns at once: what any guard on `file_open` costs
+/// before it reads anything. Never attached by the agent; `cargo xtask bench` attaches it
+/// alone (row 9f) to tell the hook's own cost from the guard's.
+#[lsm(hook = "file_open")]
+pub fn file_open_floor(ctx: LsmContext) -> i32 {
+    ctx.arg(1)
 }
 
 #[inline(always)]
 fn guard(file: *const u8) -> i32 {
-    let Some(layout) = OPEN_GUARD_LAYOUT.get(0).filter(|l| l.file_f_path != 0) else { return 0 };
-    let Some(cfg) = config() else { return 0 };
-    let l = &cfg.layout;
-    let Some(dentry) = read_field::<*const u8>(file, layout.file_f_path + l.path_dentry) else { return 0 };
-    let Some(sb) = read_field::<*const u8>(dentry, l.dentry_d_sb) else { return 0 };
-    let Some(dev) = read_field::<u32>(sb, l.super_block_s_dev) else { return 0 };
+    if !guard_reads::layout_set() {
+        return 0;
+    }
+    let Some(dentry) = guard_reads::file_dentry(file) else { return 0 };
+    let Some(dev) = guard_reads::device(dentry) else { return 0 };
     // SAFETY: read-only lookup. The one lookup most opens on the node pay.
     let Some(device) = (unsafe { GUARDED_DEVICES.get(&dev) }) else { return 0 };
-    let Some(root) = volume_root(l, layout, device, dentry, dev) else { return 0 };
+    let Some(cfg) = config() else { return 0 };
+    let Some(root) = volume_root(device, dentry, dev) else { return 0 };
     // The owner's own opens, the common case inside a volume, end at the first test.
     let reader = match caller() {
         None => return 0,
@@ -92,13 +97,7 @@ fn still_owned(root: &PublishedRoot) -> bool {
 /// where a publish showed the whole filesystem, else the dentry itself where it is a
 /// recorded root (a volume's root directory), else the root above its directory.
 #[inline(always)]
-fn volume_root(
-    l: &KernelLayout,
-    layout: &OpenGuardLayout,
-    device: &DeviceGuard,
-    dentry: *const u8,
-    dev: u32,
-) -> Option<&'static PublishedRoot> {
+fn volume_root(device: &DeviceGuard, dentry: *const u8, dev: u32) -> Option<&'static PublishedRoot> {
     if device.whole_fs_root_ino != 0 {
         let key = RootKey { ino: device.whole_fs_root_ino, dev, _pad: 0 };
         // SAFETY: read-only lookup.
@@ -109,16 +108,16 @@ fn volume_root(
     if device.directory_roots == 0 {
         return None;
     }
-    let ino = inode_number(l, dentry)?;
+    let ino = GuardReads.inode_number(dentry)?;
     // SAFETY: read-only lookup.
     if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&RootKey { ino, dev, _pad: 0 }) } {
         return Some(root);
     }
-    let dir = parent(l, dentry)?;
+    let dir = GuardReads.parent(dentry)?;
     if dir == dentry {
         return None;
     }
-    root_above_directory(l, layout, dir, dev)
+    root_above_directory(dir, dev)
 }
 
 /// Who opens: a pod's process or a node process.

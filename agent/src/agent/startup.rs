@@ -153,14 +153,13 @@ pub(super) fn start_in_kernel(
     let open_guard = btf.open_guard_layout()?;
     pins.prepare()?;
     let adopting = pins.has_state();
-    let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes)?;
+    let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes, &open_guard)?;
     object.start_kernel_log();
     wakeup::set_wakeup_filter(&mut object, model.kubelet_root(), decision.in_kernel())?;
     let mut maps = EnforcementMaps::take(&mut object)?;
     maps.configure(layout, model.kubelet_root(), decision.kernel_mode())?;
     maps.configure_mount_tree(mount_tree)?;
     maps.configure_callers(callers)?;
-    maps.configure_open_guard(open_guard)?;
     let marked = maps.guard_devices_of_roots()?;
     if marked > 0 {
         info!("open guard: {marked} filesystem(s) with recorded roots marked");

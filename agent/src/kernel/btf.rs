@@ -232,14 +232,18 @@ impl Btf {
         })
     }
 
-    /// The offsets the open guard needs to find an opened file's dentry and to key its
-    /// verdicts by directory.
+    /// The offsets the open guard reads: an opened file's dentry, its filesystem and its
+    /// ancestors, and the inode facts its verdicts are keyed by.
     pub fn open_guard_layout(&self) -> Result<OpenGuardLayout, BtfError> {
         Ok(OpenGuardLayout {
-            file_f_path: self.member_offset("file", "f_path")?,
+            file_dentry: self.member_offset("file", "f_path")? + self.member_offset("path", "dentry")?,
+            dentry_d_sb: self.member_offset("dentry", "d_sb")?,
+            dentry_d_inode: self.member_offset("dentry", "d_inode")?,
+            dentry_d_parent: self.member_offset("dentry", "d_parent")?,
+            super_block_s_dev: self.member_offset("super_block", "s_dev")?,
+            inode_i_ino: self.member_offset("inode", "i_ino")?,
             inode_i_generation: self.member_offset("inode", "i_generation")?,
             inode_i_mode: self.member_offset("inode", "i_mode")?,
-            _pad: 0,
         })
     }
 
@@ -352,9 +356,11 @@ mod tests {
         let caller = btf.caller_layout().unwrap();
         // The programs take 0 in task_cgroups for "not configured".
         assert!(caller.task_cgroups > 0 && caller.kernfs_node_name != caller.kernfs_node_parent);
-        // The open guard takes 0 in f_path for "not configured": f_path follows the lock
-        // and the mode in every kernel's `struct file`.
-        assert!(btf.open_guard_layout().unwrap().file_f_path > 0);
+        // The open guard takes 0 in file_dentry for "not configured": f_path follows the
+        // lock and the mode in every kernel's `struct file`.
+        let guard = btf.open_guard_layout().unwrap();
+        assert!(guard.file_dentry > 8);
+        assert_eq!((guard.dentry_d_sb, guard.inode_i_ino), (layout.dentry_d_sb, layout.inode_i_ino));
     }
 
     #[test]

@@ -14,10 +14,11 @@ use tracing::{debug, info, warn};
 use volguard_common::{
     event::{SYSCALLS, SyscallSpec},
     maps::{EVENTS, PINNED_MAPS},
+    open_guard::{OPEN_GUARD_LAYOUT_GLOBAL, OpenGuardLayout},
     programs::{
-        D_EXCHANGE_FORGET_VERDICTS, D_MOVE_FORGET_VERDICTS, FENTRY_PREFIX, FEXIT_PREFIX, FILE_OPEN_GUARD,
-        MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE, SYSCALL_ENTER_PREFIX, SYSCALL_EXIT,
-        SYSCALL_FUNCTION_PREFIX,
+        D_EXCHANGE_FORGET_VERDICTS, D_MOVE_FORGET_VERDICTS, FENTRY_PREFIX, FEXIT_PREFIX, FILE_OPEN_FLOOR,
+        FILE_OPEN_GUARD, MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE, SYSCALL_ENTER_PREFIX,
+        SYSCALL_EXIT, SYSCALL_FUNCTION_PREFIX,
     },
 };
 
@@ -157,6 +158,12 @@ impl Hook {
     }
 }
 
+/// The `file_open` hook with a program that decides nothing: the benchmark's floor of the
+/// open guard (never attached by the agent).
+pub fn open_hook_floor() -> Hook {
+    Hook { program: FILE_OPEN_FLOOR.to_owned(), attach: AttachPoint::Lsm { hook: "file_open" }, optional: false }
+}
+
 /// The BPF LSM self-test (see `volguard_common::lsm_probe`).
 pub fn lsm_probe_hook() -> Hook {
     Hook { program: SB_MOUNT_PROBE.to_owned(), attach: AttachPoint::Lsm { hook: "sb_mount" }, optional: false }
@@ -247,10 +254,12 @@ impl LoadedObject {
         Self::load_with(object_loader(bytes))
     }
 
-    /// As [`Self::load_with_ring_size`], with the enforcement maps pinned under `pins`: an
-    /// earlier agent's maps are reused as they are, or created and pinned.
-    pub fn load_pinned(pins: &Pins, ring_bytes: Option<u32>) -> Result<Self, LoadError> {
+    /// As [`Self::load_with_ring_size`], with the enforcement maps pinned under `pins` (an
+    /// earlier agent's maps are reused as they are, or created and pinned) and the open
+    /// guard's offsets set (the guard decides nothing without them).
+    pub fn load_pinned(pins: &Pins, ring_bytes: Option<u32>, open_guard: &OpenGuardLayout) -> Result<Self, LoadError> {
         let mut loader = object_loader(ring_bytes);
+        loader.override_global(OPEN_GUARD_LAYOUT_GLOBAL, open_guard, true);
         for name in PINNED_MAPS {
             loader.map_pin_path(name, pins.map_path(name));
         }
@@ -414,7 +423,11 @@ mod tests {
     fn every_hook_names_a_program_of_the_built_object() {
         let object = aya_obj::Object::parse(OBJECT).expect("the embedded object parses");
         let trampolines = SYSCALLS.iter().flat_map(trampoline_hooks);
-        let hooks = trace_hooks().into_iter().chain(trampolines).chain(enforce_hooks()).chain([lsm_probe_hook()]);
+        let hooks = trace_hooks()
+            .into_iter()
+            .chain(trampolines)
+            .chain(enforce_hooks())
+            .chain([lsm_probe_hook(), open_hook_floor()]);
         for hook in hooks {
             assert!(object.programs.contains_key(&hook.program), "{} is not in the object", hook.program);
             assert_eq!(super::super::pins::settles_claims(&hook.link_name()), hook.settles_claims(), "{hook:?}");

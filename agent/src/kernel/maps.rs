@@ -18,10 +18,10 @@ use volguard_common::{
         VOLUME_NAME_LEN, VolumeKey,
     },
     maps::{
-        CALLER_LAYOUT, CONFIG, EXEMPT_POD_ENTRIES, EXEMPT_PODS, GUARDED_DEVICES, MOUNT_TREE_LAYOUT, OPEN_GUARD_LAYOUT,
-        OWNERS, PUBLISH_MOUNTS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES, VERDICT_EPOCH,
+        CALLER_LAYOUT, CONFIG, EXEMPT_POD_ENTRIES, EXEMPT_PODS, GUARDED_DEVICES, MOUNT_TREE_LAYOUT, OWNERS,
+        PUBLISH_MOUNTS, PUBLISHED_ROOTS, SINGLE_POD_VOLUMES, VERDICT_EPOCH,
     },
-    open_guard::{DeviceGuard, OpenGuardLayout, VerdictEpoch},
+    open_guard::{DeviceGuard, VerdictEpoch},
 };
 
 use super::{
@@ -124,8 +124,6 @@ pub struct EnforcementMaps {
     callers: Option<CallerMaps>,
     /// Absent from the pins of an agent that predates the open guard.
     guarded_devices: Option<HashMap<MapData, u32, DeviceGuard>>,
-    /// Only in a loaded object (not pinned).
-    open_guard_layout: Option<Array<MapData, OpenGuardLayout>>,
     /// Only in a loaded object (not pinned): the epoch slots of its open guard's verdicts.
     verdict_epoch: Option<Array<MapData, u64>>,
 }
@@ -141,8 +139,6 @@ impl EnforcementMaps {
         maps.callers = Some(CallerMaps::take(object)?);
         let devices = object.take_map(GUARDED_DEVICES)?;
         maps.guarded_devices = Some(HashMap::try_from(devices).map_err(map_error(GUARDED_DEVICES))?);
-        let layout = object.take_map(OPEN_GUARD_LAYOUT)?;
-        maps.open_guard_layout = Some(Array::try_from(layout).map_err(map_error(OPEN_GUARD_LAYOUT))?);
         let epoch = object.take_map(VERDICT_EPOCH)?;
         maps.verdict_epoch = Some(Array::try_from(epoch).map_err(map_error(VERDICT_EPOCH))?);
         Ok(maps)
@@ -171,7 +167,6 @@ impl EnforcementMaps {
             mount_tree: None,
             callers: None,
             guarded_devices: None,
-            open_guard_layout: None,
             verdict_epoch: None,
         })
     }
@@ -195,12 +190,6 @@ impl EnforcementMaps {
     /// an owned tree is judged only by where it lands).
     pub fn configure_callers(&mut self, layout: CallerLayout) -> Result<(), KernelError> {
         self.callers.as_mut().ok_or(KernelError::MissingMap(CALLER_LAYOUT))?.configure(layout)
-    }
-
-    /// Switches the open guard on: its program finds an opened file's dentry with this.
-    pub fn configure_open_guard(&mut self, layout: OpenGuardLayout) -> Result<(), KernelError> {
-        let map = self.open_guard_layout.as_mut().ok_or(KernelError::MissingMap(OPEN_GUARD_LAYOUT))?;
-        map.set(0, layout, 0).map_err(map_error(OPEN_GUARD_LAYOUT))
     }
 
     /// Makes the kernel's exempt readers exactly `pods` (UIDs); (added, removed).

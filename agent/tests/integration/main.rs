@@ -20,6 +20,7 @@
 //!   fake API server, run by `cargo xtask bench`;
 //! - `syscall_bench` (ignored; root): what the agent costs mount syscalls and unrelated
 //!   syscalls, per tracing backend, run by `cargo xtask bench` on the host and in the VM;
+//!   `hook_floor_bench` (ignored; BPF LSM): the `file_open` hook's own cost, in the VM;
 //! - `vm_*` (ignored here): BPF LSM, which this host's kernel refuses, and (`vm_floor`) a
 //!   kernel below the floor; `cargo xtask vm-test` and `cargo xtask bench` run them in a
 //!   VM, selected by module path.
@@ -35,6 +36,7 @@ mod support;
 
 mod csi_driver;
 mod fixtures_real_world;
+mod hook_floor_bench;
 mod host_busy_node;
 mod host_cgroup_v1;
 mod host_demo;

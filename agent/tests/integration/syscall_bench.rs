@@ -65,17 +65,17 @@ const LOOP_CPU: usize = 0;
 
 /// The seconds of each case's runs, with the baseline (`without`) and with the agent, and
 /// the agent's backend and mode.
-struct Alternated {
-    without: Vec<Vec<f64>>,
-    with: Vec<Vec<f64>>,
-    backend: String,
-    mode: String,
+pub(crate) struct Alternated {
+    pub(crate) without: Vec<Vec<f64>>,
+    pub(crate) with: Vec<Vec<f64>>,
+    pub(crate) backend: String,
+    pub(crate) mode: String,
     /// With `--bpf-stats`: each program's runs and seconds over the last agent's life.
-    program_runs: BTreeMap<String, (f64, f64)>,
+    pub(crate) program_runs: BTreeMap<String, (f64, f64)>,
 }
 
 /// How many pairs to measure.
-fn pairs() -> usize {
+pub(crate) fn pairs() -> usize {
     let asked = std::env::var("VOLGUARD_BENCH_PAIRS").ok();
     asked.map_or(PAIRS, |n| n.parse().unwrap_or_else(|_| panic!("VOLGUARD_BENCH_PAIRS={n}: not a count")))
 }
@@ -200,7 +200,7 @@ fn report(bench: &str, runs: &Alternated, cases: &[(&str, u64)], extra: impl Fn(
 }
 
 /// As [`report`], naming the baseline the `without` runs had.
-fn report_against(
+pub(crate) fn report_against(
     baseline: &str,
     bench: &str,
     runs: &Alternated,
@@ -225,7 +225,7 @@ fn report_against(
 }
 
 /// The iterations of `run` that take about `RUN_TIME` here (at least `floor`).
-fn calibrate(run: impl Fn(u64) -> f64, floor: u64) -> u64 {
+pub(crate) fn calibrate(run: impl Fn(u64) -> f64, floor: u64) -> u64 {
     let probe = floor / 10;
     let seconds = run(probe).max(1e-9);
     ((probe as f64 * RUN_TIME.as_secs_f64() / seconds) as u64).max(floor)

@@ -444,6 +444,8 @@ pub(super) fn bench_boot(kernel: VmKernel) -> Boot {
                 Tracing::TrampolinesWithBpfStats,
                 &["--ignored", "syscall_bench::mount_cycle_overhead", "--nocapture"],
             ),
+            // 9f: no agent, so no backend of its own.
+            ("hook_floor_bench", Tracing::Auto, &["--ignored", "hook_floor_bench::", "--nocapture"]),
         ],
         agent_runs: &[],
         cpus: 2,
