@@ -52,9 +52,10 @@ pub fn read_kernel_str<'a>(src: *const u8, dst: &'a mut [u8]) -> Option<&'a [u8]
 }
 
 /// Argument `n` of a BTF-typed program (LSM, fentry, fexit: `ctx` is an array of u64) as
-/// a plain address. Read as a typed BTF pointer, the verifier forbids the arithmetic we
-/// need (e.g. from a `vfsmount` back to its `struct mount`); every dereference goes
-/// through `bpf_probe_read_kernel` anyway.
+/// a plain address. Read as a typed BTF pointer, the verifier forbids the arithmetic the
+/// mount programs need (e.g. from a `vfsmount` back to its `struct mount`); their every
+/// dereference goes through `bpf_probe_read_kernel` anyway. (The open guard, which needs
+/// no such arithmetic, reads its argument typed: see `probes::guard_reads`.)
 #[inline(always)]
 pub fn ctx_arg_address(ctx: *mut c_void, n: usize) -> *const u8 {
     let slot = (ctx as *const u64).wrapping_add(n);
