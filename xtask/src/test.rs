@@ -59,7 +59,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
     let fleet = e2e::Options { fleet: true, ..Default::default() };
     let suite = e2e::Options { storage_suite: Some(e2e::SuiteSet::Ci), ..Default::default() };
 
-    if step("setup", Some(target_dir().join("logs/setup")), &mut setup::run) {
+    if step("setup", Some(target_dir().join("logs/setup")), &mut || setup::for_tests(options.full)) {
         step(
             "layers (imports point down agent/src/lib.rs's table; no import cycle in agent/src or xtask/src; aya only in the kernel boundary)",
             None,

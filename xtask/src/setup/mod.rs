@@ -64,24 +64,26 @@ const PRESENT_AS_COMMAND: &[(&str, &str)] = &[("nodejs", "node"), ("npm", "npm")
 const BPF_LINKER_VERSION: &str = "0.13.0";
 const LLVM_PREFIX: &str = "/usr/lib/llvm-22";
 
-/// Everything every command and test needs, the real node's components included.
+/// Everything every command and test needs, the real node's components included
+/// (`cargo xtask setup`).
 pub fn run() -> anyhow::Result<()> {
-    run_without_real_node()?;
-    crate::e2e::build_components()?;
-    println!("setup: done, the real node's components included");
-    Ok(())
+    for_tests(true)
 }
 
-/// Everything but the real node's Kubernetes components.
-pub fn run_without_real_node() -> anyhow::Result<()> {
+/// What `cargo xtask test` runs on: everything, and cargo-fuzz only where the run fuzzes
+/// (`--full`; building it is a minute of a run from nothing).
+pub fn for_tests(fuzzing: bool) -> anyhow::Result<()> {
     require_root("setup")?;
     install_apt_packages(&[For::Build, For::Vm, For::Tests])?;
     install_bpf_linker()?;
-    install_cargo_fuzz()?;
+    if fuzzing {
+        install_cargo_fuzz()?;
+    }
     crate::dashboards::install_tools()?;
     crate::deploy::install_tools()?;
     kernels::install()?;
-    println!("setup: done");
+    crate::e2e::build_components()?;
+    println!("setup: done, the real node's components included");
     Ok(())
 }
 
