@@ -4,7 +4,10 @@
 
 use tracing::{info, warn};
 
-use super::{MadeBy, Running};
+use super::{
+    MadeBy, Running,
+    effects::{Effect, Effects},
+};
 use crate::agent::feed::OwnMount;
 use crate::{
     enforce::{
@@ -20,7 +23,8 @@ use crate::{
 };
 
 impl Running<'_> {
-    /// Carries out the policy's `action` about `change`, reported by `by`.
+    /// Carries out the policy's `action` about `change`, reported by `by` (an
+    /// [`Effect::Publish`]).
     pub(super) fn act(&mut self, action: Action, change: &PublishChange, by: MadeBy<'_>) {
         let (target, path) = match change {
             PublishChange::Published(t, p) => (t, Some(p)),
@@ -109,7 +113,8 @@ impl Running<'_> {
             MadeBy::Syscall(event) => Some(self.mounted_by(&event.caller)),
             MadeBy::Notice => None,
         };
-        self.explain_by(action, &target.volume, &target.pod_uid, owner, mounted_by);
+        let conflict = self.conflict_by(action, &target.volume, &target.pod_uid, owner, mounted_by);
+        self.tell(conflict);
     }
     /// Single-pod volumes found published into several pods, without a publish the agent
     /// saw: at start-up (it was not running, or a previous agent could not prevent it), and
@@ -117,9 +122,10 @@ impl Running<'_> {
     /// start). A conflict record, a count and an Event on each younger pod, once. Nothing is
     /// torn down: unmounting a running pod's volume would break it, and which pod should
     /// keep it is not ours to decide.
-    pub(super) fn report_shared_volumes(&mut self) {
+    pub(super) fn report_shared_volumes(&mut self) -> Effects<'static> {
         let shared = self.model.shared_single_pod_volumes();
         let mut still_shared = std::collections::BTreeSet::new();
+        let mut found = Vec::new();
         for (volume, pods) in shared {
             let Some((oldest, younger)) = pods.split_first() else { continue };
             for pod in younger {
@@ -129,16 +135,17 @@ impl Running<'_> {
                         "CONFLICT found: single-pod volume {volume} is published into pod {pod} and, earlier, pod \
                          {oldest}; left as it is"
                     );
-                    self.explain(ConflictAction::Observed, &volume, pod, oldest);
+                    found.push(Effect::Tell(self.conflict_by(ConflictAction::Observed, &volume, pod, oldest, None)));
                 }
                 still_shared.insert(key);
             }
         }
         self.outlets.observed = still_shared;
+        found
     }
 
     /// A conflict the LSM programs saw (refused in enforce mode, allowed in audit).
-    pub(super) fn kernel_conflict(&mut self, c: &decode::LsmConflict) {
+    pub(super) fn kernel_conflict(&mut self, c: &decode::LsmConflict) -> Effects<'static> {
         warn!("{}", render::conflict(c));
         let action = if c.blocked { ConflictAction::Refused } else { ConflictAction::Audited };
         let text = |s: &RawString| String::from_utf8_lossy(s.as_bytes()).into_owned();
@@ -153,15 +160,13 @@ impl Running<'_> {
                 self.out_of_band.kernel_audited_clones.insert((c.caller.tgid, volume.clone()));
             }
             let conflict = self.model.conflict(action, &volume, &pod, &owner).made_by(Some(by));
-            self.tell(conflict.routed(Route::Clone, None));
-            return;
+            return vec![Effect::Tell(conflict.routed(Route::Clone, None))];
         }
         if c.hook == decode::OPEN_HOOK {
             let conflict = self.model.conflict(action, &volume, &pod, &owner).made_by(Some(by));
-            self.tell(conflict.routed(Route::Open, None));
-            return;
+            return vec![Effect::Tell(conflict.routed(Route::Open, None))];
         }
-        self.explain_by(action, &volume, &pod, &owner, Some(by));
+        vec![Effect::Tell(self.conflict_by(action, &volume, &pod, &owner, Some(by)))]
     }
 
     /// The calling process and its pod, as far as its cgroup says.
@@ -171,27 +176,21 @@ impl Running<'_> {
         MountedBy::resolve(&self.model.snapshot().facts, caller.tgid, &command, pod.as_deref())
     }
 
-    /// Hands a conflict to the Kubernetes Event publisher, or without an API logs the
-    /// Event that would have been recorded (rate-limited the same way).
-    fn explain(&mut self, action: ConflictAction, volume: &str, pod_uid: &str, owner_uid: &str) {
-        self.explain_by(action, volume, pod_uid, owner_uid, None);
-    }
-
-    /// As [`Self::explain`], naming who made the mount.
-    fn explain_by(
+    /// A publish conflict about `volume`, naming who made the mount where that is known.
+    /// One left standing (audited, or found) is noted so that it is not found again.
+    fn conflict_by(
         &mut self,
         action: ConflictAction,
         volume: &str,
         pod_uid: &str,
         owner_uid: &str,
         by: Option<MountedBy>,
-    ) {
+    ) -> explain::Conflict {
         if matches!(action, ConflictAction::Audited | ConflictAction::Observed) {
             // Both pods hold it now: not to be reported again as found shared.
             self.outlets.observed.insert((volume.to_owned(), pod_uid.to_owned()));
         }
-        let conflict = self.model.conflict(action, volume, pod_uid, owner_uid).made_by(by);
-        self.tell(conflict);
+        self.model.conflict(action, volume, pod_uid, owner_uid).made_by(by)
     }
 
     /// Counts and records `conflict`, and hands it to the Event publisher (held until the

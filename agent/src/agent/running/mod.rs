@@ -2,9 +2,11 @@
 //! handles kernel events, facts changes, reconciliation and the debug view.
 
 mod conflicts;
+mod effects;
 pub(super) mod open_reports;
 mod out_of_band;
 mod propagated;
+mod steps;
 
 use std::{
     sync::Arc,
@@ -14,6 +16,10 @@ use std::{
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
+use self::{
+    effects::{Effect, Effects},
+    steps::{SLOW_STEP, Step, next_from},
+};
 use super::{
     AgentError, RunOptions,
     feed::{Feed, Input, OwnMount},
@@ -139,8 +145,10 @@ impl<'a> Running<'a> {
             out_of_band: OutOfBand::new(open_reporter, foreign_opens, tokio::runtime::Handle::current()),
         };
         agent.facts_metrics();
-        agent.report_shared_volumes();
-        agent.scan_namespaces_now();
+        let found_shared = agent.report_shared_volumes();
+        agent.carry_out(found_shared);
+        let found_copies = agent.scan_namespaces_now();
+        agent.carry_out(found_copies);
         view::build(agent.view_inputs(Refresh::Start)?, &view_sinks);
         Ok(agent)
     }
@@ -171,20 +179,25 @@ impl Running<'_> {
             let scan_due_at = tokio::time::Instant::from_std(scan_due.unwrap_or_else(Instant::now));
             let step = tokio::select! {
                 batch = feed.next_batch(|input| {
-                    match input {
-                        Input::Record(Record::Conflict(c)) => self.kernel_conflict(&c),
+                    let effects = match &input {
+                        Input::Record(Record::Conflict(c)) => self.kernel_conflict(c),
                         Input::Record(Record::Syscall(event)) => {
                             if self.opts.print_events {
-                                println!("{}", render::line(&event));
+                                println!("{}", render::line(event));
                             }
-                            if !own_calls.is_own(&event) {
-                                self.syscall(&event);
+                            match own_calls.is_own(event) {
+                                true => Vec::new(),
+                                false => self.syscall(event),
                             }
                         }
-                        Input::Mount(change) => self.mount_change(&change),
-                        Input::MountElsewhere(facts) => self.check_mount_elsewhere(&facts),
-                        Input::Resynced => resync = true,
-                    }
+                        Input::Mount(change) => self.mount_change(change),
+                        Input::MountElsewhere(facts) => self.check_mount_elsewhere(facts).into_iter().collect(),
+                        Input::Resynced => {
+                            resync = true;
+                            Vec::new()
+                        }
+                    };
+                    self.carry_out(effects);
                     std::mem::take(&mut self.own_masks)
                 }) => {
                     batch.map_err(io("reading the kernel's mount events"))?;
@@ -208,7 +221,8 @@ impl Running<'_> {
             };
             // What is not an event must stay short: each event behind it waits.
             let (started, name) = (std::time::Instant::now(), step.name());
-            self.step(step, feed, &mut reads, &mut csi)?;
+            let effects = self.step(step, feed, &mut reads, &mut csi)?;
+            self.carry_out(effects);
             if started.elapsed() > SLOW_STEP {
                 debug!("event loop: {name} took {:?}", started.elapsed());
             }
@@ -217,15 +231,16 @@ impl Running<'_> {
         Ok(())
     }
 
-    /// Handles one of the loop's inputs that is not a kernel event or notice.
+    /// Handles one of the loop's inputs that is not a kernel event or notice; what it calls
+    /// for is carried out next.
     fn step(
         &mut self,
         step: Step,
         feed: &mut Feed,
         reads: &mut NodeReads,
         csi: &mut watch::Receiver<Arc<CsiReport>>,
-    ) -> Result<(), AgentError> {
-        match step {
+    ) -> Result<Effects<'static>, AgentError> {
+        let effects = match step {
             Step::Tick => {
                 if let Some(lost) = feed.events_lost() {
                     self.shared.metrics.operations.set_events_lost(lost);
@@ -234,24 +249,31 @@ impl Running<'_> {
                 if self.view_freshness.tick_owes_copy() {
                     self.refresh_view(Refresh::Tick)?;
                 }
+                Vec::new()
             }
-            Step::ReconcileTick => reads.start(&self.model),
-            Step::Reconcile(read) => {
-                if let Some(read) = reads.finished(read, &self.model) {
-                    self.reconcile(read)?;
-                }
+            Step::ReconcileTick => {
+                reads.start(&self.model);
+                Vec::new()
             }
-            Step::UrgentView => self.refresh_view(Refresh::AtOnce)?,
-            Step::Scan => self.scan_namespaces(),
+            Step::Reconcile(read) => match reads.finished(read, &self.model) {
+                Some(read) => self.reconcile(read)?,
+                None => Vec::new(),
+            },
+            Step::UrgentView => {
+                self.refresh_view(Refresh::AtOnce)?;
+                Vec::new()
+            }
+            Step::Scan => vec![Effect::ScanNamespaces],
             Step::NamespacesRead(read) => self.namespaces_read(read),
             Step::Csi => {
                 let report = csi.borrow_and_update().clone();
                 self.csi_report(report);
+                Vec::new()
             }
             Step::Facts(facts) => self.facts_changed(facts)?,
-            Step::ForeignOpen(open) => self.foreign_open(open),
-        }
-        Ok(())
+            Step::ForeignOpen(open) => self.foreign_open(open).into_iter().collect(),
+        };
+        Ok(effects)
     }
 
     /// Starts the CSI checks (every driver on the node, re-asked on a timer and when
@@ -274,16 +296,20 @@ impl Running<'_> {
         }
         self.view_freshness.changed();
     }
-    fn syscall(&mut self, event: &Event) {
+
+    /// A traced mount call: measured, and what it changes or reaches.
+    fn syscall<'e>(&mut self, event: &'e Event) -> Effects<'e> {
         self.shared.metrics.operations.syscall(event.call.name(), event.ret >= 0);
-        let Some(target) = EventTarget::of(self.model.kubelet_root(), event) else { return };
+        let Some(target) = EventTarget::of(self.model.kubelet_root(), event) else { return Vec::new() };
         self.measure(event, &target);
-        self.target_changed(&target, MadeBy::Syscall(event));
-        self.check_out_of_band(event, &target);
+        // A publish change or a mount outside kubelet's publish: one or the other.
+        let mut effects = self.target_changed(&target, MadeBy::Syscall(event));
+        effects.extend(self.check_out_of_band(event, &target));
+        effects
     }
 
     /// A mount attached at or detached from one of kubelet's volume paths (fanotify).
-    fn mount_change(&mut self, change: &MountChange) {
+    fn mount_change(&mut self, change: &MountChange) -> Effects<'static> {
         if self.opts.print_events {
             println!("{change}");
         }
@@ -291,29 +317,29 @@ impl Running<'_> {
         let target = match change {
             MountChange::Attached { mask: true, mount_point } => {
                 debug!("quarantine mask attached on {}", mount_point.display());
-                return;
+                return Vec::new();
             }
             MountChange::Attached { mount_point, .. } => EventTarget::attached(root, mount_point.clone()),
             MountChange::Detached { mount_point, mnt_id } => {
                 if self.own_detaches.remove(mnt_id) {
                     debug!("own detach of mount {mnt_id} on {} notified", mount_point.display());
-                    return;
+                    return Vec::new();
                 }
                 EventTarget::detached(root, mount_point.clone())
             }
         };
         self.record_notice(&target);
-        self.target_changed(&target, MadeBy::Notice);
+        self.target_changed(&target, MadeBy::Notice)
     }
 
-    /// What an attach or detach at `target` changes about the publishes, ownership and
-    /// quarantines, whatever reported it.
-    fn target_changed(&mut self, target: &EventTarget, by: MadeBy<'_>) {
+    /// What an attach or detach at `target` changes about the publishes and ownership, and
+    /// what the policy makes of it, whatever reported it.
+    fn target_changed<'e>(&mut self, target: &EventTarget, by: MadeBy<'e>) -> Effects<'e> {
         let Some(change) = target.publish_change() else {
             if target.attaching && target.succeeded {
                 debug!("not a recognisable publish target: {}", target.path.display());
             }
-            return;
+            return Vec::new();
         };
         let ownership = self.apply_publish_change(&change);
         let reporter = match by {
@@ -321,9 +347,10 @@ impl Running<'_> {
             MadeBy::Notice => Reporter::Notice { namespace_held: self.watched.is_some() },
         };
         let action = decision::decide(self.decision, ownership, reporter);
-        let transition = action.is_transition();
-        self.act(action, &change, by);
-        self.after_publish_change(&change, transition);
+        let follow_up = self.after_publish_change(&change, action.is_transition());
+        let mut effects = vec![Effect::Publish { action, change, by }];
+        effects.extend(follow_up);
+        effects
     }
 
     /// Takes a publish or unpublish into the model and the owners; returns what it does
@@ -349,7 +376,8 @@ impl Running<'_> {
 
     /// What follows a publish change once it is acted on: the namespace scan, and the
     /// views when ownership or a quarantine changed.
-    fn after_publish_change(&mut self, change: &PublishChange, transition: bool) {
+    fn after_publish_change(&mut self, change: &PublishChange, transition: bool) -> Effects<'static> {
+        let mut effects = Vec::new();
         // A publish propagates into every namespace that receives kubelet's tree. Owned
         // volumes are single-pod ones (one that just left the set keeps its owner until its
         // publish goes; the reconciliation's scan covers that); the scan reads which are.
@@ -357,16 +385,14 @@ impl Running<'_> {
             && self.model.single_pod().contains_key(&t.volume)
             && self.out_of_band.scans.schedule.wanted(Instant::now())
         {
-            self.scan_namespaces();
+            effects.push(Effect::ScanNamespaces);
         }
         // Every view must say so now, not in a second (in a burst, within
         // `view::URGENT_GAP`).
-        if transition
-            && self.view_freshness.changed_urgently(Instant::now())
-            && let Err(e) = self.refresh_view(Refresh::AtOnce)
-        {
-            warn!("refreshing the debug view: {e}");
+        if transition && self.view_freshness.changed_urgently(Instant::now()) {
+            effects.push(Effect::RefreshView);
         }
+        effects
     }
 
     /// A volume operation: into kubelet's histogram and the recent-mounts log.
@@ -440,7 +466,7 @@ impl Running<'_> {
 
     /// Makes the model and the owners agree with a fresh read of the mount table; removes
     /// the masks of pods that are gone.
-    fn reconcile(&mut self, read: NodeRead) -> Result<(), AgentError> {
+    fn reconcile(&mut self, read: NodeRead) -> Result<Effects<'static>, AgentError> {
         let owners = self.owners.owners()?;
         self.out_of_band.owned_trees = None;
         let masks_before: Vec<(String, String)> =
@@ -452,7 +478,7 @@ impl Running<'_> {
             Err(e) => {
                 // Keep the state built so far; the next pass tries again.
                 warn!("reconciliation skipped: reading {}: {e}", self.opts.mountinfo.display());
-                return Ok(());
+                return Ok(Vec::new());
             }
         };
         if pass.drift > 0 {
@@ -461,6 +487,7 @@ impl Running<'_> {
         for (volume, pod_uid) in masks_before.iter().filter(|(v, p)| !self.model.mounts().is_masked(v, p)) {
             self.shared.mask_cleared(volume, pod_uid);
         }
+        let mut effects = Vec::new();
         for fix in &pass.fixes {
             if let (true, OwnerFix::Release { volume, pod_uid }) = (self.owners.apply(fix)?, fix) {
                 info!(
@@ -469,17 +496,15 @@ impl Running<'_> {
                     self.opts.mountinfo.display(),
                     self.table_namespace.why_missing()
                 );
-                self.tell_quarantined_pods(volume, pod_uid);
+                effects.push(Effect::Released { volume: volume.clone(), owner: pod_uid.clone() });
             }
         }
-        for stale in &pass.stale_masks {
-            self.remove_mask(stale);
-        }
+        effects.extend(pass.stale_masks.into_iter().map(Effect::RemoveMask));
         debug!("reconciliation done: {} owner fixes", pass.fixes.len());
         // Copies the publish-time scan missed (a namespace made since, whose runtime's
         // binds the agent judged before the volume was owned).
-        self.scan_namespaces();
-        Ok(())
+        effects.push(Effect::ScanNamespaces);
+        Ok(effects)
     }
 
     /// Removes the mask of a pod that is gone or being deleted, so kubelet can finish: its
@@ -511,15 +536,16 @@ impl Running<'_> {
 
     /// New facts from the source: update the single-pod set (kernel or userspace) and
     /// give owners to single-pod volumes that are already published.
-    fn facts_changed(&mut self, prepared: PreparedFacts) -> Result<(), AgentError> {
+    fn facts_changed(&mut self, prepared: PreparedFacts) -> Result<Effects<'static>, AgentError> {
         let change = self.model.set_prepared(prepared);
         let retired = self.model.take_retired();
         drop_off_loop(&self.tasks, retired);
         self.facts_metrics();
         self.view_freshness.changed();
+        let mut effects = Vec::new();
         if change.single_pod {
             self.out_of_band.owned_trees = None;
-            self.report_shared_volumes();
+            effects.extend(self.report_shared_volumes());
             self.owners.sync_single_pod_set(&self.model)?;
             let owners = self.owners.owners()?;
             for fix in self.model.plan_owners(&owners) {
@@ -534,54 +560,8 @@ impl Running<'_> {
             self.model.log_summary();
         }
         // Before kubelet's teardown of the pod's volumes, which a mask would make fail.
-        for stale in self.model.masks_of_deleted_pods() {
-            self.remove_mask(&stale);
-        }
+        effects.extend(self.model.masks_of_deleted_pods().into_iter().map(Effect::RemoveMask));
         self.explain_unnamed();
-        Ok(())
-    }
-}
-
-/// A loop step longer than this is logged (debug): events waited behind it.
-const SLOW_STEP: Duration = Duration::from_millis(5);
-
-/// What woke the event loop, other than events.
-enum Step {
-    Tick,
-    /// A change of ownership or quarantine the view held back (see `view::URGENT_GAP`).
-    UrgentView,
-    /// The propagated-copies scan a burst of publishes held back (see `scan_schedule::SCAN_GAP`).
-    Scan,
-    ReconcileTick,
-    Reconcile(NodeRead),
-    Csi,
-    Facts(PreparedFacts),
-    ForeignOpen(crate::enforce::open_reporter::ForeignOpen),
-    /// The pods' mount tables a namespace scan read.
-    NamespacesRead(super::pod_namespaces::PodNamespaces),
-}
-
-/// The next message of an input the loop took, or never where there is none (no open
-/// reporter).
-async fn next_from<T>(found: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
-    match found {
-        Some(found) => found.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-impl Step {
-    fn name(&self) -> &'static str {
-        match self {
-            Step::Tick => "the 1 s tick (lost events, held conflicts, the view)",
-            Step::UrgentView => "the view after a burst of ownership changes",
-            Step::Scan => "the propagated-copies scan after a burst of publishes",
-            Step::ReconcileTick => "starting a reconciliation",
-            Step::Reconcile(_) => "a reconciliation",
-            Step::Csi => "a CSI report",
-            Step::Facts(_) => "new facts",
-            Step::ForeignOpen(_) => "another pod's open of an owned volume's files",
-            Step::NamespacesRead(_) => "judging what a namespace scan read",
-        }
+        Ok(effects)
     }
 }

@@ -10,7 +10,7 @@ use std::{
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use super::Running;
+use super::{Running, effects::Effect};
 use crate::agent::RunOptions;
 use crate::{
     enforce::{
@@ -86,13 +86,13 @@ impl Running<'_> {
 
     /// An open of an owned volume's files by a process that is not the owner's: a
     /// conflict with route `open`, unless the reader is exempt or the volume's driver.
-    pub(super) fn foreign_open(&mut self, open: ForeignOpen) {
+    pub(super) fn foreign_open(&mut self, open: ForeignOpen) -> Option<Effect<'static>> {
         let reader = match &open.reader {
-            Opener::Pod(pod) if self.is_exempt(pod) || self.out_of_band.driver_pods.contains(pod) => return,
+            Opener::Pod(pod) if self.is_exempt(pod) || self.out_of_band.driver_pods.contains(pod) => return None,
             Opener::Pod(pod) => pod.as_str(),
             Opener::Node => {
                 debug!("volume {}: opened by node process {} ({}), allowed", open.volume, open.pid, open.command);
-                return;
+                return None;
             }
             // Counted and logged with no pod: there is no object to hang an Event on.
             Opener::Gone => "",
@@ -113,7 +113,7 @@ impl Running<'_> {
         let pod = (!reader.is_empty()).then_some(reader);
         let by = MountedBy::resolve(&self.model.snapshot().facts, open.pid, &open.command, pod);
         let conflict = self.model.conflict(action, &open.volume, reader, &open.owner);
-        self.tell(conflict.made_by(Some(by)).routed(Route::Open, None));
+        Some(Effect::Tell(conflict.made_by(Some(by)).routed(Route::Open, None)))
     }
 }
 

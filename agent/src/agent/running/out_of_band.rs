@@ -12,7 +12,10 @@ use volguard_common::{
     mount_flags::{MS_REC, without_magic},
 };
 
-use super::Running;
+use super::{
+    Running,
+    effects::{Effect, Seen},
+};
 use crate::agent::reported_access::ReportedAccess;
 use crate::{
     enforce::{
@@ -20,7 +23,7 @@ use crate::{
         detach,
         quarantine::QuarantineError,
     },
-    kernel::decode::{Call, Caller, Event},
+    kernel::decode::{Call, Event},
     model::{
         access::{self, Access, AttachKind, Route, Scope, VolumeTree},
         event_target::EventTarget,
@@ -37,20 +40,22 @@ use crate::{
 impl Running<'_> {
     /// A successful bind, `move_mount` or new mount that is no publish: does the new mount
     /// reach an owned single-pod volume, and who made it?
-    pub(super) fn check_out_of_band(&mut self, event: &Event, target: &EventTarget) {
-        let Some((attach, recursive)) = out_of_band_attach(event, target) else { return };
+    pub(super) fn check_out_of_band(&mut self, event: &Event, target: &EventTarget) -> Vec<Effect<'static>> {
+        let Some((attach, recursive)) = out_of_band_attach(event, target) else { return Vec::new() };
         let trees = self.owned_trees();
         if trees.is_empty() || (!recursive && shows_no_owned_filesystem(event, target, &trees)) {
-            return;
+            return Vec::new();
         }
-        let Some(caller) = self.caller_view(event, target, &trees) else { return };
+        let Some(caller) = self.caller_view(event, target, &trees) else { return Vec::new() };
         let found =
             access::accesses(&caller.table, &target.path, attach, caller.scope, self.model.kubelet_root(), &trees);
         let exempt = caller.pod.as_deref().is_some_and(|pod| self.is_exempt(pod));
+        let mut effects = Vec::new();
         for access in found {
             let maker = self.mount_maker(&access, caller.pod.as_deref(), attach, exempt, &trees);
-            self.judge_access(event, attach, access, maker, caller.pod.as_deref());
+            effects.extend(self.judge_access(event, attach, access, maker, caller.pod.as_deref()));
         }
+        effects
     }
 
     /// The caller's pod and the mount table of its namespace, or `None` when there is
@@ -122,8 +127,8 @@ impl Running<'_> {
         }
     }
 
-    /// Decides about one access a caller's mount gives, and carries it out once: a mount
-    /// left in place is found again at its namespace's next bind.
+    /// Decides about one access a caller's mount gives, once: a mount left in place is
+    /// found again at its namespace's next bind.
     fn judge_access(
         &mut self,
         event: &Event,
@@ -131,12 +136,12 @@ impl Running<'_> {
         access: Access,
         maker: MountMaker,
         pod: Option<&str>,
-    ) {
+    ) -> Option<Effect<'static>> {
         let decided = decide_access(self.decision.mode, maker, self.opts.detach_node_access);
         // Mount ids are reused, so the mount point is in the key.
         let key = ReportedAccess::of(event.caller.mnt_ns, &access);
         if self.out_of_band.reported.contains(&key) {
-            return;
+            return None;
         }
         // The kernel's hook reported this clone already (records come in order: the hook's
         // before the exit's).
@@ -144,13 +149,10 @@ impl Running<'_> {
             && self.out_of_band.kernel_audited_clones.remove(&(event.caller.tgid, access.volume.clone()))
         {
             self.remember_reported(key);
-            return;
+            return None;
         }
-        if decided != AccessAction::Allow
-            && let Some(true) = self.handle_access(Seen::Caller(&event.caller), access, decided, pod)
-        {
-            self.remember_reported(key);
-        }
+        let (seen, pod) = (Seen::Caller(event.caller.clone()), pod.map(str::to_owned));
+        (decided != AccessAction::Allow).then_some(Effect::Access { seen, access, decided, pod, key })
     }
 
     /// A mount attached in the watched namespace (the node's, fanotify backend) away from
@@ -159,10 +161,10 @@ impl Running<'_> {
     /// (reported; detached with `--detach-node-access`), by what it shows. A bind of a
     /// publish and a new mount of a block volume's device look alike here (the same
     /// filesystem and root): both are told as route `bind`.
-    pub(super) fn check_mount_elsewhere(&mut self, facts: &MountFacts) {
+    pub(super) fn check_mount_elsewhere(&mut self, facts: &MountFacts) -> Option<Effect<'static>> {
         let trees = self.owned_trees();
         let device = format!("{}:{}", facts.dev.0, facts.dev.1);
-        let Some(tree) = trees.iter().find(|t| t.shows(&device, &facts.root)) else { return };
+        let tree = trees.iter().find(|t| t.shows(&device, &facts.root))?;
         let access = Access {
             volume: tree.volume.clone(),
             owner: tree.owner.clone(),
@@ -173,22 +175,20 @@ impl Running<'_> {
         // Notices come from one namespace: its mounts are told apart by id and point.
         let key = ReportedAccess::of(0, &access);
         if self.out_of_band.reported.contains(&key) {
-            return;
+            return None;
         }
         let decided = decide_access(self.decision.mode, MountMaker::NodeProcess, self.opts.detach_node_access);
-        if decided != AccessAction::Allow
-            && let Some(true) = self.handle_access(Seen::Notice { mnt_id: facts.mnt_id }, access, decided, None)
-        {
-            self.remember_reported(key);
-        }
+        let seen = Seen::Notice { mnt_id: facts.mnt_id };
+        (decided != AccessAction::Allow).then_some(Effect::Access { seen, access, decided, pod: None, key })
     }
 
-    /// Carries out the decision about one access, and tells it. `Some(left in place)` once
-    /// told (reported, or a detach that failed: either is reported once); `None` when there
-    /// was nothing to tell (allowed, or moved before the detach).
+    /// Carries out the decision about one access (an [`Effect::Access`]), and tells it.
+    /// `Some(left in place)` once told (reported, or a detach that failed: either is
+    /// reported once); `None` when there was nothing to tell (allowed, or moved before the
+    /// detach).
     pub(super) fn handle_access(
         &mut self,
-        seen: Seen<'_>,
+        seen: &Seen,
         access: Access,
         decided: AccessAction,
         pod: Option<&str>,
@@ -263,10 +263,10 @@ impl Running<'_> {
 
     /// Detaches the mount `id` at `point` where it was seen: in its caller's namespace, or
     /// in the watched one (by its unique id there).
-    fn detach_where_seen(&self, seen: Seen<'_>, id: i32, point: &std::path::Path) -> Result<usize, QuarantineError> {
+    fn detach_where_seen(&self, seen: &Seen, id: i32, point: &std::path::Path) -> Result<usize, QuarantineError> {
         match (seen, &self.watched) {
             (Seen::Caller(caller), _) => detach::detach(caller, vec![(id, point.to_owned())]),
-            (Seen::Notice { mnt_id }, Some(held)) => held.detach(mnt_id, point.to_owned()),
+            (Seen::Notice { mnt_id }, Some(held)) => held.detach(*mnt_id, point.to_owned()),
             (Seen::Notice { .. }, None) => {
                 Err(QuarantineError::Gone { mnt_ns: 0, tgid: 0, target: point.display().to_string() })
             }
@@ -375,15 +375,6 @@ struct CallerView {
     pod: Option<String>,
     table: MountTable,
     scope: Scope,
-}
-
-/// Where an access was seen: what it can be detached through, and who is named.
-#[derive(Clone, Copy)]
-pub(super) enum Seen<'a> {
-    /// At a caller's syscall, or in a pod's namespace the scan read through one of its tasks.
-    Caller(&'a Caller),
-    /// In a notice from the watched namespace (fanotify): no caller; the mount's unique id.
-    Notice { mnt_id: u64 },
 }
 
 /// How many reported accesses are remembered (a mount left in place is found again at its

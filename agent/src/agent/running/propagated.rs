@@ -17,7 +17,10 @@ use std::{
 
 use tracing::{debug, info, warn};
 
-use super::{Running, out_of_band::Seen};
+use super::{
+    Running,
+    effects::{Effect, Effects, Seen},
+};
 use crate::agent::{
     pod_namespaces::{self, PodNamespace, PodNamespaces},
     reported_access::ReportedAccess,
@@ -43,22 +46,23 @@ impl Running<'_> {
     }
 
     /// The scan at start-up, before the loop serves anything: read and judged at once.
-    pub(super) fn scan_namespaces_now(&mut self) {
+    pub(super) fn scan_namespaces_now(&mut self) -> Effects<'static> {
         self.out_of_band.scans.schedule.ran(Instant::now());
         if self.owned_trees().is_empty() {
-            return;
+            return Vec::new();
         }
         let read = pod_namespaces::read(self.model.mountinfo(), &self.exempt_readers());
-        self.judge_namespaces(read);
+        self.judge_namespaces(read)
     }
 
     /// A scan's read came back: judged against the volumes owned now.
-    pub(super) fn namespaces_read(&mut self, read: PodNamespaces) {
+    pub(super) fn namespaces_read(&mut self, read: PodNamespaces) -> Effects<'static> {
         let again = self.out_of_band.scans.finished();
-        self.judge_namespaces(read);
+        let mut effects = self.judge_namespaces(read);
         if again {
-            self.scan_namespaces();
+            effects.push(Effect::ScanNamespaces);
         }
+        effects
     }
 
     /// The pods (UIDs) the operator exempts, by the facts in force: their namespaces are
@@ -68,11 +72,12 @@ impl Running<'_> {
     }
 
     /// Looks through the pods' mount namespaces `read` holds for copies of owned volumes.
-    fn judge_namespaces(&mut self, read: PodNamespaces) {
+    fn judge_namespaces(&mut self, read: PodNamespaces) -> Effects<'static> {
         let trees = self.owned_trees();
         if trees.is_empty() {
-            return;
+            return Vec::new();
         }
+        let mut effects = Vec::new();
         let PodNamespaces { namespaces, drivers } = read;
         let scanned = namespaces.len();
         let mut shown_at: BTreeMap<String, ScannedPlaces> = BTreeMap::new();
@@ -114,10 +119,9 @@ impl Running<'_> {
                     access::Route::Ancestor => decide_ancestor_access(self.decision.mode),
                     _ => decide_access(self.decision.mode, MountMaker::OtherPod, self.opts.detach_node_access),
                 };
-                if decided != AccessAction::Allow
-                    && let Some(true) = self.handle_access(Seen::Caller(&caller), access, decided, Some(&pod))
-                {
-                    self.remember_reported(key);
+                if decided != AccessAction::Allow {
+                    let (seen, pod) = (Seen::Caller(caller.clone()), Some(pod.clone()));
+                    effects.push(Effect::Access { seen, access, decided, pod, key });
                 }
             }
         }
@@ -127,6 +131,7 @@ impl Running<'_> {
             reports.scanned = shown_at;
             self.watch_opens();
         }
+        effects
     }
 
     /// Keeps the pods this scan took for CSI node plugins (a `Bidirectional` mount, which
