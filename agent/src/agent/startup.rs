@@ -150,7 +150,7 @@ pub(super) fn start_in_kernel(
     model: &mut NodeModel,
 ) -> Result<(LoadedObject, OwnerStore), AgentError> {
     let (layout, mount_tree, callers) = (btf.kernel_layout()?, btf.mount_tree_layout()?, btf.caller_layout()?);
-    let open_guard = btf.open_guard_layout()?;
+    let open_guard = btf.open_guard_layout(&layout)?;
     pins.prepare()?;
     let adopting = pins.has_state();
     let mut object = LoadedObject::load_pinned(pins, opts.ring_buffer_bytes, &open_guard)?;

@@ -233,15 +233,17 @@ impl Btf {
     }
 
     /// The offsets the open guard reads: an opened file's dentry, its filesystem and its
-    /// ancestors, and the inode facts its verdicts are keyed by.
-    pub fn open_guard_layout(&self) -> Result<OpenGuardLayout, BtfError> {
+    /// ancestors, and the inode facts its verdicts are keyed by. Those the other programs
+    /// read too are `known`'s (this kernel's [`Self::kernel_layout`]), the same by
+    /// construction.
+    pub fn open_guard_layout(&self, known: &KernelLayout) -> Result<OpenGuardLayout, BtfError> {
         Ok(OpenGuardLayout {
-            file_dentry: self.member_offset("file", "f_path")? + self.member_offset("path", "dentry")?,
-            dentry_d_sb: self.member_offset("dentry", "d_sb")?,
-            dentry_d_inode: self.member_offset("dentry", "d_inode")?,
-            dentry_d_parent: self.member_offset("dentry", "d_parent")?,
-            super_block_s_dev: self.member_offset("super_block", "s_dev")?,
-            inode_i_ino: self.member_offset("inode", "i_ino")?,
+            file_dentry: self.member_offset("file", "f_path")? + known.path_dentry,
+            dentry_d_sb: known.dentry_d_sb,
+            dentry_d_inode: known.dentry_d_inode,
+            dentry_d_parent: known.dentry_d_parent,
+            super_block_s_dev: known.super_block_s_dev,
+            inode_i_ino: known.inode_i_ino,
             inode_i_generation: self.member_offset("inode", "i_generation")?,
             inode_i_mode: self.member_offset("inode", "i_mode")?,
         })
@@ -358,9 +360,9 @@ mod tests {
         assert!(caller.task_cgroups > 0 && caller.kernfs_node_name != caller.kernfs_node_parent);
         // The open guard takes 0 in file_dentry for "not configured": f_path follows the
         // lock and the mode in every kernel's `struct file`.
-        let guard = btf.open_guard_layout().unwrap();
+        let guard = btf.open_guard_layout(&layout).unwrap();
         assert!(guard.file_dentry > 8);
-        assert_eq!((guard.dentry_d_sb, guard.inode_i_ino), (layout.dentry_d_sb, layout.inode_i_ino));
+        assert!(guard.inode_i_generation > layout.inode_i_ino && guard.inode_i_mode < layout.inode_i_ino);
     }
 
     #[test]

@@ -2,20 +2,9 @@
 //! costs an open before any guard reads anything. The rows of 9 include it; this row tells
 //! the hook's share from the open guard's.
 
-use std::{fs::File, path::Path, time::Instant};
-
 use volguard::kernel::loader::{self, LoadedObject};
 
-use crate::syscall_bench::{Alternated, calibrate, pairs, report_against};
-
-/// Seconds for `n` open + close of `file`.
-fn opens(file: &Path, n: u64) -> f64 {
-    let started = Instant::now();
-    for _ in 0..n {
-        drop(std::hint::black_box(File::open(file).unwrap()));
-    }
-    started.elapsed().as_secs_f64()
-}
+use crate::syscall_bench::{Alternated, calibrate, open_close_loop, pairs, report_against};
 
 /// Pairs of open+close loops without and with the `file_open` hook running a program that
 /// returns at once (attached by the test itself, no agent), each first in every other pair.
@@ -25,17 +14,17 @@ fn open_hook_floor() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("file");
     std::fs::write(&file, b"x").unwrap();
-    let iterations = calibrate(|n| opens(&file, n), 10_000);
+    let iterations = calibrate(|n| open_close_loop(&file, n), 10_000);
     let with_hook = || {
         let mut object = LoadedObject::load().expect("load the embedded eBPF object");
         object.attach(&[loader::open_hook_floor()]).expect("attach the file_open floor (BPF LSM)");
-        opens(&file, iterations)
+        open_close_loop(&file, iterations)
     };
     let (mut without, mut with) = (Vec::new(), Vec::new());
     for pair in 0..pairs() {
         let hook_first = pair % 2 == 1;
         let early = hook_first.then(with_hook);
-        without.push(opens(&file, iterations));
+        without.push(open_close_loop(&file, iterations));
         with.push(early.unwrap_or_else(with_hook));
     }
     let (backend, mode) = ("none".to_owned(), "hook only".to_owned());

@@ -300,13 +300,16 @@ fn mount_cycle_overhead() {
 /// Seconds for `n` open + close of `file`, in `ns` (where the owner's publish is).
 fn opens(ns: &MountNs, file: &Path, n: u64) -> f64 {
     let file = file.to_path_buf();
-    ns.run(move || {
-        let started = Instant::now();
-        for _ in 0..n {
-            drop(std::hint::black_box(File::open(&file).unwrap()));
-        }
-        started.elapsed().as_secs_f64()
-    })
+    ns.run(move || open_close_loop(&file, n))
+}
+
+/// Seconds for `n` open + close of `file` by this thread.
+pub(crate) fn open_close_loop(file: &Path, n: u64) -> f64 {
+    let started = Instant::now();
+    for _ in 0..n {
+        drop(std::hint::black_box(File::open(file).unwrap()));
+    }
+    started.elapsed().as_secs_f64()
 }
 
 /// Pod `owner`'s volume `pv-rwop`, holding `data`, published at its target once: each
