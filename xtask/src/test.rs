@@ -115,7 +115,11 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             false => "VM tests (BPF LSM, qemu): a boot per kernel (--full: all)",
         };
         step(vm_step, Some(target_dir().join("vm")), &mut || {
-            vm::run(&vm::Options { timeout: 1200, default_set: !options.full, ..Default::default() })
+            vm::run(&vm::Options {
+                timeout: vm::BOOT_TIMEOUT_SECONDS,
+                default_set: !options.full,
+                ..Default::default()
+            })
         });
     }
     step("the run changed no tracked file (builds are --locked)", None, &mut || {

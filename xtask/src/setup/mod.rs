@@ -74,17 +74,41 @@ pub fn run() -> anyhow::Result<()> {
 /// (`--full`; building it is a minute of a run from nothing).
 pub fn for_tests(fuzzing: bool) -> anyhow::Result<()> {
     require_root("setup")?;
-    install_apt_packages(&[For::Build, For::Vm, For::Tests])?;
-    install_bpf_linker()?;
-    if fuzzing {
-        install_cargo_fuzz()?;
+    for part in parts_for_tests(fuzzing) {
+        match part {
+            Part::AptPackages => install_apt_packages(&[For::Build, For::Vm, For::Tests])?,
+            Part::BpfLinker => install_bpf_linker()?,
+            Part::CargoFuzz => install_cargo_fuzz()?,
+            Part::DashboardTools => crate::dashboards::install_tools()?,
+            Part::DeployTools => crate::deploy::install_tools()?,
+            Part::Kernels => kernels::install()?,
+            Part::NodeComponents => crate::e2e::build_components()?,
+        }
     }
-    crate::dashboards::install_tools()?;
-    crate::deploy::install_tools()?;
-    kernels::install()?;
-    crate::e2e::build_components()?;
     println!("setup: done, the real node's components included");
     Ok(())
+}
+
+/// What the tests' setup installs or builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    AptPackages,
+    BpfLinker,
+    CargoFuzz,
+    DashboardTools,
+    DeployTools,
+    Kernels,
+    NodeComponents,
+}
+
+/// The parts of the tests' setup, in order: cargo-fuzz only where the run fuzzes.
+fn parts_for_tests(fuzzing: bool) -> Vec<Part> {
+    let fuzzer = fuzzing.then_some(Part::CargoFuzz);
+    [Some(Part::AptPackages), Some(Part::BpfLinker), fuzzer]
+        .into_iter()
+        .flatten()
+        .chain([Part::DashboardTools, Part::DeployTools, Part::Kernels, Part::NodeComponents])
+        .collect()
 }
 
 /// What the demo plays with: the eBPF toolchain, and with `vm` qemu and the demo's kernel.
@@ -200,4 +224,20 @@ fn install_cargo_fuzz() -> anyhow::Result<()> {
         "runs the fuzz targets (`cargo xtask fuzz`; nightly where rustup has it, else stable)",
         |_| {},
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/testing.md: `cargo xtask test` builds cargo-fuzz only with `--full`, the run
+    /// that fuzzes; every other part is the same in both.
+    #[test]
+    fn only_the_run_that_fuzzes_builds_the_fuzzer() {
+        let (default, full) = (parts_for_tests(false), parts_for_tests(true));
+        assert!(!default.contains(&Part::CargoFuzz) && full.contains(&Part::CargoFuzz));
+        let rest: Vec<Part> = full.into_iter().filter(|p| *p != Part::CargoFuzz).collect();
+        assert_eq!(default, rest);
+        assert_eq!(default.len(), 6);
+    }
 }
