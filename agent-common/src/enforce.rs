@@ -23,11 +23,24 @@ pub struct VolumeKey {
     pub name: [u8; VOLUME_NAME_LEN],
 }
 
-/// A pod UID as it appears in kubelet's paths.
-#[repr(C)]
+/// A pod UID as it appears in kubelet's paths. Aligned to 8 so that the programs compare
+/// two as eight words (every struct that holds one has it at an offset of 8 already).
+#[repr(C, align(8))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodUid {
     pub uid: [u8; POD_UID_LEN],
+}
+
+/// A [`PodUid`] as the words the programs compare.
+pub const POD_UID_WORDS: usize = POD_UID_LEN / 8;
+
+impl PodUid {
+    /// The UID's bytes as words, in memory order.
+    #[inline(always)]
+    pub fn words(&self) -> &[u64; POD_UID_WORDS] {
+        // SAFETY: the same size, and `PodUid` is aligned as `u64` is.
+        unsafe { &*self.uid.as_ptr().cast::<[u64; POD_UID_WORDS]>() }
+    }
 }
 
 /// Key of `PUBLISHED_ROOTS`: the root directory of a published single-pod volume's tree,
@@ -288,6 +301,7 @@ pub struct ConflictEvent {
 }
 
 const _: () = assert!(core::mem::size_of::<RootKey>() == 16);
+const _: () = assert!(POD_UID_LEN.is_multiple_of(8) && core::mem::align_of::<PodUid>() == core::mem::align_of::<u64>());
 const _: () = assert!(core::mem::size_of::<PublishedRoot>() == VOLUME_NAME_LEN + POD_UID_LEN);
 const _: () = assert!(core::mem::size_of::<KernelLayout>() == 64);
 const _: () = assert!(core::mem::size_of::<CallerLayout>() == 24);

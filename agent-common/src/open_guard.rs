@@ -111,9 +111,10 @@ pub enum VerdictEpoch {
 
 /// Directories whose verdict the open guard keeps (least recently used ones go first).
 pub const DIRECTORY_VERDICT_ENTRIES: u32 = 16_384;
-/// `S_IFMT` and `S_IFDIR` of `i_mode` (include/uapi/linux/stat.h).
+/// `S_IFMT`, `S_IFDIR` and `S_IFREG` of `i_mode` (include/uapi/linux/stat.h).
 pub const S_IFMT: u16 = 0o170_000;
 pub const S_IFDIR: u16 = 0o040_000;
+pub const S_IFREG: u16 = 0o100_000;
 
 /// Ancestors of an opened file examined for a volume's root on a filesystem that holds
 /// directory volumes (deeper files are not recognised: counted, and allowed).

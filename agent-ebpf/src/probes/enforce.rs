@@ -25,7 +25,7 @@ use volguard_common::{
     counters::Counter,
     enforce::{
         CONFLICT_EVENT_KIND, ConflictEvent, EnforceConfig, KernelLayout, MAX_NEWEST_CHILDREN, MAX_SOURCE_DEPTH,
-        MountOp, MountTreeLayout, Owner, POD_UID_LEN, PendingPublish, PodUid, PublishedRoot, RootKey, claim_kind,
+        MountOp, MountTreeLayout, Owner, POD_UID_LEN, POD_UID_WORDS, PendingPublish, PodUid, PublishedRoot, RootKey, claim_kind,
         conflict_action, conflict_hook, kernel_mode,
     },
     lsm_probe::DENY_ERRNO,
@@ -207,8 +207,10 @@ pub(super) fn scratch() -> Option<&'static mut EnforceScratch> {
 
 #[inline(always)]
 pub(super) fn same_pod(a: &PodUid, b: &PodUid) -> bool {
-    for i in 0..POD_UID_LEN {
-        if a.uid[i] != b.uid[i] {
+    // By words: the owner's every open compares the whole UID.
+    let (a, b) = (a.words(), b.words());
+    for i in 0..POD_UID_WORDS {
+        if a[i] != b[i] {
             return false;
         }
     }

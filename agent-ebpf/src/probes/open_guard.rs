@@ -12,7 +12,7 @@ use aya_ebpf::{
 use volguard_common::{
     counters::Counter,
     enforce::{PodUid, PublishedRoot, RootKey, conflict_hook, kernel_mode},
-    open_guard::{CachedCallerPod, DeviceGuard, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS},
+    open_guard::{CachedCallerPod, DeviceGuard, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS, S_IFMT, S_IFREG},
 };
 
 use super::{
@@ -108,10 +108,15 @@ fn volume_root(device: &DeviceGuard, dentry: *const u8, dev: u32) -> Option<&'st
     if device.directory_roots == 0 {
         return None;
     }
-    let ino = GuardReads.inode_number(dentry)?;
-    // SAFETY: read-only lookup.
-    if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&RootKey { ino, dev, _pad: 0 }) } {
-        return Some(root);
+    // A recorded root is the directory a publish shows, or a block volume's device node
+    // bound at its target: never a regular file, whose answer is its directory's alone
+    // (most opens in a volume are of files: one lookup fewer).
+    if guard_reads::mode(guard_reads::inode(dentry)?)? & S_IFMT != S_IFREG {
+        let ino = GuardReads.inode_number(dentry)?;
+        // SAFETY: read-only lookup.
+        if let Some(root) = unsafe { PUBLISHED_ROOTS.get(&RootKey { ino, dev, _pad: 0 }) } {
+            return Some(root);
+        }
     }
     let dir = GuardReads.parent(dentry)?;
     if dir == dentry {
