@@ -64,14 +64,16 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
         );
     }
     violations.extend(crate::sizes::violations(root)?);
+    violations.extend(crate::type_names::violations(root)?);
     if !violations.is_empty() {
-        bail!("{} layer or size violation(s):\n  {}", violations.len(), violations.join("\n  "));
+        bail!("{} layer, size or naming violation(s):\n  {}", violations.len(), violations.join("\n  "));
     }
     let layers = ranks.values().collect::<std::collections::BTreeSet<_>>().len();
     println!(
         "layers: {} folders in {layers} layers, every import points down; no import cycle between the \
          top-level modules nor inside a folder (agent/src, xtask/src); aya only in agent/src/{KERNEL_BOUNDARY}/; \
-         no file over the size rules' lines, no agent function over them without a reason",
+         no file over the size rules' lines, no agent function over them without a reason; one name per \
+         type in agent/src",
         ranks.len()
     );
     Ok(())

@@ -19,6 +19,7 @@ mod setup;
 mod sizes;
 mod test;
 mod timings;
+mod type_names;
 mod vm;
 mod vm_kernels;
 

@@ -41,12 +41,12 @@ pub struct WatchedVolume {
     pub owner: String,
     pub places: BTreeSet<(PathBuf, Reach)>,
     /// Who else may open, and which of the places are mounts above the volume.
-    pub scope: Scope,
+    pub scope: OpenScope,
 }
 
 /// What the judge of a volume's opens needs besides the owner.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Scope {
+pub struct OpenScope {
     /// Pods besides the owner whose opens are neither reported nor refused: exempt
     /// readers and the CSI node plugins.
     pub allowed: BTreeSet<String>,
@@ -142,7 +142,7 @@ struct Group {
     owner: String,
     watch: Arc<AsyncFd<OpenWatch>>,
     marked: BTreeSet<(PathBuf, Reach)>,
-    scope: watch::Sender<Scope>,
+    scope: watch::Sender<OpenScope>,
     reader: JoinHandle<()>,
 }
 
@@ -260,7 +260,7 @@ struct OpenJudge {
     owner: String,
     /// Pods besides the owner that may open (exempt readers, CSI node plugins), and the
     /// mounts above the volume.
-    scope: watch::Receiver<Scope>,
+    scope: watch::Receiver<OpenScope>,
     ancestors: AncestorMounts,
     pods: CallerPods,
     pod_of_pid: HashMap<i32, Opener>,
@@ -273,7 +273,7 @@ struct OpenJudge {
 }
 
 impl OpenJudge {
-    fn new(volume: String, owner: String, scope: watch::Receiver<Scope>, node_opens: Arc<NodeOpenCounts>) -> Self {
+    fn new(volume: String, owner: String, scope: watch::Receiver<OpenScope>, node_opens: Arc<NodeOpenCounts>) -> Self {
         let (pods, pod_of_pid, last_report) = (CallerPods::default(), HashMap::new(), HashMap::new());
         let mut ancestors = AncestorMounts::default();
         ancestors.learn(&scope.borrow().ancestors);

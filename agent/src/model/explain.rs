@@ -246,11 +246,11 @@ pub const EVENT_KEYS: usize = 4096;
 pub struct RateLimiter {
     window: Duration,
     capacity: usize,
-    seen: HashMap<(String, String, ConflictAction, Route), Seen>,
+    seen: HashMap<(String, String, ConflictAction, Route), LastSent>,
 }
 
 #[derive(Debug)]
-struct Seen {
+struct LastSent {
     last_sent: Instant,
     held_back: u64,
 }
@@ -287,7 +287,7 @@ impl RateLimiter {
         if self.seen.len() >= self.capacity {
             self.forget_oldest();
         }
-        self.seen.insert(key, Seen { last_sent: now, held_back: 0 });
+        self.seen.insert(key, LastSent { last_sent: now, held_back: 0 });
         Verdict::Send { held_back: 0 }
     }
 

@@ -16,7 +16,7 @@ use crate::{
     enforce::{
         Mode, ModeDecision,
         node_opens::NodeOpenCounts,
-        open_reporter::{ForeignOpen, OpenReporter, Opener, Scope, WatchedVolume},
+        open_reporter::{ForeignOpen, OpenReporter, OpenScope, Opener, WatchedVolume},
     },
     model::{access::Route, explain::ConflictAction, explain::MountedBy},
     node_files::mount_table::MountTable,
@@ -78,7 +78,7 @@ impl Running<'_> {
                     .collect();
                 let ancestors = scanned.ancestors.into_iter().map(|(id, (_, dir))| (id, dir)).collect();
                 let (volume, owner) = (tree.volume.clone(), tree.owner.clone());
-                WatchedVolume { volume, owner, places, scope: Scope { allowed: allowed.clone(), ancestors } }
+                WatchedVolume { volume, owner, places, scope: OpenScope { allowed: allowed.clone(), ancestors } }
             })
             .collect();
         reporter.watch(volumes);
