@@ -1,7 +1,8 @@
-//! What a failed scenario leaves for whoever reads the run: the nodes' readiness and each
-//! agent pod's state on stdout (CI keeps only the tail of the output), and in a file each
-//! agent's log, its previous container's log after a restart, and a description of any
-//! agent pod that is not ready (a rollout that timed out says nothing of why).
+//! What a failed scenario leaves for whoever reads the run: the nodes' readiness, each
+//! agent pod's state and its last warnings on stdout (CI keeps only the tail of the
+//! output, and a fresh machine's files are gone with it), and in a file each agent's log,
+//! its previous container's log after a restart, and a description of any agent pod that
+//! is not ready (a rollout that timed out says nothing of why).
 
 use serde_json::Value;
 
@@ -28,7 +29,9 @@ pub(super) fn take(admin: &Kube) -> Account {
         let state = pod_state(pod);
         summary.push(state.clone());
         whole.push_str(&format!("===== {state}\n"));
-        whole.push_str(&logs(admin, &["logs", "-n", AGENT_NS, name, "--tail=-1"]));
+        let log = logs(admin, &["logs", "-n", AGENT_NS, name, "--tail=-1"]);
+        summary.extend(last_warnings(&log).into_iter().map(|line| format!("  {name}: {line}")));
+        whole.push_str(&log);
         if restarts(pod) > 0 {
             whole.push_str(&format!("===== {name}: the previous container's log\n"));
             whole.push_str(&logs(admin, &["logs", "-n", AGENT_NS, name, "--previous", "--tail=-1"]));
@@ -41,6 +44,18 @@ pub(super) fn take(admin: &Kube) -> Account {
     whole.push_str("===== every pod\n");
     whole.push_str(&logs(admin, &["get", "pods", "-A", "-o", "wide"]));
     Account { summary, whole }
+}
+
+/// Warnings and errors an agent log printed last, at most this many on stdout.
+const WARNINGS_SHOWN: usize = 8;
+/// Characters of each shown warning (the whole line is in the file).
+const WARNING_CHARS: usize = 300;
+
+/// The last [`WARNINGS_SHOWN`] WARN and ERROR lines of an agent's log, shortened.
+fn last_warnings(log: &str) -> Vec<String> {
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ") || l.contains(" ERROR ")).collect();
+    let shown = &warnings[warnings.len().saturating_sub(WARNINGS_SHOWN)..];
+    shown.iter().map(|l| l.chars().take(WARNING_CHARS).collect()).collect()
 }
 
 /// Each node's name and Ready condition ("volguard-e2e-vm: Ready=Unknown (NodeStatusUnknown: …)").
@@ -122,7 +137,7 @@ fn logs(admin: &Kube, args: &[&str]) -> String {
 mod tests {
     use serde_json::json;
 
-    use super::pod_state;
+    use super::{WARNING_CHARS, WARNINGS_SHOWN, last_warnings, pod_state};
 
     #[test]
     fn an_agent_pods_line_says_why_its_container_ended_and_what_it_waits_for() {
@@ -140,5 +155,20 @@ mod tests {
             "agent pod volguard-x on volguard-e2e-vm: Running, ready false, restarts 2; waiting: CrashLoopBackOff \
              back-off 20s; last ended 2026-12-02T06:00:00Z: Error (exit 1)"
         );
+    }
+
+    #[test]
+    fn the_last_warnings_are_shown_shortened() {
+        let mut log = String::from("2026-12-03T07:04:18Z  INFO volguard::agent: ready\n");
+        for i in 0..10 {
+            log.push_str(&format!("2026-12-03T07:04:19Z  WARN volguard::agent: warning {i} {}\n", "x".repeat(400)));
+        }
+        log.push_str("2026-12-03T07:04:20Z ERROR volguard::agent: the last\n");
+        let shown = last_warnings(&log);
+        assert_eq!(shown.len(), WARNINGS_SHOWN);
+        assert!(shown[0].contains("warning 3"), "{shown:?}");
+        assert!(shown.iter().all(|l| l.chars().count() <= WARNING_CHARS));
+        assert!(shown[WARNINGS_SHOWN - 1].ends_with("the last"));
+        assert!(last_warnings("no warnings here\n").is_empty());
     }
 }

@@ -56,6 +56,31 @@ pub(super) fn on_the_vm_node(runner: &mut Runner, admin: &Kube, site: Site, char
     });
 }
 
+/// How many times kubelet's mount of `pod`'s volume failed with EBUSY, by its FailedMount
+/// Events, and the driver's mount output (the last line of the first such note).
+fn busy_mounts(admin: &Kube, pod: &str) -> anyhow::Result<(u64, String)> {
+    let failed: Vec<serde_json::Value> = admin.get_json(&[
+        "events.v1.events.k8s.io",
+        "-n",
+        NS,
+        "--field-selector",
+        &format!("regarding.name={pod},reason=FailedMount"),
+    ])?["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let busy: Vec<&serde_json::Value> = failed.iter().filter(|e| e["note"].as_str().is_some_and(says_ebusy)).collect();
+    let attempts =
+        busy.iter().map(|e| e["series"]["count"].as_u64().or(e["deprecatedCount"].as_u64()).unwrap_or(1)).sum();
+    let says = busy
+        .first()
+        .and_then(|e| e["note"].as_str())
+        .and_then(|n| n.trim_end().lines().last())
+        .unwrap_or_default()
+        .to_owned();
+    Ok((attempts, says))
+}
+
 /// Whether a FailedMount note carries EBUSY as the driver's mount(8) words it: "Device or
 /// resource busy", or util-linux's "already mounted or mount point busy"
 /// (csi-driver-host-path's image).
@@ -87,27 +112,7 @@ fn refused_in_the_kernel(admin: &Kube, site: Site, chart: &Chart) -> anyhow::Res
     let mut attempts = 0;
     let mut kubelet_says = String::new();
     wait_for("kubelet to retry B's mount after EBUSY", EMULATED, || {
-        let failed: Vec<serde_json::Value> = admin.get_json(&[
-            "events.v1.events.k8s.io",
-            "-n",
-            NS,
-            "--field-selector",
-            &format!("regarding.name={SECOND},reason=FailedMount"),
-        ])?["items"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let busy: Vec<&serde_json::Value> =
-            failed.iter().filter(|e| e["note"].as_str().is_some_and(says_ebusy)).collect();
-        attempts =
-            busy.iter().map(|e| e["series"]["count"].as_u64().or(e["deprecatedCount"].as_u64()).unwrap_or(1)).sum();
-        // The driver's mount output, the last line of kubelet's note.
-        kubelet_says = busy
-            .first()
-            .and_then(|e| e["note"].as_str())
-            .and_then(|n| n.trim_end().lines().last())
-            .unwrap_or_default()
-            .to_owned();
+        (attempts, kubelet_says) = busy_mounts(admin, SECOND)?;
         Ok(attempts >= 2)
     })?;
     let waiting = admin.get_json(&["pod", "-n", NS, SECOND])?;
@@ -147,7 +152,11 @@ fn refused_in_the_kernel(admin: &Kube, site: Site, chart: &Chart) -> anyhow::Res
     let back = helm_with_values(&upgrade, UPGRADE_TAG, chart, admin).and_then(|()| wait_rollout(admin));
     let refused_alone = alone?;
     back?;
-    let reported = wait_event_within(admin, WITHOUT_AGENT, EMULATED)?;
+    let reported = wait_event_within(admin, WITHOUT_AGENT, EMULATED).map_err(|e| {
+        // Whether kubelet retried at all since (the agent reports the refusal of a retry).
+        let retries = busy_mounts(admin, WITHOUT_AGENT).map_or_else(|e| format!("{e:#}"), |(n, _)| n.to_string());
+        e.context(format!("kubelet's EBUSY FailedMounts on {WITHOUT_AGENT} in all: {retries}"))
+    })?;
     ensure!(
         reported.reason == "SinglePodVolumeRefused" && admin.pod_phase(NS, WITHOUT_AGENT).as_deref() == Some("Pending"),
         "the publish while no agent ran was not refused: {reported:?}"
