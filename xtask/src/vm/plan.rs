@@ -75,7 +75,9 @@ impl VmKernel {
     /// still ran the breakpoint the kernel's code patching had already taken out), and
     /// 6.1's soft-locked with both CPUs stuck at once, one in the agent, one in the open
     /// loop, while agents attached and detached the tracepoints and the LSM hooks (a
-    /// cross-CPU wait of code patching, we read). 6.12 never did either. With one thread
+    /// cross-CPU wait of code patching, we read). 6.12's test boots never did either; one
+    /// of its bench boots oopsed as 7.3's did (`int3` at `syscall_trace_enter`, once so
+    /// far); it keeps a thread per CPU, which its bench figures assume. With one thread
     /// every CPU sees a code change at once. The e2e's VM node soft-locked the same way
     /// (both CPUs, in two of the driver's sidecars) as its agent restarted at a `helm
     /// upgrade`, attaching its programs beside the pinned ones and detaching those.
