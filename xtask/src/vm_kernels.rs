@@ -78,9 +78,39 @@ pub const KERNELS: &[PinnedKernel] = &[
     },
 ];
 
+/// The kernel modules the e2e's VM node loads, in order (Debian's cloud kernel builds
+/// virtio, overlayfs, loop devices (csi-driver-host-path's block volumes), and the bridge
+/// and veth pairs of the storage suite's pod network as modules); `cargo xtask setup`
+/// keeps them beside each kernel.
+pub const GUEST_MODULES: &[&str] = &[
+    "virtio_ring",
+    "virtio",
+    "virtio_pci_modern_dev",
+    "virtio_pci_legacy_dev",
+    "virtio_pci",
+    "failover",
+    "net_failover",
+    "virtio_net",
+    "overlay",
+    "loop",
+    "llc",
+    "stp",
+    "bridge",
+    "veth",
+];
+
 /// Written last beside a kernel's modules: the kernel is complete (and which modules it
 /// ships as modules; the rest of the e2e's list are built in).
 pub const MODULES_STAMP: &str = "kept";
+
+/// Beside a kernel's modules: the [`GUEST_MODULES`] list they were kept for, one name a
+/// line. A kernel kept for another list is fetched again.
+pub const MODULES_WANTED: &str = "wanted";
+
+/// [`GUEST_MODULES`] as [`MODULES_WANTED`] holds it.
+pub fn wanted_modules() -> String {
+    GUEST_MODULES.iter().map(|m| format!("{m}\n")).collect()
+}
 
 /// What `cargo xtask vm-test` loads in each boot: loop devices and ext4, for a block
 /// volume's filesystem of its own (`host_device_mounts`), where the kernel has them as
@@ -107,7 +137,10 @@ impl PinnedKernel {
     pub fn fetched(&self) -> bool {
         let image = self.image_path();
         let modules = vm_kernel_modules(&image);
-        image.exists() && modules.join(MODULES_STAMP).exists() && modules.join(VM_TEST_LOAD_ORDER).exists()
+        image.exists()
+            && modules.join(MODULES_STAMP).exists()
+            && modules.join(VM_TEST_LOAD_ORDER).exists()
+            && std::fs::read_to_string(modules.join(MODULES_WANTED)).is_ok_and(|w| w == wanted_modules())
     }
 }
 

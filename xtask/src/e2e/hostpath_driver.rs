@@ -43,7 +43,9 @@ const DISTRIBUTED_FILES: &[&str] = &[
     "csi-hostpath-storageclass-slow.yaml",
 ];
 /// The plugin's workload: the StatefulSet on one node, the DaemonSet of the distributed deployment.
-const PLUGIN: &str = "csi-hostpathplugin";
+pub(super) const PLUGIN: &str = "csi-hostpathplugin";
+/// The plugin's container (the driver itself, beside its sidecars).
+pub(super) const PLUGIN_CONTAINER: &str = "hostpath";
 
 /// Which of upstream's deployments of the driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -42,8 +42,9 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+use storage_suite::SuiteNode;
 pub use storage_suite::SuiteSet;
-pub use vm_node::GUEST_MODULES;
+use vm_node::PodNetwork;
 
 use crate::proc::{require_root, target_dir};
 
@@ -81,20 +82,22 @@ pub struct Options {
     pub trace_backend: Option<String>,
     /// Scenario 6 instead of 1-5: kubelet, containerd, the CSI driver, volguard and the
     /// pods in the VM kernel with BPF LSM (qemu, software emulation), the control plane
-    /// outside; volguard enforces in the kernel.
+    /// outside; volguard enforces in the kernel. With `--storage-suite`, the suite runs
+    /// on that node instead of scenario 6.
     #[arg(long)]
     pub vm: bool,
     /// Two nodes in one cluster: the node in these namespaces (quarantine) and the node in
     /// the VM (enforce, BPF LSM), one `helm install`; scenarios 1-8 on their nodes, then
     /// what only a fleet shows (per-node watches and Events, Prometheus per node, a
-    /// ReadWriteOncePod claim wanted on both nodes). Not yet run end to end.
+    /// ReadWriteOncePod claim wanted on both nodes).
     #[arg(long, conflicts_with = "vm")]
     pub fleet: bool,
     /// Kubernetes' storage e2e suite (its External Storage testsuites, upstream's
     /// test-driver.yaml for csi-driver-host-path) instead of the scenarios: run without
     /// volguard, then with volguard installed from its chart, and compared. `ci` is the
     /// subset `cargo xtask test` runs, `full` the whole chosen set (docs/testing.md).
-    #[arg(long, value_name = "SET", conflicts_with_all = ["vm", "fleet"])]
+    /// On the node here (quarantine), or with `--vm` on the node in the VM (enforce).
+    #[arg(long, value_name = "SET", conflicts_with = "fleet")]
     pub storage_suite: Option<storage_suite::SuiteSet>,
 }
 
@@ -103,7 +106,8 @@ impl Options {
     pub fn run_name(&self) -> String {
         match (self.fleet, self.vm, self.storage_suite) {
             (true, _, _) => "fleet".to_owned(),
-            (_, true, _) => "vm".to_owned(),
+            (_, true, Some(set)) => format!("storage-suite-{}-vm", set.name()),
+            (_, true, None) => "vm".to_owned(),
             (_, _, Some(set)) => format!("storage-suite-{}", set.name()),
             _ => "node".to_owned(),
         }
@@ -247,14 +251,16 @@ pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
                 images.push(image.clone());
             }
         }
-        let booted = vm_node::boot(&mut node, &images)?;
+        let booted = vm_node::boot(&mut node, &images, PodNetwork::HostOnly)?;
         node::start_host_node(&mut node, &options.images)?;
         println!("e2e: node {NODE_NAME} Ready after {:.1} s", started.elapsed().as_secs_f64());
         vm_node::wait_ready(&mut node, booted)?;
         (node, vec![NODE_NAME, VM_NODE_NAME])
     } else if options.vm {
         let mut node = node::start_control_plane(&options.logs)?;
-        let booted = vm_node::boot(&mut node, &options.images)?;
+        // The storage suite's pods, unlike the scenarios', need a network of their own.
+        let network = if options.storage_suite.is_some() { PodNetwork::Bridge } else { PodNetwork::HostOnly };
+        let booted = vm_node::boot(&mut node, &options.images, network)?;
         vm_node::wait_ready(&mut node, booted)?;
         (node, vec![VM_NODE_NAME])
     } else {
@@ -262,14 +268,16 @@ pub fn node_main(options: &NodeOptions) -> anyhow::Result<()> {
     };
     println!("e2e: node(s) {} Ready after {:.1} s", nodes.join(", "), started.elapsed().as_secs_f64());
     print_versions(&node, &nodes)?;
+    let backend = options.trace_backend.as_deref();
     let result = if options.fleet {
-        fleet::run(&mut node, &options.logs, options.trace_backend.as_deref())
+        fleet::run(&mut node, &options.logs, backend)
+    } else if let Some(set) = options.storage_suite {
+        let on = if options.vm { SuiteNode::Vm } else { SuiteNode::Host };
+        storage_suite::run(&mut node, &options.logs, set, on, backend)
     } else if options.vm {
         vm_scenarios::run(&node, &options.logs)
-    } else if let Some(set) = options.storage_suite {
-        storage_suite::run(&mut node, &options.logs, set, options.trace_backend.as_deref())
     } else {
-        scenarios::run(&mut node, &options.logs, options.trace_backend.as_deref())
+        scenarios::run(&mut node, &options.logs, backend)
     };
     if options.hold {
         println!(
@@ -405,4 +413,28 @@ fn remove_cgroup_tree(dir: &Path) -> std::io::Result<()> {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     fs::remove_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failed run's logs must outlive the runs of other kinds after it (`cargo xtask
+    /// test` runs several): every kind of run gets a folder of its own.
+    #[test]
+    fn each_kind_of_run_logs_into_a_folder_of_its_own() {
+        let kinds = [
+            Options::default(),
+            Options { vm: true, ..Default::default() },
+            Options { fleet: true, ..Default::default() },
+            Options { storage_suite: Some(SuiteSet::Ci), ..Default::default() },
+            Options { storage_suite: Some(SuiteSet::Full), ..Default::default() },
+            Options { storage_suite: Some(SuiteSet::Guard), ..Default::default() },
+            Options { vm: true, storage_suite: Some(SuiteSet::Guard), ..Default::default() },
+            Options { vm: true, storage_suite: Some(SuiteSet::Ci), ..Default::default() },
+        ];
+        let names: std::collections::BTreeSet<String> = kinds.iter().map(Options::run_name).collect();
+        assert_eq!(names.len(), kinds.len(), "{names:?}");
+        assert!(names.contains("storage-suite-guard-vm") && names.contains("storage-suite-ci"), "{names:?}");
+    }
 }

@@ -1,8 +1,13 @@
-//! Where Kubernetes' storage e2e suite's binaries live and which images its specs run: the
-//! leaf the node's containerd configuration and the image builds read, without the suite
-//! itself (storage_suite.rs).
+//! Where Kubernetes' storage e2e suite's binaries live, which images its specs run and
+//! the network its pods get: the leaf the node's containerd configuration, the VM's root
+//! and the image builds read, without the suite itself (storage_suite.rs).
 
-use std::path::{Path, PathBuf};
+use std::{
+    fs,
+    path::{Path, PathBuf},
+};
+
+use serde_json::json;
 
 /// Where the built binaries live (outside target/, so `cargo clean` keeps them).
 pub const SUITE_DIR: &str = "/var/cache/volguard-dev/storage-suite";
@@ -36,4 +41,35 @@ pub enum TestImage {
     Agnhost,
     /// busybox, with Debian's coreutils dd, and dash as sh (busybox's sh would run its own dd).
     GnuDd,
+}
+
+/// The CNI plugins of the suite's pod network, built into [`SUITE_DIR`]'s `bin`.
+pub const POD_NETWORK_PLUGINS: &[&str] = &["bridge", "host-local"];
+
+/// The pods' addresses: apart from the node's and the Services' (mod.rs).
+const POD_SUBNET: &str = "10.244.0.0/24";
+
+/// Writes the suite's pod network into the CNI configuration directory `dir`. The suite's
+/// pods, unlike the scenarios', do not use the host's network, and containerd gives a pod
+/// a sandbox only once CNI gave it an address: a bridge in the node's own network
+/// namespace, addresses from host-local. containerd reads the first configuration of its
+/// directory (this one sorts before the loopback placeholder, node.rs) and reloads it
+/// when it changes; its CNI bin_dirs list this build's folder.
+pub fn pod_network(dir: &Path) -> anyhow::Result<()> {
+    fs::create_dir_all(dir)?;
+    fs::write(
+        dir.join("05-pods.conflist"),
+        serde_json::to_string_pretty(&json!({
+            "cniVersion": "1.0.0",
+            "name": "storage-suite",
+            "plugins": [{
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": true,
+                "ipMasq": false,
+                "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]], "dataDir": dir.join("ipam")},
+            }],
+        }))?,
+    )?;
+    Ok(())
 }

@@ -29,16 +29,17 @@ use super::{
     METRICS_PORT, SERVICE_IP, VM_NODE_NAME,
     components::bin,
     node::{self, API_PORT, CGROUP_ROOT, Node, Root, STATE},
+    suite_files,
 };
 use crate::{
     proc::{run_cmd, target_dir},
     vm::{self, KERNEL_FILESYSTEMS},
-    vm_kernels::{find_vm_kernel, vm_kernel_modules},
+    vm_kernels::{GUEST_MODULES, find_vm_kernel, vm_kernel_modules},
 };
 
 /// The guest's address on qemu's user-mode network (its default), which kubelet registers
 /// as the node's InternalIP.
-const GUEST_IP: &str = "10.0.2.15";
+pub(super) const GUEST_IP: &str = "10.0.2.15";
 /// qemu's own address on that network: the guest's gateway.
 const GATEWAY: &str = "10.0.2.2";
 /// qemu's DNS forwarder on that network (for the guest's resolv.conf; nothing resolves).
@@ -48,27 +49,15 @@ const DNS: &str = "10.0.2.3";
 const NETNS: &str = "volguard-vm";
 const LINK_NODE: (&str, &str) = ("vg-node", "10.0.3.1");
 const LINK_VM: (&str, &str) = ("vg-vm", "10.0.3.2");
-/// The kernel modules the guest loads, in order (Debian's cloud kernel builds virtio as
-/// modules; `cargo xtask setup` keeps them beside the kernel).
-pub const GUEST_MODULES: &[&str] = &[
-    "virtio_ring",
-    "virtio",
-    "virtio_pci_modern_dev",
-    "virtio_pci_legacy_dev",
-    "virtio_pci",
-    "failover",
-    "net_failover",
-    "virtio_net",
-    "overlay",
-];
 /// The node binaries the guest runs (the rest stay outside).
 const GUEST_BINARIES: &[&str] = &["kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "loopback"];
 /// Where the guest keeps those modules.
 const GUEST_MODULE_DIR: &str = "/lib/modules-vm";
 /// Where the guest keeps the image archives it imports into containerd.
 const GUEST_IMAGES: &str = "/images";
-/// The guest's memory: containerd's content store and snapshots live in it.
-const GUEST_MEMORY_MIB: u32 = 3072;
+/// The guest's memory: containerd's content store and snapshots live in it, and the
+/// storage suite's volumes (csi-driver-host-path keeps them in the guest's root).
+const GUEST_MEMORY_MIB: u32 = 4096;
 /// The guest's CPUs (qemu emulates them as the VM tests' 6.1 boots do: [`vm::VmKernel`]).
 const GUEST_CPUS: u32 = 2;
 /// How long the emulated node may take to register and become Ready.
@@ -140,13 +129,23 @@ fn qemu_args(kernel: &Path, initrd: &Path, logs: &Path) -> Vec<String> {
     .collect()
 }
 
+/// What the guest's pods get for a network.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum PodNetwork {
+    /// None: every pod of the scenarios uses the host's network.
+    HostOnly,
+    /// A bridge with an address per pod, as the storage suite's pods need
+    /// ([`suite_files::pod_network`]).
+    Bridge,
+}
+
 /// Boots the VM as one of the node's processes, in qemu's network namespace (its console
 /// in `<logs>/vm.log`, containerd's and kubelet's logs on the second and third serial
 /// ports), and returns when it was started; [`wait_ready`] waits for its node.
-pub fn boot(node: &mut Node, images: &[PathBuf]) -> anyhow::Result<Instant> {
+pub fn boot(node: &mut Node, images: &[PathBuf], network: PodNetwork) -> anyhow::Result<Instant> {
     let kernel = find_vm_kernel().context("no VM kernel: run `cargo xtask setup` as root")?;
     let modules = vm_kernel_modules(&kernel);
-    let initrd = build_initramfs(node, images, &modules)?;
+    let initrd = build_initramfs(node, images, &modules, network)?;
     link_the_vm_network()?;
     let mut args = vec![format!("--net=/run/netns/{NETNS}"), "--".into(), "qemu-system-x86_64".into()];
     args.extend(qemu_args(&kernel, &initrd, &node.logs));
@@ -186,7 +185,7 @@ pub fn wait_ready(node: &mut Node, started: Instant) -> anyhow::Result<()> {
 
 /// Lays out the guest's root and packs it, uncompressed (the emulated kernel unpacks it
 /// faster than it would inflate it), into `target/e2e/vm/initrd`.
-fn build_initramfs(node: &Node, images: &[PathBuf], modules: &Path) -> anyhow::Result<PathBuf> {
+fn build_initramfs(node: &Node, images: &[PathBuf], modules: &Path, network: PodNetwork) -> anyhow::Result<PathBuf> {
     let work = target_dir().join("e2e/vm");
     let root = work.join("root");
     let _ = fs::remove_dir_all(&root);
@@ -205,6 +204,9 @@ fn build_initramfs(node: &Node, images: &[PathBuf], modules: &Path) -> anyhow::R
     symlink("busybox", root.join("bin/sh"))?;
     let mut programs: Vec<PathBuf> = GUEST_BINARIES.iter().map(|b| bin(b)).collect();
     programs.push(PathBuf::from("/usr/sbin/runc"));
+    if network == PodNetwork::Bridge {
+        programs.extend(suite_files::POD_NETWORK_PLUGINS.iter().map(|p| suite_files::bin(p)));
+    }
     for program in &programs {
         copy(program, program)?;
         // The Go components are static: ldd fails on them, and they need nothing.
@@ -230,6 +232,9 @@ fn build_initramfs(node: &Node, images: &[PathBuf], modules: &Path) -> anyhow::R
     let state = state.as_path();
     fs::create_dir_all(state)?;
     let containerd_config = node::write_containerd_config(state, Root::Initramfs)?;
+    if network == PodNetwork::Bridge {
+        suite_files::pod_network(&state.join("cni"))?;
+    }
     let kubelet_config = node::write_kubelet_config(state, &node.pki)?;
     let guest_kubeconfig = state.join("kubelet-in-vm.kubeconfig");
     let kubeconfig = fs::read_to_string(node.pki.kubelet_kubeconfig(VM_NODE_NAME))?

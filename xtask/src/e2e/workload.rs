@@ -282,13 +282,18 @@ pub(super) fn pod_uid(admin: &Kube, name: &str) -> anyhow::Result<String> {
 
 /// The node's mounts whose source is volguard's quarantine mask, by target.
 pub(super) fn masks() -> anyhow::Result<Vec<String>> {
-    Ok(fs::read_to_string("/proc/self/mountinfo")?
+    Ok(masks_in(&fs::read_to_string("/proc/self/mountinfo")?))
+}
+
+/// The quarantine masks of a mount table (`mountinfo`'s text): their mount points.
+pub(super) fn masks_in(mountinfo: &str) -> Vec<String> {
+    mountinfo
         .lines()
         .filter(|l| {
             l.split(" - ").nth(1).is_some_and(|rest| rest.split_whitespace().nth(1) == Some("volguard-quarantine"))
         })
         .filter_map(|l| l.split_whitespace().nth(4).map(str::to_owned))
-        .collect())
+        .collect()
 }
 
 /// The enforcement mode of the agent on `node`, as its metrics say (`enforce`,

@@ -16,7 +16,8 @@ use anyhow::{Context, bail};
 use crate::{
     proc::{CACHE_ROOT, output, run_cmd, run_logged},
     vm_kernels::{
-        KERNELS, MODULES_STAMP, PinnedKernel, VM_KERNEL_DIR, VM_TEST_LOAD_ORDER, VM_TEST_MODULES, vm_kernel_modules,
+        GUEST_MODULES, KERNELS, MODULES_STAMP, MODULES_WANTED, PinnedKernel, VM_KERNEL_DIR, VM_TEST_LOAD_ORDER,
+        VM_TEST_MODULES, vm_kernel_modules, wanted_modules,
     },
 };
 
@@ -168,6 +169,7 @@ fn fetch(apt: &OwnApt, kernel: &PinnedKernel) -> anyhow::Result<()> {
         if vm_test.is_empty() { "none (built in)".to_owned() } else { vm_test.join(", ") },
     );
     fs::write(modules.join(VM_TEST_LOAD_ORDER), lines(&vm_test))?;
+    fs::write(modules.join(MODULES_WANTED), wanted_modules())?;
     fs::write(modules.join(MODULES_STAMP), lines(&kept))?;
     fs::remove_dir_all(&work)?;
     Ok(())
@@ -184,7 +186,7 @@ fn keep_modules(extracted: &Path, modules: &Path) -> anyhow::Result<Vec<&'static
         }
     }
     let mut kept = Vec::new();
-    for module in crate::e2e::GUEST_MODULES {
+    for module in GUEST_MODULES {
         let named = |suffix: &str| {
             files.iter().find(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == format!("{module}{suffix}")))
         };

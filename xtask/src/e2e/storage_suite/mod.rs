@@ -29,14 +29,17 @@ use anyhow::{Context, bail, ensure};
 use serde_json::{Value, json};
 
 use super::{
-    NODE_NAME,
+    METRICS_PORT, NODE_NAME, VM_NODE_NAME,
     components::pinned_version,
     hostpath_driver::{self, DRIVER},
+    images::AGENT_IN_IMAGE,
     kube::Kube,
     node::Node,
-    suite_files::{SUITE_DIR, TEST_IMAGES, bin},
+    node::STATE,
+    suite_files::{POD_NETWORK_PLUGINS, SUITE_DIR, TEST_IMAGES, bin, pod_network},
     upstream,
-    workload::{Chart, agent_logs, install_volguard, masks},
+    vm_node::GUEST_IP,
+    workload::{AGENT_NS, Chart, EMULATED, agent_logs, agent_pod, install_volguard, masks, masks_in},
 };
 use crate::{
     go::{self, Stamp},
@@ -50,9 +53,9 @@ use verdict::{Observer, agent_mode, compare, metrics};
 const MODULE_DIR: &str = "e2e/storage-suite";
 /// The module of the suite's pod network's CNI plugins, relative to the workspace.
 const CNI_MODULE_DIR: &str = "e2e/storage-suite/cni";
-/// What the build leaves: the test binary, ginkgo's CLI, agnhost, and the CNI plugins of
-/// the pods' network.
-const BINARIES: &[&str] = &["e2e.test", "ginkgo", "agnhost", "bridge", "host-local"];
+/// What the build leaves beside the CNI plugins of the pods' network: the test binary,
+/// ginkgo's CLI, agnhost.
+const BINARIES: &[&str] = &["e2e.test", "ginkgo", "agnhost"];
 
 fn module() -> PathBuf {
     workspace_root().join(MODULE_DIR)
@@ -76,7 +79,7 @@ pub fn ensure() -> anyhow::Result<()> {
         file: Path::new(SUITE_DIR).join("build.stamp"),
         inputs: format!("{sums}ldflags: {ldflags}\n{}", go::version()?),
     };
-    let outputs: Vec<PathBuf> = BINARIES.iter().map(|b| bin(b)).collect();
+    let outputs: Vec<PathBuf> = BINARIES.iter().chain(POD_NETWORK_PLUGINS).map(|b| bin(b)).collect();
     if stamp.is_current(&outputs) {
         println!("e2e: Kubernetes {kubernetes}'s e2e.test, ginkgo and agnhost present in {SUITE_DIR}");
         return Ok(());
@@ -138,11 +141,13 @@ pub fn ensure() -> anyhow::Result<()> {
     stamp.write()
 }
 
-/// Which testsuites run: `ci` the subset `cargo xtask test` runs, `full` the whole chosen set.
+/// Which testsuites run: `ci` the subset `cargo xtask test` runs, `full` the whole chosen
+/// set, `guard` the two that bear most on the guard, for the emulated node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SuiteSet {
     Ci,
     Full,
+    Guard,
 }
 
 impl SuiteSet {
@@ -151,6 +156,7 @@ impl SuiteSet {
         match self {
             Self::Full => FULL,
             Self::Ci => CI,
+            Self::Guard => GUARD,
         }
     }
 
@@ -158,6 +164,7 @@ impl SuiteSet {
         match self {
             Self::Ci => "ci",
             Self::Full => "full",
+            Self::Guard => "guard",
         }
     }
 }
@@ -187,6 +194,13 @@ const FULL: &[&str] = &[
 /// volume, several volumes in one pod), without the `[Slow]` specs of the first three.
 const CI: &[&str] = &["read-write-once-pod", "subPath", "ephemeral", "multiVolume"];
 
+/// What fits the node in the VM (`--vm`), where every `kubectl exec` of a spec takes 10
+/// to 20 s under software emulation and the `ci` set would take hours: the
+/// ReadWriteOncePod testsuite (single-pod volumes, which the guard refuses to every other
+/// pod in the kernel there) and subPath (kubelet's own binds of a volume, which the guard
+/// must let the owner make), without their `[Slow]` specs.
+const GUARD: &[&str] = &["read-write-once-pod", "subPath"];
+
 /// Specs left out of both sets, each with why (ginkgo `--skip` regular expressions).
 pub const SKIPPED: &[(&str, &str)] = &[
     (r"\[Disruptive\]", "they restart or kill kubelet and the driver (scenario 2 restarts kubelet under volguard)"),
@@ -199,19 +213,20 @@ pub const SKIPPED: &[(&str, &str)] = &[
     (r"different node|multiple nodes", "this cluster has one node"),
 ];
 
-/// Left out of the `ci` set only: the `[Slow]` specs of its testsuites but multiVolume,
-/// which is `[Slow]` as a whole testsuite. The `full` set runs every `[Slow]` spec, as
-/// csi-driver-host-path's own CI does (multiVolume and volumeIO are `[Slow]` throughout).
-const CI_SKIPPED: (&str, &str) = (
+/// Left out of the `ci` and `guard` sets: the `[Slow]` specs of their testsuites but
+/// multiVolume, which is `[Slow]` as a whole testsuite. The `full` set runs every `[Slow]`
+/// spec, as csi-driver-host-path's own CI does (multiVolume and volumeIO are `[Slow]`
+/// throughout).
+const SLOW_SKIPPED: (&str, &str) = (
     r"\] (read-write-once-pod|subPath|ephemeral) .*\[Slow\]",
-    "[Slow] specs of the ci set's testsuites but multiVolume (the step's time budget)",
+    "[Slow] specs of the set's testsuites but multiVolume (the run's time budget)",
 );
 
 /// Every `--skip` expression of `set`, with why.
 pub fn skipped(set: SuiteSet) -> Vec<(&'static str, &'static str)> {
     let mut all = SKIPPED.to_vec();
-    if set == SuiteSet::Ci {
-        all.push(CI_SKIPPED);
+    if set != SuiteSet::Full {
+        all.push(SLOW_SKIPPED);
     }
     all
 }
@@ -236,9 +251,9 @@ const TEST_DRIVER: &str = "deploy/kubernetes-1.34/test-driver.yaml";
 ///   SINGLE_NODE_MULTI_WRITER and refuses a second SINGLE_NODE_SINGLE_WRITER publish
 ///   since v1.11), but upstream's file does not say so, and Kubernetes' read-write-once-pod
 ///   testsuite skips a driver without the capability.
-/// - `ClientNodeName` set to this node, as upstream's deploy-hostpath.sh appends it for
-///   its CI.
-fn test_driver() -> anyhow::Result<Value> {
+/// - `ClientNodeName` set to the node the suite runs on, as upstream's deploy-hostpath.sh
+///   appends it for its CI.
+fn test_driver(node: &str) -> anyhow::Result<Value> {
     use serde::Deserialize;
     let text = upstream::source("csi-driver-host-path")?.read(TEST_DRIVER)?;
     let mut driver = Value::deserialize(serde_yaml_ng::Deserializer::from_str(&text))
@@ -249,7 +264,7 @@ fn test_driver() -> anyhow::Result<Value> {
         .with_context(|| format!("{TEST_DRIVER}: no Capabilities"))?;
     ensure!(capabilities.remove("snapshotDataSource").is_some(), "{TEST_DRIVER} no longer names snapshotDataSource");
     capabilities.insert("readWriteOncePod".into(), json!(true));
-    driver["ClientNodeName"] = json!(NODE_NAME);
+    driver["ClientNodeName"] = json!(node);
     Ok(driver)
 }
 
@@ -274,45 +289,84 @@ impl Outcome {
     }
 }
 
-/// How many specs run at once: ginkgo processes. The specs mostly wait (pods starting,
-/// volumes provisioned, namespaces deleted), so more than the cores.
-const PROCS: usize = 4;
+/// The node the suite's pods run on, the cluster's only one, and so where its agent is
+/// read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SuiteNode {
+    /// The node in these namespaces: quarantine (no BPF LSM on this host).
+    Host,
+    /// The node in the VM: enforce (BPF LSM), under software emulation.
+    Vm,
+}
+
+impl SuiteNode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Host => NODE_NAME,
+            Self::Vm => VM_NODE_NAME,
+        }
+    }
+
+    /// How long the driver and the agent may take to be ready.
+    fn ready_timeout(self) -> Duration {
+        match self {
+            Self::Host => Duration::from_secs(90),
+            Self::Vm => EMULATED,
+        }
+    }
+
+    /// How many specs run at once: ginkgo processes. The specs mostly wait (pods
+    /// starting, volumes provisioned, namespaces deleted), so on the host more than the
+    /// cores; the emulated node's kubelet and containerd are slow enough that more
+    /// than two at once only queue there, and the specs' own timeouts run out.
+    fn procs(self) -> usize {
+        match self {
+            Self::Host => 4,
+            Self::Vm => 2,
+        }
+    }
+}
 
 /// Inside the node: the driver, the suite without volguard, volguard from its chart, the
 /// suite again with the observer, and the comparison.
-pub fn run(node: &mut Node, logs: &Path, set: SuiteSet, trace_backend: Option<&str>) -> anyhow::Result<()> {
+pub fn run(
+    node: &mut Node,
+    logs: &Path,
+    set: SuiteSet,
+    on: SuiteNode,
+    trace_backend: Option<&str>,
+) -> anyhow::Result<()> {
     let admin = node.admin();
-    hostpath_driver::install(&admin, hostpath_driver::Deployment::Central, &[NODE_NAME], Duration::from_secs(90))?;
+    hostpath_driver::install(&admin, hostpath_driver::Deployment::Central, &[on.name()], on.ready_timeout())?;
     let work = logs.join("storage-suite");
     fs::create_dir_all(&work)?;
     let driver_file = work.join("test-driver.json");
-    fs::write(&driver_file, serde_json::to_string_pretty(&test_driver()?)?)?;
+    fs::write(&driver_file, serde_json::to_string_pretty(&test_driver(on.name())?)?)?;
     check_images()?;
-    pod_network()?;
-    println!("e2e: storage suite ({}): testsuites {}", set.name(), set.testsuites().join(", "));
+    // The VM's pod network is in its root from the boot (vm_node.rs).
+    if on == SuiteNode::Host {
+        pod_network(&Path::new(STATE).join("cni"))?;
+    }
+    println!("e2e: storage suite ({}) on {}: testsuites {}", set.name(), on.name(), set.testsuites().join(", "));
     println!("e2e: focus {}\ne2e: skip {}", focus(set), skip(set));
     for (regex, why) in skipped(set) {
         println!("e2e:   skipped {regex}: {why}");
     }
 
     println!("\n=== storage suite without volguard");
-    let without = suite(&admin, &work, "without-volguard", set, &driver_file)?;
+    let without = suite(&admin, &work, "without-volguard", set, on, &driver_file)?;
     println!("=== without volguard: {}", without.summary());
 
-    // Plain HTTP: the observer reads the agent's metrics with curl on the node.
-    install_volguard(
-        &admin,
-        &Chart { trace_backend, secure_metrics: false, on_delete: false },
-        Duration::from_secs(90),
-    )?;
-    let mode = agent_mode()?;
+    // Plain HTTP: the observer reads the agent's metrics with curl from the node.
+    install_volguard(&admin, &Chart { trace_backend, secure_metrics: false, on_delete: false }, on.ready_timeout())?;
+    let mode = agent_mode(on)?;
     println!("\n=== storage suite with volguard ({mode} mode, installed from its chart)");
-    let before = metrics()?;
-    let observer = Observer::start(admin.kubeconfig.clone());
-    let with = suite(&admin, &work, "with-volguard", set, &driver_file);
+    let before = metrics(on)?;
+    let observer = Observer::start(admin.kubeconfig.clone(), on);
+    let with = suite(&admin, &work, "with-volguard", set, on, &driver_file);
     let seen = observer.stop();
     let with = with?;
-    let after = metrics()?;
+    let after = metrics(on)?;
     println!("=== with volguard: {}", with.summary());
     fs::write(work.join("volguard-observed.json"), serde_json::to_string_pretty(&seen.to_json())?)?;
     // The agent's own account, for a verdict to be explained by (a conflict's cause).
@@ -332,36 +386,14 @@ pub fn run(node: &mut Node, logs: &Path, set: SuiteSet, trace_backend: Option<&s
             verdict.problems.len()
         );
     }
-    println!("e2e: storage suite ({}): the same {} specs pass with volguard as without", set.name(), with.passed.len());
+    println!(
+        "e2e: storage suite ({}) on {}: the same {} specs pass with volguard ({mode}) as without",
+        set.name(),
+        on.name(),
+        with.passed.len()
+    );
     Ok(())
 }
-
-/// The suite's pods, unlike the scenarios', do not use the host's network, and containerd
-/// gives a pod a sandbox only once CNI gave it an address: a bridge in the node's own
-/// network namespace, addresses from host-local. containerd reads the first
-/// configuration of its directory (this one sorts before the loopback placeholder,
-/// node.rs) and reloads it when it changes; its CNI bin_dirs list this build's folder.
-fn pod_network() -> anyhow::Result<()> {
-    let dir = Path::new(super::node::STATE).join("cni");
-    fs::write(
-        dir.join("05-pods.conflist"),
-        serde_json::to_string_pretty(&json!({
-            "cniVersion": "1.0.0",
-            "name": "storage-suite",
-            "plugins": [{
-                "type": "bridge",
-                "bridge": "cni0",
-                "isGateway": true,
-                "ipMasq": false,
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_SUBNET}]], "dataDir": dir.join("ipam")},
-            }],
-        }))?,
-    )?;
-    Ok(())
-}
-
-/// The pods' addresses: apart from the node's and the Services' (mod.rs).
-const POD_SUBNET: &str = "10.244.0.0/24";
 
 /// Fails unless every image the chosen specs name is one built here.
 fn check_images() -> anyhow::Result<()> {
@@ -373,7 +405,14 @@ fn check_images() -> anyhow::Result<()> {
 }
 
 /// One run of the chosen specs with ginkgo's CLI, its JSON report read back.
-fn suite(admin: &Kube, work: &Path, name: &str, set: SuiteSet, driver_file: &Path) -> anyhow::Result<Outcome> {
+fn suite(
+    admin: &Kube,
+    work: &Path,
+    name: &str,
+    set: SuiteSet,
+    on: SuiteNode,
+    driver_file: &Path,
+) -> anyhow::Result<Outcome> {
     let dir = work.join(name);
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir)?;
@@ -383,7 +422,7 @@ fn suite(admin: &Kube, work: &Path, name: &str, set: SuiteSet, driver_file: &Pat
     let started = Instant::now();
     let status = Command::new(bin("ginkgo"))
         .env("KUBECONFIG", &admin.kubeconfig)
-        .arg(format!("--procs={PROCS}"))
+        .arg(format!("--procs={}", on.procs()))
         .args(["--timeout=3h", "--no-color", "--poll-progress-after=300s"])
         .arg(format!("--focus={}", focus(set)))
         .arg(format!("--skip={}", skip(set)))

@@ -5,23 +5,28 @@
 use super::*;
 
 /// The agent's mode (`volguard_enforcement_mode`), from its own metrics endpoint.
-pub(super) fn agent_mode() -> anyhow::Result<String> {
-    let text = metrics_text()?;
+pub(super) fn agent_mode(on: SuiteNode) -> anyhow::Result<String> {
+    let text = metrics_text(on)?;
     text.lines()
         .filter(|l| l.starts_with("volguard_enforcement_mode{") && l.ends_with(" 1"))
         .find_map(|l| l.split("mode=\"").nth(1).and_then(|r| r.split('"').next()).map(str::to_owned))
         .context("the agent's metrics have no volguard_enforcement_mode 1")
 }
 
-/// The agent's metrics endpoint on the node (the chart's metricsPort).
-fn metrics_text() -> anyhow::Result<String> {
-    output(Command::new("curl").args(["-sf", "http://127.0.0.1:9728/metrics"]))
+/// The agent's metrics endpoint (the chart's metricsPort): on the node here, or the VM's,
+/// which qemu forwards from the guest's address.
+fn metrics_text(on: SuiteNode) -> anyhow::Result<String> {
+    let address = match on {
+        SuiteNode::Host => "127.0.0.1",
+        SuiteNode::Vm => GUEST_IP,
+    };
+    output(Command::new("curl").args(["-sf", &format!("http://{address}:{METRICS_PORT}/metrics")]))
 }
 
 /// The agent's own count of what volguard did: conflicts by action, and masks removed.
-pub(super) fn metrics() -> anyhow::Result<BTreeMap<String, f64>> {
+pub(super) fn metrics(on: SuiteNode) -> anyhow::Result<BTreeMap<String, f64>> {
     let mut sums = BTreeMap::new();
-    for line in metrics_text()?.lines() {
+    for line in metrics_text(on)?.lines() {
         let name = line.split(['{', ' ']).next().unwrap_or_default();
         if ["volguard_conflicts_total", "volguard_quarantine_masks_removed_total", "volguard_quarantined_publishes"]
             .contains(&name)
@@ -67,7 +72,7 @@ pub(super) struct Observer {
 }
 
 impl Observer {
-    pub(super) fn start(kubeconfig: PathBuf) -> Self {
+    pub(super) fn start(kubeconfig: PathBuf, on: SuiteNode) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -75,7 +80,7 @@ impl Observer {
             let seen = Mutex::new(Seen::default());
             while !stopped.load(Ordering::Relaxed) {
                 let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
-                if let Err(e) = poll(&admin, &mut s) {
+                if let Err(e) = poll(&admin, on, &mut s) {
                     s.errors.insert(format!("{e:#}"));
                 }
                 s.polls += 1;
@@ -84,7 +89,7 @@ impl Observer {
             }
             // A last look after the suite ended.
             let mut s = seen.into_inner().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = poll(&admin, &mut s) {
+            if let Err(e) = poll(&admin, on, &mut s) {
                 s.errors.insert(format!("{e:#}"));
             }
             s
@@ -98,15 +103,45 @@ impl Observer {
     }
 }
 
-fn debug_api(path: &str) -> anyhow::Result<Value> {
-    Ok(serde_json::from_str(&output(Command::new("curl").args(["-sf", &format!("http://127.0.0.1:9729{path}")]))?)?)
+/// One view of the agent's debug API, which listens on its node's loopback only: with
+/// curl on the node here, with the agent's CLI in its pod on the VM's (the same JSON).
+fn debug_api(admin: &Kube, on: SuiteNode, view: &str) -> anyhow::Result<Value> {
+    let text = match on {
+        SuiteNode::Host => {
+            let limit = if view == "conflicts" { "?limit=256" } else { "" };
+            output(Command::new("curl").args(["-sf", &format!("http://127.0.0.1:9729/debug/{view}{limit}")]))?
+        }
+        SuiteNode::Vm => {
+            let pod = agent_pod(admin, on.name())?;
+            admin.run(&["exec", "-n", AGENT_NS, &pod, "--", AGENT_IN_IMAGE, view, "--json"])?
+        }
+    };
+    serde_json::from_str(&text).with_context(|| format!("the agent's {view} view is not JSON"))
 }
 
-fn poll(admin: &Kube, seen: &mut Seen) -> anyhow::Result<()> {
-    for conflict in debug_api("/debug/conflicts?limit=256")?["conflicts"].as_array().into_iter().flatten() {
+/// The quarantine masks on the node: its mount table here; on the VM's, the kubelet
+/// root as the driver's container sees it (mounted Bidirectional, every mount under
+/// kubelet's root, a mask included, propagates into it).
+fn node_masks(admin: &Kube, on: SuiteNode) -> anyhow::Result<Vec<String>> {
+    match on {
+        SuiteNode::Host => masks(),
+        SuiteNode::Vm => Ok(masks_in(&admin.run(&[
+            "exec",
+            &format!("{}-0", hostpath_driver::PLUGIN),
+            "-c",
+            hostpath_driver::PLUGIN_CONTAINER,
+            "--",
+            "cat",
+            "/proc/self/mountinfo",
+        ])?)),
+    }
+}
+
+fn poll(admin: &Kube, on: SuiteNode, seen: &mut Seen) -> anyhow::Result<()> {
+    for conflict in debug_api(admin, on, "conflicts")?["conflicts"].as_array().into_iter().flatten() {
         seen.conflicts.insert(conflict.to_string());
     }
-    for volume in debug_api("/debug/volumes")?["volumes"].as_array().into_iter().flatten() {
+    for volume in debug_api(admin, on, "volumes")?["volumes"].as_array().into_iter().flatten() {
         // Why the volume is single-pod (ReadWriteOncePod, Annotated, CommandLine), or null.
         let Some(reason) = volume["single_pod"].as_str() else { continue };
         let name = |uid: &Value| -> String {
@@ -129,7 +164,7 @@ fn poll(admin: &Kube, seen: &mut Seen) -> anyhow::Result<()> {
             entry.1.push(view);
         }
     }
-    seen.masks.extend(masks()?);
+    seen.masks.extend(node_masks(admin, on)?);
     let events = admin.get_json(&["events.v1.events.k8s.io", "-A"])?;
     for event in events["items"].as_array().into_iter().flatten().filter(|e| e["reportingController"] == "volguard") {
         seen.events.insert(format!(
@@ -244,7 +279,7 @@ mod tests {
     /// The real archive of ../shared/upstream, as the run reads it.
     #[test]
     fn upstream_test_driver_is_changed_only_as_documented() {
-        let driver = test_driver().unwrap();
+        let driver = test_driver(NODE_NAME).unwrap();
         let capabilities = driver["DriverInfo"]["Capabilities"].as_object().unwrap();
         assert!(!capabilities.contains_key("snapshotDataSource"), "no snapshotter is deployed");
         assert_eq!(capabilities["readWriteOncePod"], true);
@@ -302,5 +337,8 @@ mod tests {
         assert!(matches(&skip(full), &different) && matches(&skip(full), &disruptive));
         assert!(matches(&skip(ci), &slow_subpath) && !matches(&skip(full), &slow_subpath));
         assert!(!matches(&skip(ci), &multi) && !matches(&skip(ci), &rwop) && !matches(&skip(full), &volumes));
+        let guard = SuiteSet::Guard;
+        assert!(matches(&focus(guard), &rwop) && matches(&focus(guard), &subpath) && !matches(&focus(guard), &multi));
+        assert!(matches(&skip(guard), &slow_subpath) && !matches(&skip(guard), &rwop));
     }
 }
