@@ -271,6 +271,12 @@ pub fn copies_in_namespace(table: &MountTable, trees: &[VolumeTree]) -> Vec<Acce
     found
 }
 
+/// Whether the mount of `access` in `table` (a pod's own namespace) is in a shared peer
+/// group: a `Bidirectional` volume's copy, which [`copies_in_namespace`] spares too.
+pub fn shared_back(table: &MountTable, access: &Access) -> bool {
+    table.mounts.iter().any(|m| m.id == access.mount_id && m.shared)
+}
+
 /// Whether `mount` sits where a recursive bind of a kubelet directory would copy the
 /// owner's publish: its parent shows a directory whose path, followed down to `mount`,
 /// is a kubelet place for `owner` (the parent's root as a node path: right where the
@@ -515,6 +521,36 @@ mod tests {
         let found: Vec<(i32, Route)> =
             copies_in_namespace(&table, &trees()).into_iter().map(|a| (a.mount_id, a.route)).collect();
         assert_eq!(found, [(101, Route::Propagated), (102, Route::Propagated)]);
+    }
+
+    /// A CSI node plugin's container started while A's volume is published: its runtime's
+    /// recursive bind of kubelet's `pods/` (`Bidirectional`, so in the node's peer groups)
+    /// copies A's publish into it. The copy is found, and is shared back: spared by the
+    /// caller, as the namespace scan spares it; a private copy is not.
+    #[test]
+    fn a_bidirectional_copy_of_a_publish_is_shared_back() {
+        let copy = "/rootfs/var/lib/kubelet/pods/pod-a/volumes/kubernetes.io~csi/pv-1/mount";
+        let table = MountTable::parse(
+            [
+                line(20, 1, "8:1", "/", "/"),
+                line(40, 20, "8:16", "/pv-1", A_TARGET),
+                line(60, 20, "0:70", "/", "/rootfs/var/lib/kubelet/pods"),
+                line(61, 60, "8:16", "/pv-1", copy),
+                slave_line(62, 20, "8:16", "/pv-1", "/backup/pod-a/volumes/kubernetes.io~csi/pv-1/mount"),
+            ]
+            .concat()
+            .as_bytes(),
+        );
+        let found = accesses(
+            &table,
+            Path::new("/proc/thread-self/fd/7"),
+            AttachKind::Bind,
+            Scope::Namespace,
+            Path::new(KUBELET),
+            &trees(),
+        );
+        let judged: Vec<(i32, bool)> = found.iter().map(|a| (a.mount_id, shared_back(&table, a))).collect();
+        assert_eq!(judged, [(61, true), (62, false)]);
     }
 
     #[test]

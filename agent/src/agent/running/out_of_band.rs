@@ -49,6 +49,11 @@ impl Running<'_> {
         let Some(caller) = self.caller_view(event, target, &trees) else { return Vec::new() };
         let found =
             access::accesses(&caller.table, &target.path, attach, caller.scope, self.model.kubelet_root(), &trees);
+        // In a pod's own namespace a mount in a shared peer group is a `Bidirectional`
+        // volume's, spared as the namespace scan spares it: a CSI node plugin's container
+        // that (re)starts while a volume is published gets a copy of every publish under
+        // kubelet's `pods/` from its runtime's recursive bind.
+        let found = found.into_iter().filter(|a| !(caller.own_namespace && access::shared_back(&caller.table, a)));
         let exempt = caller.pod.as_deref().is_some_and(|pod| self.is_exempt(pod));
         let mut effects = Vec::new();
         for access in found {
@@ -100,7 +105,7 @@ impl Running<'_> {
             true => Scope::Namespace,
             false => Scope::CallTree,
         };
-        Some(CallerView { pod, table, scope })
+        Some(CallerView { pod, table, scope, own_namespace })
     }
 
     /// Who made a mount that reaches `access`'s volume, as the decision weighs it.
@@ -375,6 +380,8 @@ struct CallerView {
     pod: Option<String>,
     table: MountTable,
     scope: Scope,
+    /// The caller's mount namespace is not the node's.
+    own_namespace: bool,
 }
 
 /// How many reported accesses are remembered (a mount left in place is found again at its
