@@ -51,7 +51,7 @@ const LINK_NODE: (&str, &str) = ("vg-node", "10.0.3.1");
 const LINK_VM: (&str, &str) = ("vg-vm", "10.0.3.2");
 /// The node binaries the guest runs (the rest stay outside).
 const GUEST_BINARIES: &[&str] = &["kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "loopback"];
-/// Where the guest keeps those modules.
+/// Where the guest keeps the kernel modules it loads ([`GUEST_MODULES`]).
 const GUEST_MODULE_DIR: &str = "/lib/modules-vm";
 /// Where the guest keeps the image archives it imports into containerd.
 const GUEST_IMAGES: &str = "/images";
