@@ -201,6 +201,11 @@ const QUARANTINE_WITHOUT_BPF: Run = (
     &["--ignored", "--exact", "vm_enforce::without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"],
 );
 const QUARANTINE: Run = ("host_quarantine", Tracing::Both, &["host_quarantine::"]);
+/// The same with trampolines, on 7.3, for the reason [`OUT_OF_BAND_TRAMPOLINES`] gives:
+/// forced tracepoints there lost a publish's exit to a recursion miss in one CI run (the
+/// claim then came from the reconciliation, 30 s later, not from the event the test waits
+/// for). 6.1 and 6.12 (`--full`) and the host keep the quarantine on tracepoints.
+const QUARANTINE_TRAMPOLINES: Run = ("host_quarantine", Tracing::Trampolines, &["host_quarantine::"]);
 const TRACE: Run = ("host_trace", Tracing::Both, &["host_trace::"]);
 const TRACE_BACKEND: Run = ("host_trace_backend", Tracing::Auto, &["host_trace_backend::"]);
 /// Mounts outside kubelet's publish: detached at syscall exit, another pod's clone refused
@@ -326,7 +331,7 @@ pub(super) const BOOTS: &[Boot] = &[
             LSM_INACTIVE,
             AUTO_WITHOUT_BPF,
             QUARANTINE_WITHOUT_BPF,
-            QUARANTINE,
+            QUARANTINE_TRAMPOLINES,
             // The third backend, mount notifications (Linux 6.15+), and a quarantining
             // agent on them: where a host refuses trampolines, auto takes it.
             ("host_fanotify", Tracing::Auto, &["host_fanotify::"]),
