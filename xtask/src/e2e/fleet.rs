@@ -20,7 +20,7 @@ use super::{
     NODE_NAME, VM_NODE_NAME,
     fleet_audit::{self, volume_view},
     fleet_metrics,
-    hostpath_driver::{self, DRIVER, Deployment},
+    hostpath_driver::{self, DRIVER, Deployment, Probes},
     kube::{Kube, helm, wait_for},
     node::{self, Node},
     prometheus,
@@ -47,7 +47,8 @@ pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow:
     // OnDelete: the host's scenarios replace the host's agent alone (the emulated node's
     // agent restarts in minutes, and each restart there risks the guest: docs/testing.md).
     let chart = Chart { trace_backend, secure_metrics: true, on_delete: true };
-    hostpath_driver::install(&admin, DRIVER_DEPLOYMENT, &NODES, EMULATED)?;
+    // One DaemonSet's probes serve both nodes: upstream's are kept.
+    hostpath_driver::install(&admin, DRIVER_DEPLOYMENT, Probes::Upstream, &NODES, EMULATED)?;
     install_volguard(&admin, &chart, EMULATED)?;
     prometheus::start(node, &admin, Path::new(node::STATE), &NODES)?;
     println!("e2e: the CSI driver and volguard Ready on both nodes after {:.0} s", started.elapsed().as_secs_f64());

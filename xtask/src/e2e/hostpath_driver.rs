@@ -103,12 +103,45 @@ impl Deployment {
         Ok(true)
     }
 }
+/// The liveness probes of the plugin's containers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Probes {
+    /// As upstream ships them.
+    Upstream,
+    /// For a node under software emulation: each probe waits [`EMULATED_PROBE_TIMEOUT`] s
+    /// and comes every [`EMULATED_PROBE_PERIOD`] s, where upstream's `hostpath` container
+    /// gives its `/healthz` 3 s every 2 s. In the VM that answer, which asks the driver over
+    /// its socket, took longer than 3 s; the container was restarted 17 times in one run of
+    /// the storage suite, and each restart failed the specs mounting at that moment
+    /// (`connection error`). Only the timing changes: what is probed, and how many failures
+    /// restart a container, stay upstream's.
+    Emulated,
+}
+
+/// Seconds an emulated node's liveness probe waits (the livenessprobe sidecar's own probe
+/// waits 15).
+const EMULATED_PROBE_TIMEOUT: u64 = 30;
+/// Seconds between an emulated node's liveness probes (the livenessprobe sidecar's own).
+const EMULATED_PROBE_PERIOD: u64 = 10;
+
+impl Probes {
+    /// `container` with its liveness probe (if any) timed for the node.
+    fn apply(self, container: &mut Value) {
+        if self == Self::Emulated
+            && let Some(probe) = container.get_mut("livenessProbe").and_then(Value::as_object_mut)
+        {
+            probe.insert("timeoutSeconds".into(), json!(EMULATED_PROBE_TIMEOUT));
+            probe.insert("periodSeconds".into(), json!(EMULATED_PROBE_PERIOD));
+        }
+    }
+}
+
 /// The labels deploy-hostpath.sh's kustomization puts on that RBAC.
 const COMMON_LABELS: &[(&str, &str)] =
     &[("app.kubernetes.io/instance", DRIVER), ("app.kubernetes.io/part-of", "csi-driver-host-path")];
 
 /// Every object to apply, in the order the deployment's script applies them.
-fn manifests(deployment: Deployment) -> anyhow::Result<Vec<Value>> {
+fn manifests(deployment: Deployment, probes: Probes) -> anyhow::Result<Vec<Value>> {
     let built = deployment.components()?;
     let mut rbac = Vec::new();
     for name in deployment.rbac_from() {
@@ -138,7 +171,7 @@ fn manifests(deployment: Deployment) -> anyhow::Result<Vec<Value>> {
         }
         plugin = plugin.into_iter().map(without_capacity).collect();
     }
-    let plugin = for_this_node(plugin, &roles, &built)?;
+    let plugin = for_this_node(plugin, &roles, &built, probes)?;
     Ok(rbac.into_iter().chain(plugin).collect())
 }
 
@@ -162,8 +195,13 @@ fn without_capacity(mut object: Value) -> Value {
 }
 
 /// The plugin's objects with the images built here, without what was not built, on the
-/// host's network.
-fn for_this_node(objects: Vec<Value>, roles: &[String], built: &[Source]) -> anyhow::Result<Vec<Value>> {
+/// host's network, with `probes`.
+fn for_this_node(
+    objects: Vec<Value>,
+    roles: &[String],
+    built: &[Source],
+    probes: Probes,
+) -> anyhow::Result<Vec<Value>> {
     let mut kept = Vec::new();
     for mut object in objects {
         let kind = object["kind"].as_str().unwrap_or_default();
@@ -179,6 +217,7 @@ fn for_this_node(objects: Vec<Value>, roles: &[String], built: &[Source]) -> any
             containers.retain_mut(|c| match c["image"].as_str().and_then(|i| image_built(i, built)) {
                 Some(image) => {
                     c["image"] = json!(image);
+                    probes.apply(c);
                     true
                 }
                 None => false,
@@ -214,8 +253,14 @@ fn documents(text: &str) -> anyhow::Result<Vec<Value>> {
 /// Applies the driver and waits until the kubelet of each of `nodes` has registered it
 /// and the plugin's pods (every sidecar) are ready: the StatefulSet's one, or the
 /// DaemonSet's one per node.
-pub(super) fn install(admin: &Kube, deployment: Deployment, nodes: &[&str], timeout: Duration) -> anyhow::Result<()> {
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": manifests(deployment)?});
+pub(super) fn install(
+    admin: &Kube,
+    deployment: Deployment,
+    probes: Probes,
+    nodes: &[&str],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": manifests(deployment, probes)?});
     admin.apply(&serde_json::to_string_pretty(&list)?)?;
     let what = format!("csi-driver-host-path registered in the CSINode of {} and its pods ready", nodes.join(", "));
     let took = wait_for(&what, timeout, || {
@@ -268,7 +313,7 @@ mod tests {
              ---\nkind: RoleBinding\nroleRef: {name: external-snapshotter-leaderelection}\n",
         )
         .unwrap();
-        let kept = for_this_node(objects, &["external-provisioner-runner".into()], &built).unwrap();
+        let kept = for_this_node(objects, &["external-provisioner-runner".into()], &built, Probes::Upstream).unwrap();
         let kinds: Vec<&str> = kept.iter().filter_map(|o| o["kind"].as_str()).collect();
         assert_eq!(kinds, ["StatefulSet", "ClusterRoleBinding"], "the binding to a role not installed is dropped");
         let containers = kept[0]["spec"]["template"]["spec"]["containers"].as_array().unwrap();
@@ -281,7 +326,7 @@ mod tests {
     /// The real archives of ../shared/upstream, as the e2e reads them.
     #[test]
     fn upstream_manifests_render_with_every_built_component_and_nothing_else() {
-        let objects = manifests(Deployment::Central).unwrap();
+        let objects = manifests(Deployment::Central, Probes::Upstream).unwrap();
         let of_kind = |kind: &str| objects.iter().filter(|o| o["kind"] == kind).collect::<Vec<_>>();
         let pods = of_kind("StatefulSet");
         let containers = pods[0]["spec"]["template"]["spec"]["containers"].as_array().unwrap();
@@ -301,11 +346,38 @@ mod tests {
         );
     }
 
+    /// On an emulated node only the liveness probes' timing changes, on every container
+    /// that has one (upstream's `hostpath` container among them).
+    #[test]
+    fn an_emulated_nodes_probes_wait_longer_and_nothing_else_changes() {
+        let containers = |probes| {
+            let objects = manifests(Deployment::Central, probes).unwrap();
+            let pod = objects.into_iter().find(|o| o["kind"] == "StatefulSet").unwrap();
+            pod["spec"]["template"]["spec"]["containers"].as_array().unwrap().clone()
+        };
+        let (upstream, emulated) = (containers(Probes::Upstream), containers(Probes::Emulated));
+        let hostpath = upstream.iter().find(|c| c["name"] == PLUGIN_CONTAINER).unwrap();
+        assert_eq!(hostpath["livenessProbe"]["timeoutSeconds"], 3, "upstream's, kept by Probes::Upstream");
+        let mut probed = Vec::new();
+        for (before, mut after) in upstream.into_iter().zip(emulated) {
+            if let Some(probe) = after.get_mut("livenessProbe").and_then(Value::as_object_mut) {
+                assert_eq!(probe["timeoutSeconds"], EMULATED_PROBE_TIMEOUT, "{probe:?}");
+                assert_eq!(probe["periodSeconds"], EMULATED_PROBE_PERIOD, "{probe:?}");
+                for timing in ["timeoutSeconds", "periodSeconds"] {
+                    probe.insert(timing.into(), before["livenessProbe"][timing].clone());
+                }
+                probed.push(after["name"].as_str().unwrap().to_owned());
+            }
+            assert_eq!(before, after, "only the probe's timing differs");
+        }
+        assert!(probed.iter().any(|n| n == PLUGIN_CONTAINER), "{probed:?}");
+    }
+
     /// The distributed deployment from the real archive: a DaemonSet with a provisioner of
     /// its own per node, no attacher, no capacity tracking (as deploy.sh leaves it on 1.34).
     #[test]
     fn the_distributed_deployment_runs_a_provisioner_on_every_node_and_nothing_to_attach() {
-        let objects = manifests(Deployment::Distributed).unwrap();
+        let objects = manifests(Deployment::Distributed, Probes::Upstream).unwrap();
         let of_kind = |kind: &str| objects.iter().filter(|o| o["kind"] == kind).collect::<Vec<_>>();
         assert!(of_kind("StatefulSet").is_empty());
         let daemonsets = of_kind("DaemonSet");

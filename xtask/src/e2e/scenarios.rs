@@ -12,7 +12,7 @@ use anyhow::{Context, bail, ensure};
 
 use super::{
     NODE_NAME, UPGRADE_TAG,
-    hostpath_driver::{self, DRIVER, Deployment},
+    hostpath_driver::{self, DRIVER, Deployment, Probes},
     kube::{Kube, helm, wait_for},
     node::{self, Node},
     prometheus,
@@ -30,7 +30,7 @@ use crate::proc::{output, run_cmd, target_dir};
 pub fn run(node: &mut Node, logs: &Path, trace_backend: Option<&str>) -> anyhow::Result<()> {
     let admin = node.admin();
     let chart = Chart { trace_backend, secure_metrics: true, on_delete: false };
-    hostpath_driver::install(&admin, Deployment::Central, &[NODE_NAME], NATIVE)?;
+    hostpath_driver::install(&admin, Deployment::Central, Probes::Upstream, &[NODE_NAME], NATIVE)?;
     install_volguard(&admin, &chart, NATIVE)?;
     prometheus::start(node, &admin, Path::new(node::STATE), &[NODE_NAME])?;
     admin.run(&["create", "namespace", NS])?;

@@ -9,7 +9,7 @@ use anyhow::ensure;
 
 use super::{
     NODE_NAME, TAG, UPGRADE_TAG, VM_NODE_NAME,
-    hostpath_driver::{self, Deployment},
+    hostpath_driver::{self, Deployment, Probes},
     kube::{Kube, wait_for},
     node::Node,
     runner::Runner,
@@ -34,7 +34,7 @@ const WITHOUT_AGENT: &str = "vm-pod-without-agent";
 pub fn run(node: &Node, logs: &Path) -> anyhow::Result<()> {
     let admin = node.admin();
     let started = Instant::now();
-    hostpath_driver::install(&admin, Deployment::Central, &[VM_NODE_NAME], EMULATED)?;
+    hostpath_driver::install(&admin, Deployment::Central, Probes::Emulated, &[VM_NODE_NAME], EMULATED)?;
     let chart = Chart { trace_backend: None, secure_metrics: false, on_delete: false };
     install_volguard(&admin, &chart, EMULATED)?;
     println!("e2e: the CSI driver and volguard Ready in the VM after {:.0} s", started.elapsed().as_secs_f64());

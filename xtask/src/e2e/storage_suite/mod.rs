@@ -314,6 +314,15 @@ impl SuiteNode {
         }
     }
 
+    /// The driver's liveness probes: upstream's would restart its container under
+    /// emulation (see [`hostpath_driver::Probes::Emulated`]).
+    fn probes(self) -> hostpath_driver::Probes {
+        match self {
+            Self::Host => hostpath_driver::Probes::Upstream,
+            Self::Vm => hostpath_driver::Probes::Emulated,
+        }
+    }
+
     /// How many specs run at once: ginkgo processes. The specs mostly wait (pods
     /// starting, volumes provisioned, namespaces deleted), so on the host more than the
     /// cores; the emulated node's kubelet and containerd are slow enough that more
@@ -336,7 +345,13 @@ pub fn run(
     trace_backend: Option<&str>,
 ) -> anyhow::Result<()> {
     let admin = node.admin();
-    hostpath_driver::install(&admin, hostpath_driver::Deployment::Central, &[on.name()], on.ready_timeout())?;
+    hostpath_driver::install(
+        &admin,
+        hostpath_driver::Deployment::Central,
+        on.probes(),
+        &[on.name()],
+        on.ready_timeout(),
+    )?;
     let work = logs.join("storage-suite");
     fs::create_dir_all(&work)?;
     let driver_file = work.join("test-driver.json");
