@@ -5,16 +5,21 @@
 /// Where the agent's integration tests live, one file per area (`host_out_of_band.rs`).
 const INTEGRATION: &str = "agent/tests/integration";
 
-/// Each `area::test_name` a text names in backticks whose area is an integration-test
-/// file, as (area, test name).
+/// Each `area::test_name` (or `area::module::test_name`, a module of the area in its
+/// folder) a text names in backticks whose area is an integration-test file, as (the
+/// test's file without `.rs` under [`INTEGRATION`], test name).
 fn named_tests(text: &str, areas: &[String]) -> Vec<(String, String)> {
     let mut found = Vec::new();
+    let is_ident =
+        |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     for quoted in text.split('`').skip(1).step_by(2) {
-        let Some((area, name)) = quoted.split_once("::") else { continue };
-        let is_ident =
-            |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        let Some((area, rest)) = quoted.split_once("::") else { continue };
+        let (file, name) = match rest.split_once("::") {
+            Some((module, name)) if is_ident(module) => (format!("{area}/{module}"), name),
+            _ => (area.to_owned(), rest),
+        };
         if areas.iter().any(|a| a == area) && is_ident(name) {
-            found.push((area.to_owned(), name.to_owned()));
+            found.push((file, name.to_owned()));
         }
     }
     found
@@ -97,5 +102,7 @@ mod tests {
         let areas = vec!["host_trace".to_owned()];
         let text = "see `host_trace::a_test` and `model::access` and host_trace::bare and `host_trace::Type`";
         assert_eq!(named_tests(text, &areas), [("host_trace".to_owned(), "a_test".to_owned())]);
+        let in_module = "`host_trace::part::b_test` and `host_trace::Part::c_test`";
+        assert_eq!(named_tests(in_module, &areas), [("host_trace/part".to_owned(), "b_test".to_owned())]);
     }
 }

@@ -12,6 +12,8 @@
 //! raw-block volume's device node. A hostPath above A's volume directory is left in place:
 //! its reads refused by the open guard, or the mount reported where there is none.
 
+mod bidirectional;
+
 use std::{
     os::unix::fs::FileTypeExt,
     path::{Path, PathBuf},

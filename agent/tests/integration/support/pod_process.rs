@@ -160,64 +160,54 @@ impl PodCgroup {
     /// until dropped. Until the pivot its namespace shows the node's root, which the agent
     /// leaves alone (a container being created).
     pub fn container(&self, ns: &MountNs, rootfs: &Path, host_path: &Path) -> Container {
-        self.container_with(ns, rootfs, host_path, false)
+        self.container_with(ns, rootfs, host_path, Sharing::None, Stage::Pivoted)
     }
 
     /// A CSI node plugin's container: as [`Self::container`], its hostPath `Bidirectional`
     /// (a shared peer group of its own, as such a mount has in the container).
     pub fn driver_container(&self, ns: &MountNs, rootfs: &Path, host_path: &Path) -> Container {
-        self.container_with(ns, rootfs, host_path, true)
+        self.container_with(ns, rootfs, host_path, Sharing::HostPath, Stage::Pivoted)
     }
 
-    fn container_with(&self, ns: &MountNs, rootfs: &Path, host_path: &Path, shared: bool) -> Container {
+    /// A container of this pod being made by runc with its hostPath (`host_path`, with
+    /// mounts below it: kubelet's `pods/` and the publishes in it) already bound, before
+    /// the pivot into its root: there the agent judges the bind with the namespace as it
+    /// is then. The bind is runc's: recursive, onto `/proc/thread-self/fd/N` (the call names
+    /// no path). `Bidirectional` where `bidirectional_from` names a mount point at or above
+    /// `host_path`: its mounts are made shared in the container's namespace before the
+    /// bind, as runc's `rshared` root makes them, so every copy the bind makes is in a
+    /// shared peer group from the moment it exists. Stays until dropped.
+    pub fn runtime_bound(
+        &self,
+        ns: &MountNs,
+        rootfs: &Path,
+        host_path: &Path,
+        bidirectional_from: Option<&Path>,
+    ) -> Container {
+        let sharing = bidirectional_from.map_or(Sharing::None, |above| Sharing::Below(cstr(above)));
+        self.container_with(ns, rootfs, host_path, sharing, Stage::BoundBeforePivot)
+    }
+
+    fn container_with(
+        &self,
+        ns: &MountNs,
+        rootfs: &Path,
+        host_path: &Path,
+        sharing: Sharing,
+        stage: Stage,
+    ) -> Container {
         std::fs::create_dir_all(rootfs).unwrap();
-        let root = cstr(rootfs);
-        // Every directory from the new root down to the hostPath's place in it, and the
-        // old root's: made after the fork with mkdir alone.
-        let mut dirs: Vec<CString> = host_path
-            .ancestors()
-            .filter(|a| *a != Path::new("/"))
-            .map(|a| cstr(&rootfs.join(a.strip_prefix("/").unwrap())))
-            .collect();
-        dirs.reverse();
-        let (source, at) = (cstr(host_path), cstr(&rootfs.join(host_path.strip_prefix("/").unwrap())));
-        let old_root = cstr(&rootfs.join("old-root"));
-        let child = self.fork_in(
-            ns,
-            move || {
-                // SAFETY: raw syscalls with valid NUL-terminated strings made before the fork.
-                unsafe {
-                    let null = std::ptr::null();
-                    if libc::unshare(libc::CLONE_NEWNS) != 0
-                        || libc::mount(null, c"/".as_ptr(), null, libc::MS_REC | libc::MS_SLAVE, null.cast()) != 0
-                        || libc::mount(c"vg-rootfs".as_ptr(), root.as_ptr(), c"tmpfs".as_ptr(), 0, null.cast()) != 0
-                    {
-                        return 1;
-                    }
-                    for dir in dirs.iter().chain([&old_root]) {
-                        libc::mkdir(dir.as_ptr(), 0o755);
-                    }
-                    if libc::mount(source.as_ptr(), at.as_ptr(), null, libc::MS_BIND | libc::MS_REC, null.cast()) != 0 {
-                        return 2;
-                    }
-                    if shared && libc::mount(null, at.as_ptr(), null, libc::MS_SHARED, null.cast()) != 0 {
-                        return 4;
-                    }
-                    // pivot_root, or where the root is an initramfs (the VM's), which
-                    // pivot_root refuses, what runc's no-pivot mode does: move the new
-                    // root onto / and chroot into it.
-                    let pivoted = (libc::syscall(libc::SYS_pivot_root, root.as_ptr(), old_root.as_ptr()) == 0
-                        && libc::chdir(c"/".as_ptr()) == 0
-                        && libc::umount2(c"/old-root".as_ptr(), libc::MNT_DETACH) == 0)
-                        || (libc::chdir(root.as_ptr()) == 0
-                            && libc::mount(root.as_ptr(), c"/".as_ptr(), null, libc::MS_MOVE, null.cast()) == 0
-                            && libc::chroot(c".".as_ptr()) == 0
-                            && libc::chdir(c"/".as_ptr()) == 0);
-                    if pivoted { 0 } else { 3 }
-                }
-            },
-            true,
-        );
+        let steps = RuntimeSteps::new(rootfs, host_path, sharing, stage);
+        // SAFETY: the steps are raw syscalls on strings made before the fork.
+        let child = self.fork_in(ns, move || unsafe { steps.run() }, true);
+        if stage == Stage::BoundBeforePivot {
+            // Ready once the hostPath is bound in its namespace.
+            let own = format!("/proc/{child}/mountinfo");
+            let bound = format!(" {} ", rootfs.join(host_path.strip_prefix("/").unwrap()).display());
+            return ready_when(child, "bind its hostPath", || {
+                std::fs::read_to_string(&own).is_ok_and(|table| table.contains(&bound))
+            });
+        }
         // Ready once its root is no longer the node's.
         let identity = |m: std::fs::Metadata| (m.dev(), m.ino());
         let node_root =
@@ -270,6 +260,121 @@ impl PodCgroup {
             nix::unistd::ForkResult::Parent { child } => child,
         }
     }
+}
+
+/// What a container's runtime does in the container's first process, as runc does it:
+/// its own mount namespace (a slave of the node's), a root of its own (a new tmpfs), the
+/// hostPath bound recursively at its place in that root, then the pivot (as far as
+/// `stage` goes). Every string is made before the fork.
+struct RuntimeSteps {
+    root: CString,
+    /// Every directory from the new root down to the hostPath's place in it, and the old
+    /// root's: made after the fork with mkdir alone.
+    dirs: Vec<CString>,
+    old_root: CString,
+    source: CString,
+    at: CString,
+    through_fd: CString,
+    sharing: Sharing,
+    stage: Stage,
+}
+
+impl RuntimeSteps {
+    fn new(rootfs: &Path, host_path: &Path, sharing: Sharing, stage: Stage) -> Self {
+        let in_root = |path: &Path| cstr(&rootfs.join(path.strip_prefix("/").unwrap()));
+        let mut dirs: Vec<CString> = host_path.ancestors().filter(|a| *a != Path::new("/")).map(in_root).collect();
+        dirs.reverse();
+        let old_root = cstr(&rootfs.join("old-root"));
+        dirs.push(old_root.clone());
+        Self {
+            root: cstr(rootfs),
+            dirs,
+            old_root,
+            source: cstr(host_path),
+            at: in_root(host_path),
+            through_fd: CString::new(format!("/proc/thread-self/fd/{FD_FOR_BIND}")).unwrap(),
+            sharing,
+            stage,
+        }
+    }
+
+    /// 0, or the number of the step that failed.
+    ///
+    /// # Safety
+    /// Raw syscalls only: it runs in a forked child of a threaded process.
+    unsafe fn run(&self) -> i32 {
+        // SAFETY: raw syscalls with valid NUL-terminated strings.
+        unsafe {
+            let null = std::ptr::null();
+            if libc::unshare(libc::CLONE_NEWNS) != 0
+                || libc::mount(null, c"/".as_ptr(), null, libc::MS_REC | libc::MS_SLAVE, null.cast()) != 0
+                || libc::mount(c"vg-rootfs".as_ptr(), self.root.as_ptr(), c"tmpfs".as_ptr(), 0, null.cast()) != 0
+            {
+                return 1;
+            }
+            for dir in &self.dirs {
+                libc::mkdir(dir.as_ptr(), 0o755);
+            }
+            if let Sharing::Below(above) = &self.sharing
+                && libc::mount(null, above.as_ptr(), null, libc::MS_REC | libc::MS_SHARED, null.cast()) != 0
+            {
+                return 5;
+            }
+            let bind_at = match self.stage {
+                Stage::Pivoted => self.at.as_ptr(),
+                Stage::BoundBeforePivot => {
+                    let fd = libc::open(self.at.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+                    if fd < 0 || libc::dup2(fd, FD_FOR_BIND) < 0 {
+                        return 6;
+                    }
+                    self.through_fd.as_ptr()
+                }
+            };
+            if libc::mount(self.source.as_ptr(), bind_at, null, libc::MS_BIND | libc::MS_REC, null.cast()) != 0 {
+                return 2;
+            }
+            if matches!(self.sharing, Sharing::HostPath)
+                && libc::mount(null, self.at.as_ptr(), null, libc::MS_SHARED, null.cast()) != 0
+            {
+                return 4;
+            }
+            if self.stage == Stage::BoundBeforePivot {
+                return 0;
+            }
+            // pivot_root, or where the root is an initramfs (the VM's), which pivot_root
+            // refuses, what runc's no-pivot mode does: move the new root onto / and chroot
+            // into it.
+            let (root, null_data) = (self.root.as_ptr(), null.cast());
+            let pivoted = (libc::syscall(libc::SYS_pivot_root, root, self.old_root.as_ptr()) == 0
+                && libc::chdir(c"/".as_ptr()) == 0
+                && libc::umount2(c"/old-root".as_ptr(), libc::MNT_DETACH) == 0)
+                || (libc::chdir(root) == 0
+                    && libc::mount(root, c"/".as_ptr(), null, libc::MS_MOVE, null_data) == 0
+                    && libc::chroot(c".".as_ptr()) == 0
+                    && libc::chdir(c"/".as_ptr()) == 0);
+            if pivoted { 0 } else { 3 }
+        }
+    }
+}
+
+/// Which of a container's mounts are in a shared peer group (a `Bidirectional` hostPath's).
+enum Sharing {
+    /// None: its mounts receive the node's propagation only (`HostToContainer`).
+    None,
+    /// The hostPath's mount, once bound.
+    HostPath,
+    /// Every mount of this mount point and below, before the hostPath is bound (runc's
+    /// `rshared` root).
+    Below(CString),
+}
+
+/// How far a container's runtime has gone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Its hostPath bound at its path, and pivoted into its root.
+    Pivoted,
+    /// Its hostPath bound through an fd; not pivoted yet.
+    BoundBeforePivot,
 }
 
 /// The container `child` once `ready` holds (polled for up to 5 s).
