@@ -103,6 +103,7 @@ impl Deployment {
         Ok(true)
     }
 }
+
 /// The liveness probes of the plugin's containers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Probes {

@@ -7,6 +7,8 @@
 
 use std::path::Path;
 
+use volguard::node_files::mount_table::MountTable;
+
 use super::{POD_C, Published, detached_at};
 use crate::support::{
     have_root,
@@ -40,10 +42,10 @@ fn a_csi_node_plugins_container_started_after_a_publish_keeps_its_bidirectional_
     let copy_in = |rootfs: &Path| rootfs.join(a_target.strip_prefix("/").unwrap());
     let plugin_rootfs = scratch.join("rootfs-plugin");
     let driver = plugin.runtime_bound(ns, &plugin_rootfs, &pods, Some(&root));
-    let table = std::fs::read_to_string(format!("/proc/{}/mountinfo", driver.pid())).unwrap();
+    let table = MountTable::read(Path::new(&format!("/proc/{}/mountinfo", driver.pid()))).unwrap();
     let plugin_copy = copy_in(&plugin_rootfs);
-    let copy_line = table.lines().find(|l| l.split(' ').nth(4) == Some(plugin_copy.to_str().unwrap()));
-    assert!(copy_line.is_some_and(|l| l.contains(" shared:")), "the plugin's copy is not shared: {copy_line:?}");
+    let copy = table.mounts.iter().find(|m| m.mount_point == plugin_copy);
+    assert!(copy.is_some_and(|m| m.shared), "the plugin's copy is not shared: {copy:?}");
     // Another pod's container next (`HostToContainer`): its bind is judged after the
     // plugin's (one event loop, in order), and its copy detached.
     let c_rootfs = scratch.join("rootfs-c");

@@ -27,12 +27,11 @@ impl PodCgroup {
     /// runc binds a container's volumes (a hostPath among them), in `ns` by this pod.
     pub fn bind_via_fd(&self, ns: &MountNs, source: &Path, target: &Path) {
         let (s, t) = (cstr(source), cstr(target));
-        let through_fd = CString::new(format!("/proc/thread-self/fd/{FD_FOR_BIND}")).unwrap();
+        let through_fd = bind_fd_path();
         self.run_in(ns, move || {
             // SAFETY: raw syscalls with valid NUL-terminated strings.
             unsafe {
-                let fd = libc::open(t.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
-                if fd < 0 || libc::dup2(fd, FD_FOR_BIND) < 0 {
+                if !hold_as_bind_fd(t.as_ptr()) {
                     return -1;
                 }
                 libc::mount(s.as_ptr(), through_fd.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null())
@@ -292,7 +291,7 @@ impl RuntimeSteps {
             old_root,
             source: cstr(host_path),
             at: in_root(host_path),
-            through_fd: CString::new(format!("/proc/thread-self/fd/{FD_FOR_BIND}")).unwrap(),
+            through_fd: bind_fd_path(),
             sharing,
             stage,
         }
@@ -323,8 +322,7 @@ impl RuntimeSteps {
             let bind_at = match self.stage {
                 Stage::Pivoted => self.at.as_ptr(),
                 Stage::BoundBeforePivot => {
-                    let fd = libc::open(self.at.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
-                    if fd < 0 || libc::dup2(fd, FD_FOR_BIND) < 0 {
+                    if !hold_as_bind_fd(self.at.as_ptr()) {
                         return 6;
                     }
                     self.through_fd.as_ptr()
@@ -413,6 +411,24 @@ impl Drop for Container {
     fn drop(&mut self) {
         let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
         let _ = nix::sys::wait::waitpid(self.pid, None);
+    }
+}
+
+/// `/proc/thread-self/fd/N` for [`FD_FOR_BIND`]: where runc's binds land.
+fn bind_fd_path() -> CString {
+    CString::new(format!("/proc/thread-self/fd/{FD_FOR_BIND}")).unwrap()
+}
+
+/// Opens `target` `O_PATH` as [`FD_FOR_BIND`], for a bind onto [`bind_fd_path`]; false if
+/// either step failed.
+///
+/// # Safety
+/// `target` is a NUL-terminated string.
+unsafe fn hold_as_bind_fd(target: *const libc::c_char) -> bool {
+    // SAFETY: the caller's string.
+    unsafe {
+        let fd = libc::open(target, libc::O_PATH | libc::O_CLOEXEC);
+        fd >= 0 && libc::dup2(fd, FD_FOR_BIND) >= 0
     }
 }
 
