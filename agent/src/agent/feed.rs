@@ -73,6 +73,15 @@ impl Feed {
             Self::Notices(_) => None,
         }
     }
+
+    /// Runs of the syscall programs the kernel skipped so far; `None` for notices, or
+    /// where the kernel does not count them.
+    pub(super) fn runs_skipped(&mut self) -> Option<u64> {
+        match self {
+            Self::Syscalls(events) => events.runs_skipped(),
+            Self::Notices(_) => None,
+        }
+    }
 }
 
 /// Most notices handled per wake-up.

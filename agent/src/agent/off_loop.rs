@@ -66,12 +66,23 @@ pub(super) struct NodeReads {
     tx: mpsc::Sender<NodeRead>,
     in_flight: bool,
     retries: u32,
+    /// Events were lost and no read has started since.
+    loss_waiting: bool,
+    /// The read in flight started after events were lost: publishes it finds that the
+    /// model lacks are the lost ones, to be judged as their events would have been.
+    read_after_loss: bool,
+}
+
+/// A finished read, and whether it started after events were lost.
+pub(super) struct FinishedRead {
+    pub read: NodeRead,
+    pub after_loss: bool,
 }
 
 impl NodeReads {
     pub(super) fn new(tasks: Handle) -> (Self, mpsc::Receiver<NodeRead>) {
         let (tx, rx) = mpsc::channel(1);
-        (Self { tasks, tx, in_flight: false, retries: 0 }, rx)
+        (Self { tasks, tx, in_flight: false, retries: 0, loss_waiting: false, read_after_loss: false }, rx)
     }
 
     /// Starts a read, unless one is still running (it counts for this tick too).
@@ -80,6 +91,7 @@ impl NodeReads {
             return;
         }
         self.in_flight = true;
+        self.read_after_loss = std::mem::take(&mut self.loss_waiting);
         let (read, tx) = (model.node_reader(), self.tx.clone());
         crate::sys::background::spawn_on(&self.tasks, move || {
             let _ = tx.blocking_send(read());
@@ -88,15 +100,28 @@ impl NodeReads {
 
     /// A read came back: the read to reconcile with, or `None` when events changed the
     /// publishes while the table was read (an older table than the model: read again).
-    pub(super) fn finished(&mut self, read: NodeRead, model: &NodeModel) -> Option<NodeRead> {
+    pub(super) fn finished(&mut self, read: NodeRead, model: &NodeModel) -> Option<FinishedRead> {
         self.in_flight = false;
         if model.is_outdated(&read) && self.retries < OUTDATED_READ_RETRIES {
             self.retries += 1;
+            self.loss_waiting |= self.read_after_loss;
             self.start(model);
             return None;
         }
         self.retries = 0;
-        Some(read)
+        let finished = FinishedRead { read, after_loss: std::mem::take(&mut self.read_after_loss) };
+        if self.loss_waiting {
+            // Events were lost while this read ran: it may predate the loss.
+            self.start(model);
+        }
+        Some(finished)
+    }
+
+    /// Events were lost (a full ring buffer, programs the kernel skipped, dropped
+    /// notices): a read starts now, or after the one in flight, which may predate the loss.
+    pub(super) fn start_after_loss(&mut self, model: &NodeModel) {
+        self.loss_waiting = true;
+        self.start(model);
     }
 }
 

@@ -24,6 +24,10 @@ pub enum Reporter {
     /// A mount notice (fanotify): no caller; `namespace_held` when the agent holds the
     /// watched namespace open, so it can act there.
     Notice { namespace_held: bool },
+    /// The reconciliation found the publish in the mount table: its event was lost (a
+    /// full ring buffer, a program the kernel skipped). The table's namespace is where
+    /// to act; no caller is known.
+    MountTable,
 }
 
 /// Why a conflict is only reported.
@@ -134,6 +138,10 @@ pub fn decide(mode: &ModeDecision, change: OwnershipChange, reporter: Reporter) 
         (true, _, Reporter::Notice { .. }) | (_, OwnershipChange::InKernel, Reporter::Notice { .. }) => {
             return Action::None;
         }
+        // The kernel's programs judged the publish itself; nothing was missed there.
+        (true, _, Reporter::MountTable) | (_, OwnershipChange::InKernel, Reporter::MountTable) => {
+            return Action::None;
+        }
         (false, OwnershipChange::Unpublished { released: true }, _) => return Action::Released,
         (false, OwnershipChange::Unpublished { released: false }, _) => return Action::None,
         (false, OwnershipChange::Published(PublishOutcome::Untracked | PublishOutcome::Owner), _) => {
@@ -143,7 +151,7 @@ pub fn decide(mode: &ModeDecision, change: OwnershipChange, reporter: Reporter) 
         (false, OwnershipChange::Published(PublishOutcome::Conflict { owner }), _) => owner,
     };
     match (mode.mode, reporter) {
-        (Mode::Quarantine, Reporter::Syscall | Reporter::Notice { namespace_held: true }) => {
+        (Mode::Quarantine, Reporter::Syscall | Reporter::Notice { namespace_held: true } | Reporter::MountTable) => {
             Action::Quarantine { owner }
         }
         (Mode::Quarantine, Reporter::Notice { namespace_held: false }) => {
@@ -183,12 +191,14 @@ mod tests {
         let syscall = Reporter::Syscall;
         let held = Reporter::Notice { namespace_held: true };
         let unheld = Reporter::Notice { namespace_held: false };
+        let table = Reporter::MountTable;
         let rows: Vec<(Mode, DecidedIn, OwnershipChange, Reporter, Action)> = vec![
             // The kernel decided: its maps are told, whatever userspace would think.
             (Enforce, Kernel, InKernel, syscall, Action::InformKernel),
             (Audit, Kernel, InKernel, syscall, Action::InformKernel),
             (Enforce, Kernel, conflict(), syscall, Action::InformKernel),
             (Enforce, Kernel, InKernel, held, Action::None),
+            (Enforce, Kernel, InKernel, table, Action::None),
             // Userspace ownership: claims, the owner's own publishes, releases.
             (Quarantine, Userspace, Published(PublishOutcome::Claimed), syscall, Action::Claimed),
             (Quarantine, Userspace, Published(PublishOutcome::Claimed), unheld, Action::Claimed),
@@ -202,6 +212,10 @@ mod tests {
             (Quarantine, Userspace, conflict(), syscall, quarantine()),
             (Quarantine, Userspace, conflict(), held, quarantine()),
             (Quarantine, Userspace, conflict(), unheld, report(ReportOnly::NamespaceUnknown)),
+            // A publish whose event was lost, found by the reconciliation: as its event would.
+            (Quarantine, Userspace, conflict(), table, quarantine()),
+            (Quarantine, Userspace, Published(PublishOutcome::Owner), table, Action::None),
+            (Audit, Userspace, conflict(), table, report(ReportOnly::ModeReports)),
             (Audit, Userspace, conflict(), syscall, report(ReportOnly::ModeReports)),
             (Audit, Userspace, conflict(), held, report(ReportOnly::ModeReports)),
             // Never chosen (enforce needs the kernel), but never quarantined either.

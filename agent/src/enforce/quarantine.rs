@@ -96,6 +96,8 @@ pub enum MadeIn<'a> {
     Caller(&'a Caller),
     /// The watched namespace the notification came from.
     Watched(&'a HeldNamespace),
+    /// The namespace whose mount table (`/proc/<pid>/mountinfo`) showed the publish.
+    Table(&'a Path),
 }
 
 /// Detaches every mount on `target` in the namespace it was mounted in, and masks it
@@ -108,6 +110,13 @@ pub fn quarantine(made_in: MadeIn<'_>, target: PathBuf) -> Result<Quarantined, Q
             let namespace = held.name.clone();
             let ids = held.thread.run(move || detach_and_mask(&target, namespace))?;
             return Ok(Quarantined::new(ids, held.name.clone(), started));
+        }
+        MadeIn::Table(mountinfo) => {
+            let (name, file) = open_table_namespace(mountinfo)?;
+            let namespace = name.clone();
+            let ids =
+                ns_thread::once("vg-quarantine", file, name.clone(), move || detach_and_mask(&target, namespace))?;
+            return Ok(Quarantined::new(ids, name, started));
         }
     };
     let (namespace, file) = match find_namespace(caller) {
@@ -186,9 +195,7 @@ pub struct MaskRemoved {
 /// if the mask is what is mounted on top there (never anyone else's mount). `None` if the
 /// target's top mount was not a mask (or nothing was mounted).
 pub fn unmask(mountinfo: &Path, target: &Path) -> Result<Option<MaskRemoved>, QuarantineError> {
-    let ns_path = namespace_of(mountinfo);
-    let ns_name = ns_path.display().to_string();
-    let file = File::open(&ns_path).map_err(|e| QuarantineError::Namespace(ns_name.clone(), e))?;
+    let (ns_name, file) = open_table_namespace(mountinfo)?;
     let target = target.to_owned();
     ns_thread::once("vg-unmask", file, ns_name.clone(), move || {
         // This thread's own view, now the namespace's.
@@ -203,6 +210,14 @@ pub fn unmask(mountinfo: &Path, target: &Path) -> Result<Option<MaskRemoved>, Qu
             .map(|()| Some(MaskRemoved { mnt_id }))
             .map_err(|source| QuarantineError::Unmask { target: target.display().to_string(), source })
     })
+}
+
+/// The mount namespace whose table `mountinfo` is: its path, and the open file.
+fn open_table_namespace(mountinfo: &Path) -> Result<(String, File), QuarantineError> {
+    let ns_path = namespace_of(mountinfo);
+    let ns_name = ns_path.display().to_string();
+    let file = File::open(&ns_path).map_err(|e| QuarantineError::Namespace(ns_name.clone(), e))?;
+    Ok((ns_name, file))
 }
 
 /// An open mount-namespace file of the caller's namespace, and its path.

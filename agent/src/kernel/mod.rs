@@ -15,6 +15,7 @@ pub mod maps;
 pub mod pins;
 pub mod program_stats;
 pub mod reader;
+pub mod skipped_runs;
 pub mod trace_backend;
 pub mod wakeup;
 

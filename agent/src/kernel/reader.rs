@@ -17,6 +17,7 @@ use volguard_common::counters::Counter;
 use super::{
     counters::{CounterWatch, Counters},
     loader::{LoadError, LoadedObject},
+    skipped_runs::SkippedRuns,
 };
 use crate::{
     kernel::decode::{self, DecodeError, Record},
@@ -121,6 +122,7 @@ pub struct EventSource {
     lost: CounterWatch,
     enforce_errors: CounterWatch,
     decode_errors: Arc<DecodeErrors>,
+    skipped: SkippedRuns,
 }
 
 impl EventSource {
@@ -135,6 +137,7 @@ impl EventSource {
                 "mounts the LSM programs let through undecided: a map read or update failed",
             ),
             decode_errors: Arc::default(),
+            skipped: SkippedRuns::new(object),
         })
     }
 
@@ -157,6 +160,12 @@ impl EventSource {
     pub fn check(&mut self) -> u64 {
         self.enforce_errors.check(self.counters.as_ref());
         self.lost.check(self.counters.as_ref())
+    }
+
+    /// Runs of the programs the kernel skipped so far (logged when they rise); `None`
+    /// where it does not count them.
+    pub fn runs_skipped(&mut self) -> Option<u64> {
+        self.skipped.check()
     }
 
     /// Records skipped as undecodable so far.

@@ -97,6 +97,8 @@ pub struct FactsChange {
 pub struct Reconciled {
     /// Publishes the events had missed (or invented), corrected from the mount table.
     pub drift: usize,
+    /// The publishes the table has and the model lacked (their events were missed).
+    pub found: Vec<PublishChange>,
     pub fixes: Vec<OwnerFix>,
     /// Masks whose pod is gone: to be removed so kubelet can delete the pod's directory.
     pub stale_masks: Vec<StaleMask>,
@@ -242,10 +244,11 @@ impl NodeModel {
     /// As [`Self::reconcile`], with a table read elsewhere ([`Self::node_reader`]).
     pub fn reconcile_with(&mut self, fresh: Mounts, owners: &BTreeMap<String, String>) -> Reconciled {
         let drift = self.mounts.differences(&fresh);
+        let found = fresh.publishes_new_since(&self.mounts);
         self.mounts = fresh;
         let pods = staying_pods(&self.snapshot);
         let stale_masks = self.mask_reconciler.plan(&self.mounts, pods.as_ref());
-        Reconciled { drift, fixes: self.plan_owners(owners), stale_masks }
+        Reconciled { drift, found, fixes: self.plan_owners(owners), stale_masks }
     }
 
     /// The masks of pods the facts in force show being deleted (see [`masks_of_deleted`]).

@@ -70,10 +70,12 @@ impl Running<'_> {
             (MadeBy::Syscall(event), _) => MadeIn::Caller(&event.caller),
             (MadeBy::Notice, Some(held)) => MadeIn::Watched(held),
             (MadeBy::Notice, None) => unreachable!("the policy quarantines a notice only where the namespace is held"),
+            (MadeBy::MountTable, _) => MadeIn::Table(self.model.mountinfo()),
         };
         match quarantine::quarantine(made_in, path.clone()) {
             Ok(done) => {
-                if matches!(by, MadeBy::Notice) {
+                // Notices of the agent's own detaches and mask are to be recognised.
+                if self.watched.is_some() && !matches!(by, MadeBy::Syscall(_)) {
                     self.own_detaches.extend(&done.detached_ids);
                     if let Some(mnt_id) = done.mask_id {
                         self.own_masks.push(OwnMount { mnt_id, mount_point: path.clone() });
@@ -111,7 +113,7 @@ impl Running<'_> {
     fn explain_publish(&mut self, action: ConflictAction, target: &PublishTarget, owner: &str, by: MadeBy<'_>) {
         let mounted_by = match by {
             MadeBy::Syscall(event) => Some(self.mounted_by(&event.caller)),
-            MadeBy::Notice => None,
+            MadeBy::Notice | MadeBy::MountTable => None,
         };
         let conflict = self.conflict_by(action, &target.volume, &target.pod_uid, owner, mounted_by);
         self.tell(conflict);

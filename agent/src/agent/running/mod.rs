@@ -6,6 +6,7 @@ mod effects;
 pub(super) mod open_reports;
 mod out_of_band;
 mod propagated;
+mod reconcile;
 mod steps;
 
 use std::{
@@ -14,7 +15,7 @@ use std::{
 };
 
 use tokio::sync::{mpsc, watch};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use self::{
     effects::{Effect, Effects},
@@ -39,17 +40,16 @@ use crate::{
         ModeDecision,
         decision::{self, OwnershipChange, Reporter},
         owners::OwnerStore,
-        quarantine::{self, HeldNamespace},
+        quarantine::HeldNamespace,
     },
     facts::{Origin, Snapshot},
     kernel::decode::{Event, Record},
     model::event_target::EventTarget,
     model::mounts::Mounts,
-    model::mounts::{OwnerFix, PublishChange, StaleMask},
-    model::node::{NodeModel, NodeRead, PreparedFacts},
+    model::mounts::{OwnerFix, PublishChange},
+    model::node::{NodeModel, PreparedFacts},
     model::volume_ops::{self, volume_op},
     node_files::caller_pod::CallerPods,
-    outputs::metrics::MaskRemoval,
     outputs::render,
     outputs::served_state::{MountRecord, ServedState},
     sys::signals::StopSignals,
@@ -108,6 +108,8 @@ enum MadeBy<'e> {
     Syscall(&'e Event),
     /// A mount notice: no caller, no duration, only success.
     Notice,
+    /// The reconciliation's read of the mount table, after events were lost.
+    MountTable,
 }
 
 impl<'a> Running<'a> {
@@ -204,7 +206,7 @@ impl Running<'_> {
                     if std::mem::take(&mut resync) {
                         // Notices of our own detaches may be among those dropped.
                         self.own_detaches.clear();
-                        reads.start(&self.model);
+                        reads.start_after_loss(&self.model);
                     }
                     continue
                 }
@@ -242,9 +244,7 @@ impl Running<'_> {
     ) -> Result<Effects<'static>, AgentError> {
         let effects = match step {
             Step::Tick => {
-                if let Some(lost) = feed.events_lost() {
-                    self.shared.metrics.operations.set_events_lost(lost);
-                }
+                self.check_losses(feed, reads);
                 self.explain_unnamed();
                 if self.view_freshness.tick_owes_copy() {
                     self.refresh_view(Refresh::Tick)?;
@@ -256,7 +256,7 @@ impl Running<'_> {
                 Vec::new()
             }
             Step::Reconcile(read) => match reads.finished(read, &self.model) {
-                Some(read) => self.reconcile(read)?,
+                Some(finished) => self.reconcile(finished.read, finished.after_loss)?,
                 None => Vec::new(),
             },
             Step::UrgentView => {
@@ -345,6 +345,7 @@ impl Running<'_> {
         let reporter = match by {
             MadeBy::Syscall(_) => Reporter::Syscall,
             MadeBy::Notice => Reporter::Notice { namespace_held: self.watched.is_some() },
+            MadeBy::MountTable => Reporter::MountTable,
         };
         let action = decision::decide(self.decision, ownership, reporter);
         let follow_up = self.after_publish_change(&change, action.is_transition());
@@ -461,76 +462,6 @@ impl Running<'_> {
         self.shared.metrics.facts.set_source(&snapshot.origin, snapshot.stale.is_some(), snapshot.synced_at);
         if snapshot.origin != Origin::None {
             self.shared.metrics.conflicts.forget_claims_except(|claim| snapshot.facts.claim(claim).is_some());
-        }
-    }
-
-    /// Makes the model and the owners agree with a fresh read of the mount table; removes
-    /// the masks of pods that are gone.
-    fn reconcile(&mut self, read: NodeRead) -> Result<Effects<'static>, AgentError> {
-        let owners = self.owners.owners()?;
-        self.out_of_band.owned_trees = None;
-        let masks_before: Vec<(String, String)> =
-            self.model.mounts().masks().map(|(v, p, _)| (v.to_owned(), p.to_owned())).collect();
-        self.model.set_tree_findings(read.tree_findings);
-        self.view_freshness.changed();
-        let pass = match read.mounts {
-            Ok(fresh) => self.model.reconcile_with(fresh, &owners),
-            Err(e) => {
-                // Keep the state built so far; the next pass tries again.
-                warn!("reconciliation skipped: reading {}: {e}", self.opts.mountinfo.display());
-                return Ok(Vec::new());
-            }
-        };
-        if pass.drift > 0 {
-            info!("reconciliation: {} publishes corrected from the mount table (events missed)", pass.drift);
-        }
-        for (volume, pod_uid) in masks_before.iter().filter(|(v, p)| !self.model.mounts().is_masked(v, p)) {
-            self.shared.mask_cleared(volume, pod_uid);
-        }
-        let mut effects = Vec::new();
-        for fix in &pass.fixes {
-            if let (true, OwnerFix::Release { volume, pod_uid }) = (self.owners.apply(fix)?, fix) {
-                info!(
-                    "volume {volume} released: pod {pod_uid}'s publish target has been missing from {} at two \
-                     passes{}",
-                    self.opts.mountinfo.display(),
-                    self.table_namespace.why_missing()
-                );
-                effects.push(Effect::Released { volume: volume.clone(), owner: pod_uid.clone() });
-            }
-        }
-        effects.extend(pass.stale_masks.into_iter().map(Effect::RemoveMask));
-        debug!("reconciliation done: {} owner fixes", pass.fixes.len());
-        // Copies the publish-time scan missed (a namespace made since, whose runtime's
-        // binds the agent judged before the volume was owned).
-        effects.push(Effect::ScanNamespaces);
-        Ok(effects)
-    }
-
-    /// Removes the mask of a pod that is gone or being deleted, so kubelet can finish: its
-    /// unpublish, the pod's deletion, and the removal of its directory.
-    fn remove_mask(&mut self, stale: &StaleMask) {
-        let StaleMask { volume, pod_uid, mount_point } = stale;
-        match quarantine::unmask(self.model.mountinfo(), mount_point) {
-            Ok(removed) => {
-                if let Some(id) = removed.as_ref().and_then(|r| r.mnt_id)
-                    && self.watched.is_some()
-                {
-                    self.own_detaches.insert(id);
-                }
-                if removed.is_some() {
-                    info!(
-                        "quarantine mask on {} removed: pod {pod_uid} is gone or being deleted (volume {volume}); \
-                         kubelet can now finish its teardown",
-                        mount_point.display()
-                    );
-                    self.shared.metrics.conflicts.mask_removed(MaskRemoval::PodGone);
-                }
-                self.model.unmasked(volume, pod_uid);
-                self.shared.mask_cleared(volume, pod_uid);
-            }
-            // Kept in the model: the next passes try again.
-            Err(e) => warn!("quarantine mask of gone pod {pod_uid} on {} not removed: {e}", mount_point.display()),
         }
     }
 

@@ -172,6 +172,20 @@ impl Mounts {
         names.into_iter()
     }
 
+    /// The publishes this view has and `before` had neither as a publish nor as a mask.
+    pub fn publishes_new_since(&self, before: &Self) -> Vec<PublishChange> {
+        let known = |volume: &str, pod: &str| before.is_published(volume, pod) || before.is_masked(volume, pod);
+        self.volumes
+            .iter()
+            .flat_map(|(volume, pods)| pods.iter().map(move |(pod, publish)| (volume, pod, publish)))
+            .filter(|(volume, pod, _)| !known(volume, pod))
+            .map(|(volume, pod, publish)| {
+                let target = PublishTarget { pod_uid: pod.clone(), volume: volume.clone(), block: publish.block };
+                PublishChange::Published(target, publish.mount_point.clone())
+            })
+            .collect()
+    }
+
     /// How many (volume, pod) publishes and masks differ between two views: drift that
     /// events missed.
     pub fn differences(&self, other: &Self) -> usize {

@@ -183,6 +183,21 @@ fn drift_counts_publishes_the_events_missed() {
     assert_eq!(from_table.differences(&from_table.clone()), 0);
 }
 
+#[test]
+fn the_publishes_new_since_a_view_are_those_it_had_neither_published_nor_masked() {
+    let mut before = Mounts::default();
+    before.apply(&PublishChange::Published(target("a", "v"), publish_path("a", "v").into()));
+    before.apply(&PublishChange::Published(target("c", "v"), publish_path("c", "v").into()));
+    before.quarantined(&target("c", "v"), Path::new(&publish_path("c", "v")));
+    let fresh = Mounts::from_table(
+        &table(&[(1, publish_path("a", "v")), (2, publish_path("b", "v")), (3, publish_path("c", "v"))]),
+        Path::new(ROOT),
+    );
+    let found = fresh.publishes_new_since(&before);
+    assert_eq!(found, [PublishChange::Published(target("b", "v"), publish_path("b", "v").into())]);
+    assert!(fresh.publishes_new_since(&fresh).is_empty());
+}
+
 /// Publish, second publish, unmount, pod deletion and restart, as the reconciler sees
 /// them pass by pass.
 #[test]

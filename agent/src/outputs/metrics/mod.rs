@@ -222,6 +222,7 @@ pub struct OperationMetrics {
     storage_operations: HistogramFamily<StorageOperationLabels>,
     syscalls: Family<SyscallLabels, Counter>,
     events_lost: Counter,
+    runs_skipped: Counter,
 }
 
 impl OperationMetrics {
@@ -245,7 +246,14 @@ impl OperationMetrics {
             "Syscall events lost because the kernel ring buffer was full",
             events_lost.clone(),
         );
-        Self { storage_operations, syscalls, events_lost }
+        let runs_skipped = Counter::default();
+        registry.register(
+            "volguard_bpf_runs_skipped",
+            "Runs of the syscall programs the kernel skipped (another BPF program was running on the CPU); their \
+             events are missing. Counted by kernels 6.7+ for tracepoints, 5.12+ for trampolines",
+            runs_skipped.clone(),
+        );
+        Self { storage_operations, syscalls, events_lost, runs_skipped }
     }
 
     pub fn storage_operation(&self, volume_plugin: String, operation: OperationName, success: bool, seconds: f64) {
@@ -272,6 +280,16 @@ impl OperationMetrics {
     /// The lost-event counter's value (for tests and the debug API).
     pub fn events_lost(&self) -> u64 {
         self.events_lost.get()
+    }
+    /// Sets the skipped-runs counter to the kernel's running total.
+    pub fn set_runs_skipped(&self, total: u64) {
+        let seen = self.runs_skipped.get();
+        if total > seen {
+            self.runs_skipped.inc_by(total - seen);
+        }
+    }
+    pub fn runs_skipped(&self) -> u64 {
+        self.runs_skipped.get()
     }
 }
 

@@ -70,6 +70,7 @@ fn the_reference_lists_every_family_with_its_labels() {
             "storage_operation_duration_seconds",
             "volguard_mount_syscalls_total",
             "volguard_events_lost_total",
+            "volguard_bpf_runs_skipped_total",
             "volguard_conflicts_total",
             "volguard_single_pod_volumes",
             "volguard_quarantined_publishes",

@@ -1,0 +1,68 @@
+//! Runs of the agent's programs the kernel skipped. A tracing program is not run while
+//! another BPF program runs on the same CPU (the kernel's recursion guard): on a
+//! preemptible kernel a syscall's exit can then pass unseen, with no event and no
+//! counter of the agent's own. The kernel counts the skips per program
+//! (`recursion_misses` in the program's fdinfo): trampolines since 5.12, raw tracepoints
+//! since 6.2, tracepoints and kprobes since 6.7.
+
+use std::os::fd::{AsFd, AsRawFd};
+
+use aya::programs::ProgramFd;
+use tracing::warn;
+
+use super::loader::LoadedObject;
+
+/// The programs of the loaded object, held open to read their counts.
+pub struct SkippedRuns {
+    programs: Vec<ProgramFd>,
+    reported: u64,
+}
+
+impl SkippedRuns {
+    pub fn new(object: &LoadedObject) -> Self {
+        let programs = object.ebpf.programs().filter_map(|(_, p)| p.fd().ok()?.try_clone().ok()).collect();
+        Self { programs, reported: 0 }
+    }
+
+    /// Runs skipped so far, over every program; logs a warning when the total grew.
+    /// `None` where the kernel keeps no such count (before 5.12).
+    pub fn check(&mut self) -> Option<u64> {
+        let mut total = None;
+        for program in &self.programs {
+            let fdinfo = format!("/proc/self/fdinfo/{}", program.as_fd().as_raw_fd());
+            let skipped = std::fs::read_to_string(fdinfo).ok().and_then(|text| recursion_misses(&text));
+            if let Some(n) = skipped {
+                total = Some(total.unwrap_or(0) + n);
+            }
+        }
+        if let Some(total) = total.filter(|&t| t > self.reported) {
+            warn!(
+                "{} runs of volguard's programs skipped by the kernel (another BPF program was running on the CPU): \
+                 their events are missing; the mount table is read again",
+                total - self.reported
+            );
+            self.reported = total;
+        }
+        total
+    }
+}
+
+/// The `recursion_misses` line of a BPF program's fdinfo.
+fn recursion_misses(fdinfo: &str) -> Option<u64> {
+    fdinfo.lines().find_map(|line| line.strip_prefix("recursion_misses:")?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_count_is_read_from_a_programs_fdinfo() {
+        let fdinfo = "pos:\t0\nflags:\t02000002\nmnt_id:\t16\nino:\t2084\nprog_type:\t5\nprog_jited:\t1\n\
+                      prog_tag:\t3b185187f1855c4c\nmemlock:\t4096\nprog_id:\t45\nrun_time_ns:\t0\nrun_cnt:\t0\n\
+                      recursion_misses:\t7\nverified_insns:\t12\n";
+        assert_eq!(recursion_misses(fdinfo), Some(7));
+        assert_eq!(recursion_misses("prog_type:\t5\nrun_cnt:\t0\n"), None, "a kernel without the count");
+        assert_eq!(recursion_misses("recursion_misses:\tx\n"), None);
+    }
+}
