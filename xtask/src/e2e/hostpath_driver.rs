@@ -111,28 +111,43 @@ pub(super) enum Probes {
     Upstream,
     /// For a node under software emulation: each probe waits [`EMULATED_PROBE_TIMEOUT`] s
     /// and comes every [`EMULATED_PROBE_PERIOD`] s, where upstream's `hostpath` container
-    /// gives its `/healthz` 3 s every 2 s. In the VM that answer, which asks the driver over
-    /// its socket, took longer than 3 s; the container was restarted 17 times in one run of
-    /// the storage suite, and each restart failed the specs mounting at that moment
-    /// (`connection error`). Only the timing changes: what is probed, and how many failures
-    /// restart a container, stay upstream's.
+    /// gives its `/healthz` 3 s every 2 s; and the two sidecars that answer those probes by
+    /// asking the driver over its socket wait [`EMULATED_SIDECAR_TIMEOUT`] for it (the
+    /// livenessprobe's `--probe-timeout`, 3 s by default; node-driver-registrar's
+    /// `--timeout`, 1 s), else they answer 500 long before the probe gives up. In the VM
+    /// the driver's answer took longer than 3 s; its container was restarted 17 times in
+    /// one run of the storage suite (24 with only the probes' timing changed), and each
+    /// restart failed the specs mounting at that moment (`connection error`). What is
+    /// probed, and how many failures restart a container, stay upstream's.
     Emulated,
 }
 
-/// Seconds an emulated node's liveness probe waits (the livenessprobe sidecar's own probe
-/// waits 15).
+/// Seconds an emulated node's liveness probe waits.
 const EMULATED_PROBE_TIMEOUT: u64 = 30;
-/// Seconds between an emulated node's liveness probes (the livenessprobe sidecar's own).
+/// Seconds between an emulated node's liveness probes.
 const EMULATED_PROBE_PERIOD: u64 = 10;
+/// How long an emulated node's probing sidecars wait for the driver: within the probe's
+/// own timeout, so that a slow answer is still an answer.
+const EMULATED_SIDECAR_TIMEOUT: &str = "25s";
+
+/// The sidecars that answer a liveness probe by asking the driver, and their flag for how
+/// long they wait.
+const PROBING_SIDECARS: &[(&str, &str)] =
+    &[("liveness-probe", "--probe-timeout"), ("node-driver-registrar", "--timeout")];
 
 impl Probes {
     /// `container` with its liveness probe (if any) timed for the node.
     fn apply(self, container: &mut Value) {
-        if self == Self::Emulated
-            && let Some(probe) = container.get_mut("livenessProbe").and_then(Value::as_object_mut)
-        {
+        if self != Self::Emulated {
+            return;
+        }
+        if let Some(probe) = container.get_mut("livenessProbe").and_then(Value::as_object_mut) {
             probe.insert("timeoutSeconds".into(), json!(EMULATED_PROBE_TIMEOUT));
             probe.insert("periodSeconds".into(), json!(EMULATED_PROBE_PERIOD));
+        }
+        let flag = PROBING_SIDECARS.iter().find(|(name, _)| container["name"] == *name).map(|(_, flag)| flag);
+        if let (Some(flag), Some(args)) = (flag, container.get_mut("args").and_then(Value::as_array_mut)) {
+            args.push(json!(format!("{flag}={EMULATED_SIDECAR_TIMEOUT}")));
         }
     }
 }
@@ -348,7 +363,8 @@ mod tests {
     }
 
     /// On an emulated node only the liveness probes' timing changes, on every container
-    /// that has one (upstream's `hostpath` container among them).
+    /// that has one (upstream's `hostpath` container among them), and how long the two
+    /// sidecars that answer probes wait for the driver.
     #[test]
     fn an_emulated_nodes_probes_wait_longer_and_nothing_else_changes() {
         let containers = |probes| {
@@ -359,7 +375,7 @@ mod tests {
         let (upstream, emulated) = (containers(Probes::Upstream), containers(Probes::Emulated));
         let hostpath = upstream.iter().find(|c| c["name"] == PLUGIN_CONTAINER).unwrap();
         assert_eq!(hostpath["livenessProbe"]["timeoutSeconds"], 3, "upstream's, kept by Probes::Upstream");
-        let mut probed = Vec::new();
+        let (mut probed, mut timed) = (Vec::new(), Vec::new());
         for (before, mut after) in upstream.into_iter().zip(emulated) {
             if let Some(probe) = after.get_mut("livenessProbe").and_then(Value::as_object_mut) {
                 assert_eq!(probe["timeoutSeconds"], EMULATED_PROBE_TIMEOUT, "{probe:?}");
@@ -369,9 +385,16 @@ mod tests {
                 }
                 probed.push(after["name"].as_str().unwrap().to_owned());
             }
+            if let Some((name, flag)) = PROBING_SIDECARS.iter().find(|(name, _)| after["name"] == *name) {
+                let args = after["args"].as_array_mut().unwrap();
+                assert_eq!(args.pop(), Some(json!(format!("{flag}={EMULATED_SIDECAR_TIMEOUT}"))), "{name}");
+                assert!(!args.iter().any(|a| a.as_str().is_some_and(|a| a.starts_with(flag))), "{name}: {args:?}");
+                timed.push(*name);
+            }
             assert_eq!(before, after, "only the probe's timing differs");
         }
         assert!(probed.iter().any(|n| n == PLUGIN_CONTAINER), "{probed:?}");
+        assert_eq!(timed, ["node-driver-registrar", "liveness-probe"], "both probing sidecars wait longer");
     }
 
     /// The distributed deployment from the real archive: a DaemonSet with a provisioner of
