@@ -85,20 +85,33 @@ impl Running<'_> {
     /// gave an unowned volume to its oldest publish): another pod's publish of an owned
     /// volume is quarantined in the table's namespace, or reported, as its event would be.
     /// Only after a loss: in a routine pass a publish the model lacks may be one whose
-    /// event is still on its way, and would be judged twice.
+    /// event is still on its way, and would be judged twice. A publish whose volume's
+    /// owner is missing from the table too is left alone: the owner's unmount was most
+    /// likely lost with it (a replacement pod), and the two-pass rule releases the owner.
     fn judge_found_publishes(&mut self, found: Vec<PublishChange>) -> Effects<'static> {
         let mut effects = Vec::new();
         for change in found {
+            let PublishChange::Published(target, _) = &change else { continue };
             let ownership = self.owners.observe(&change);
             let action = decision::decide(self.decision, ownership, Reporter::MountTable);
-            if action != Action::None {
-                let PublishChange::Published(target, _) = &change else { continue };
+            let owner = match &action {
+                Action::None => continue,
+                Action::Quarantine { owner } | Action::Report { owner, .. } => Some(owner),
+                _ => None,
+            };
+            if let Some(owner) = owner.filter(|owner| !self.model.mounts().is_published(&target.volume, owner)) {
                 info!(
-                    "volume {} is published for pod {} (mount table, its event was lost): {action:?}",
+                    "volume {} is published for pod {} (mount table, its event was lost); not judged: its owner \
+                     pod {owner}'s publish is missing from the table too (released after two passes)",
                     target.volume, target.pod_uid
                 );
-                effects.push(Effect::Publish { action, change, by: MadeBy::MountTable });
+                continue;
             }
+            info!(
+                "volume {} is published for pod {} (mount table, its event was lost): {action:?}",
+                target.volume, target.pod_uid
+            );
+            effects.push(Effect::Publish { action, change, by: MadeBy::MountTable });
         }
         effects
     }
