@@ -74,7 +74,7 @@ impl Feed {
         }
     }
 
-    /// Runs of the syscall programs the kernel skipped so far; `None` for notices, or
+    /// Runs of the agent's programs the kernel skipped so far; `None` for notices, or
     /// where the kernel does not count them.
     pub(super) fn runs_skipped(&mut self) -> Option<u64> {
         match self {

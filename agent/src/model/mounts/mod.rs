@@ -172,13 +172,13 @@ impl Mounts {
         names.into_iter()
     }
 
-    /// The publishes this view has and `before` had neither as a publish nor as a mask.
+    /// The publishes this view has and `before` did not (a publish on top of a mask
+    /// `before` had is one: kubelet's retry of a quarantined publish).
     pub fn publishes_new_since(&self, before: &Self) -> Vec<PublishChange> {
-        let known = |volume: &str, pod: &str| before.is_published(volume, pod) || before.is_masked(volume, pod);
         self.volumes
             .iter()
             .flat_map(|(volume, pods)| pods.iter().map(move |(pod, publish)| (volume, pod, publish)))
-            .filter(|(volume, pod, _)| !known(volume, pod))
+            .filter(|(volume, pod, _)| !before.is_published(volume, pod))
             .map(|(volume, pod, publish)| {
                 let target = PublishTarget { pod_uid: pod.clone(), volume: volume.clone(), block: publish.block };
                 PublishChange::Published(target, publish.mount_point.clone())

@@ -249,7 +249,7 @@ impl OperationMetrics {
         let runs_skipped = Counter::default();
         registry.register(
             "volguard_bpf_runs_skipped",
-            "Runs of the syscall programs the kernel skipped (another BPF program was running on the CPU); their \
+            "Runs of the agent's programs the kernel skipped (another BPF program was running on the CPU); their \
              events are missing. Counted by kernels 6.7+ for tracepoints, 5.12+ for trampolines",
             runs_skipped.clone(),
         );
