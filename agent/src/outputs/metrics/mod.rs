@@ -272,10 +272,7 @@ impl OperationMetrics {
     }
     /// Sets the lost-event counter to the kernel's running total.
     pub fn set_events_lost(&self, total: u64) {
-        let seen = self.events_lost.get();
-        if total > seen {
-            self.events_lost.inc_by(total - seen);
-        }
+        catch_up(&self.events_lost, total);
     }
     /// The lost-event counter's value (for tests and the debug API).
     pub fn events_lost(&self) -> u64 {
@@ -283,13 +280,18 @@ impl OperationMetrics {
     }
     /// Sets the skipped-runs counter to the kernel's running total.
     pub fn set_runs_skipped(&self, total: u64) {
-        let seen = self.runs_skipped.get();
-        if total > seen {
-            self.runs_skipped.inc_by(total - seen);
-        }
+        catch_up(&self.runs_skipped, total);
     }
     pub fn runs_skipped(&self) -> u64 {
         self.runs_skipped.get()
+    }
+}
+
+/// Raises `counter` to a running total the kernel keeps (never lowers it).
+fn catch_up(counter: &Counter, total: u64) {
+    let seen = counter.get();
+    if total > seen {
+        counter.inc_by(total - seen);
     }
 }
 
