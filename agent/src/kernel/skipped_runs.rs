@@ -3,16 +3,17 @@
 //! preemptible kernel a syscall's exit can then pass unseen, with no event and no
 //! counter of the agent's own. The kernel counts the skips per program
 //! (`recursion_misses` in the program's fdinfo): trampolines since 5.12, raw tracepoints
-//! since 6.2, tracepoints and kprobes since 6.7.
+//! since 6.2, tracepoints and kprobes since 6.7. LSM programs are never skipped this way
+//! (the kernel runs them without the guard), so only the others are read.
 
 use std::os::fd::{AsFd, AsRawFd};
 
-use aya::programs::ProgramFd;
+use aya::programs::{Program, ProgramFd};
 use tracing::warn;
 
 use super::loader::LoadedObject;
 
-/// The programs of the loaded object, held open to read their counts.
+/// The loaded programs the kernel may skip, held open to read their counts.
 pub struct SkippedRuns {
     programs: Vec<ProgramFd>,
     reported: u64,
@@ -20,11 +21,17 @@ pub struct SkippedRuns {
 
 impl SkippedRuns {
     pub fn new(object: &LoadedObject) -> Self {
-        let programs = object.ebpf.programs().filter_map(|(_, p)| p.fd().ok()?.try_clone().ok()).collect();
+        // A program not loaded (not attached in this mode) has no fd and is left out.
+        let programs = object
+            .ebpf
+            .programs()
+            .filter(|(_, p)| !matches!(p, Program::Lsm(_)))
+            .filter_map(|(_, p)| p.fd().ok()?.try_clone().ok())
+            .collect();
         Self { programs, reported: 0 }
     }
 
-    /// Runs skipped so far, over every program; logs a warning when the total grew.
+    /// Runs skipped so far, over those programs; logs a warning when the total grew.
     /// `None` where the kernel keeps no such count (before 5.12).
     pub fn check(&mut self) -> Option<u64> {
         let mut total = None;
