@@ -20,6 +20,12 @@ pub const SYSCALL_FUNCTION_PREFIX: &str = "__x64_sys_";
 pub const PT_REGS_ARG_OFFSETS: [usize; 6] = [112, 104, 96, 56, 72, 64];
 /// The register names, in the same order, as BTF names the members.
 pub const PT_REGS_ARG_NAMES: [&str; 6] = ["di", "si", "dx", "r10", "r8", "r9"];
+/// Each program on a security hook below is built twice from one body: as a BPF LSM
+/// program (the name given) and as an fmod_ret program on the kernel's `security_<hook>`
+/// function, named with this suffix (`agent-ebpf/src/probes/security_hook.rs`).
+pub const FMOD_RET_SUFFIX: &str = "_fmod_ret";
+/// The kernel function an fmod_ret twin attaches to: `security_<hook>`.
+pub const SECURITY_FUNCTION_PREFIX: &str = "security_";
 /// LSM `sb_mount`: refuses a second pod's mount of a single-pod volume.
 pub const SB_MOUNT_ENFORCE: &str = "sb_mount_enforce";
 /// LSM `move_mount`: the same for the new mount API.

@@ -8,9 +8,9 @@ use volguard::{
     agent::{self, FactsSource, RunOptions},
     cli::check,
     cli::views::{self, View},
-    enforce::ModeChoice,
+    enforce::{HooksChoice, ModeChoice},
     kernel::{
-        loader::LoadedObject,
+        loader::{LoadedObject, SecurityHooks},
         lsm_probe::{self, LsmStatus},
         maps::EnforcementMaps,
         pins::{DEFAULT_PIN_ROOT, Pins},
@@ -104,10 +104,16 @@ struct RunArgs {
     /// A single-pod volume by spec name (the PV name); repeat for more.
     #[arg(long = "single-pod-volume", value_name = "NAME")]
     single_pod_volumes: Vec<String>,
-    /// enforce, quarantine or audit; auto picks enforce when BPF LSM really works,
-    /// else quarantine.
+    /// enforce, quarantine or audit; auto picks enforce when the kernel really refuses
+    /// (BPF LSM, else fmod_ret programs where trampolines load), else quarantine.
     #[arg(long, value_enum, default_value = "auto")]
     mode: ModeChoice,
+    /// How the programs on security hooks attach in enforce and audit: bpf-lsm (needs
+    /// `bpf` in the kernel's `lsm=` list), fmod-ret (fmod_ret programs on the kernel's
+    /// `security_*` functions: needs BPF trampolines, not BPF LSM); auto takes the first
+    /// that refuses a probe mount.
+    #[arg(long, value_enum, default_value = "auto", env = "VOLGUARD_SECURITY_HOOKS")]
+    security_hooks: HooksChoice,
     /// What traces the mounts: trampolines (fentry/fexit: only mount calls pay),
     /// tracepoints (every syscall on the node pays), fanotify (mount notifications on the
     /// namespace of --mountinfo: nothing pays, but no caller, latency or failures); auto
@@ -291,6 +297,7 @@ fn run_options(args: RunArgs) -> RunOptions {
         kubelet_root: args.kubelet_root,
         single_pod_volumes: args.single_pod_volumes,
         mode: args.mode,
+        security_hooks: args.security_hooks,
         trace_backend: args.trace_backend,
         pin_root: args.pin_root,
         keep_enforcement_on_exit: args.keep_enforcement_on_exit,
@@ -358,17 +365,29 @@ async fn trace(choice: BackendChoice) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Probes each way the kernel can refuse (BPF LSM, then fmod_ret), each on an object of
+/// its own, and says what `--mode auto` would take.
 fn lsm_probe_command() -> anyhow::Result<()> {
-    let report = lsm_probe::probe(&mut LoadedObject::load()?)?;
-    println!("active LSMs: {}", report.lsm_list.as_deref().unwrap_or("(unreadable)"));
-    println!("sb_mount program runs during the probe: {}", report.sb_mount_runs);
-    match report.status {
-        LsmStatus::Active => {
-            println!("BPF LSM: active (a probe bind mount was refused in the kernel with EBUSY)")
+    let mut probes = volguard::enforce::Probes::default();
+    for via in HooksChoice::Auto.candidates() {
+        let report = lsm_probe::probe(&mut LoadedObject::load()?, *via)?;
+        if *via == SecurityHooks::BpfLsm {
+            println!("active LSMs: {}", report.lsm_list.as_deref().unwrap_or("(unreadable)"));
         }
-        LsmStatus::Inactive { reason } => println!("BPF LSM: inactive ({reason})"),
-        LsmStatus::Unavailable { reason } => println!("BPF LSM: unavailable ({reason})"),
+        let name = match via {
+            SecurityHooks::BpfLsm => "BPF LSM",
+            SecurityHooks::FModRet => "fmod_ret (security_sb_mount)",
+        };
+        println!("{name}: sb_mount program runs during the probe: {}", report.sb_mount_runs);
+        match &report.status {
+            LsmStatus::Active => println!("{name}: active (a probe bind mount was refused in the kernel with EBUSY)"),
+            LsmStatus::Inactive { reason } => println!("{name}: inactive ({reason})"),
+            LsmStatus::Unavailable { reason } => println!("{name}: unavailable ({reason})"),
+        }
+        probes.reports.push(report);
     }
+    let decision = volguard::enforce::decide(ModeChoice::Auto, &probes)?;
+    println!("--mode auto: {} ({})", decision.mode, decision.reason);
     Ok(())
 }
 

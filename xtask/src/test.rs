@@ -92,7 +92,7 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             deploy::run(false)
         });
         step(
-            "two real nodes in one cluster (this kernel, and the VM's with BPF LSM; one helm install; scenarios 1-8, F1-F4)",
+            "two real nodes in one cluster (this kernel, and the VM's without bpf in lsm=: fmod_ret; one helm install; scenarios 1-8, F1-F4)",
             e2e_logs(&fleet),
             &mut || e2e::run(&fleet),
         );
@@ -111,8 +111,8 @@ pub fn run(options: &Options) -> anyhow::Result<()> {
             );
         }
         let vm_step = match options.full {
-            true => "VM tests (BPF LSM, qemu): every boot",
-            false => "VM tests (BPF LSM, qemu): a boot per kernel (--full: all)",
+            true => "VM tests (BPF LSM and fmod_ret, qemu): every boot",
+            false => "VM tests (BPF LSM and fmod_ret, qemu): a boot per kernel and way (--full: all)",
         };
         step(vm_step, Some(target_dir().join("vm")), &mut || {
             vm::run(&vm::Options {

@@ -18,7 +18,6 @@ use aya_ebpf::{
     EbpfContext as _,
     bindings::{BPF_NOEXIST, BPF_RB_FORCE_WAKEUP},
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
-    macros::lsm,
     programs::LsmContext,
 };
 use volguard_common::{
@@ -43,8 +42,12 @@ use crate::{
     },
 };
 
-#[lsm(hook = "sb_mount")]
-pub fn sb_mount_enforce(ctx: LsmContext) -> i32 {
+security_hook!("sb_mount", sb_mount_enforce, sb_mount_enforce_fmod_ret, sb_mount_decision);
+security_hook!("move_mount", move_mount_enforce, move_mount_enforce_fmod_ret, move_mount_decision);
+security_hook!("sb_umount", sb_umount_release, sb_umount_release_fmod_ret, sb_umount_decision);
+
+#[inline(always)]
+fn sb_mount_decision(ctx: LsmContext) -> i32 {
     let previous: i32 = ctx.arg(5);
     if previous != 0 {
         return previous;
@@ -56,8 +59,8 @@ pub fn sb_mount_enforce(ctx: LsmContext) -> i32 {
     decide(arg_address(&ctx, 1), conflict_hook::SB_MOUNT)
 }
 
-#[lsm(hook = "move_mount")]
-pub fn move_mount_enforce(ctx: LsmContext) -> i32 {
+#[inline(always)]
+fn move_mount_decision(ctx: LsmContext) -> i32 {
     let previous: i32 = ctx.arg(2);
     if previous != 0 {
         return previous;
@@ -166,8 +169,8 @@ pub(super) enum WalkStopped {
 }
 
 /// Never refuses: notes a release to settle if the unmount succeeds.
-#[lsm(hook = "sb_umount")]
-pub fn sb_umount_release(ctx: LsmContext) -> i32 {
+#[inline(always)]
+fn sb_umount_decision(ctx: LsmContext) -> i32 {
     let previous: i32 = ctx.arg(2);
     if previous != 0 {
         return previous;

@@ -1,12 +1,13 @@
-//! BPF LSM self-test on `sb_mount`: counts every run and refuses a bind mount of the
-//! single source path userspace put in `LSM_PROBE_SOURCE`. Userspace proves BPF LSM is
-//! really active by watching that one mount fail with EBUSY.
+//! The self-test of in-kernel refusal on `sb_mount`: counts every run and refuses a bind
+//! mount of the single source path userspace put in `LSM_PROBE_SOURCE`. Userspace proves
+//! that BPF LSM (or its fmod_ret twin on `security_sb_mount`) really refuses by watching
+//! that one mount fail with EBUSY.
 //!
 //! match-proto: int security_sb_mount(const char *dev_name, const struct path *path,
 //!                                    const char *type, unsigned long flags, void *data)
 //! (dev_name is already a kernel copy when the hook runs.)
 
-use aya_ebpf::{macros::lsm, programs::LsmContext};
+use aya_ebpf::programs::LsmContext;
 use aya_log_ebpf::info;
 use volguard_common::{
     counters::Counter,
@@ -22,8 +23,10 @@ use crate::{
 /// Index of the previous LSM program's verdict after the hook's five arguments.
 const PREVIOUS_VERDICT: usize = 5;
 
-#[lsm(hook = "sb_mount")]
-pub fn sb_mount_probe(ctx: LsmContext) -> i32 {
+security_hook!("sb_mount", sb_mount_probe, sb_mount_probe_fmod_ret, probe);
+
+#[inline(always)]
+fn probe(ctx: LsmContext) -> i32 {
     count(Counter::LsmSbMountRuns);
     let previous: i32 = ctx.arg(PREVIOUS_VERDICT);
     if previous != 0 {

@@ -1,5 +1,7 @@
 //! One module per hook family.
 
+#[macro_use]
+mod security_hook;
 mod caller_pod;
 mod directory_verdicts;
 pub mod enforce;

@@ -6,7 +6,6 @@
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_ktime_get_ns},
-    macros::lsm,
     programs::LsmContext,
 };
 use volguard_common::{
@@ -26,8 +25,10 @@ use crate::{
     maps::{CALLER_PODS, EXEMPT_PODS, EnforceScratch, GUARDED_DEVICES, NODE_OPENS, OPEN_REPORTS, OWNERS, PUBLISHED_ROOTS},
 };
 
-#[lsm(hook = "file_open")]
-pub fn file_open_guard(ctx: LsmContext) -> i32 {
+security_hook!("file_open", file_open_guard, file_open_guard_fmod_ret, file_open_decision);
+
+#[inline(always)]
+fn file_open_decision(ctx: LsmContext) -> i32 {
     let previous: i32 = ctx.arg(1);
     if previous != 0 {
         return previous;
@@ -39,8 +40,10 @@ pub fn file_open_guard(ctx: LsmContext) -> i32 {
 /// The hook with a program that returns at once: what any guard on `file_open` costs
 /// before it reads anything. Never attached by the agent; `cargo xtask bench` attaches it
 /// alone (row 9f) to tell the hook's own cost from the guard's.
-#[lsm(hook = "file_open")]
-pub fn file_open_floor(ctx: LsmContext) -> i32 {
+security_hook!("file_open", file_open_floor, file_open_floor_fmod_ret, previous_verdict);
+
+#[inline(always)]
+fn previous_verdict(ctx: LsmContext) -> i32 {
     ctx.arg(1)
 }
 

@@ -28,7 +28,7 @@ use loop_thread::LoopRuntime;
 use startup::serve_http;
 
 use crate::{
-    enforce::{ModeChoice, ModeError},
+    enforce::{HooksChoice, ModeChoice, ModeError},
     facts::inventory::InventoryError,
     kernel::btf::BtfError,
     kernel::lsm_probe::ProbeError,
@@ -67,6 +67,8 @@ pub struct RunOptions {
     pub kubelet_root: PathBuf,
     pub single_pod_volumes: Vec<String>,
     pub mode: ModeChoice,
+    /// How the programs on security hooks attach (`--security-hooks`).
+    pub security_hooks: HooksChoice,
     /// Which programs trace the mount syscalls: trampolines where allowed, or as forced.
     pub trace_backend: BackendChoice,
     pub pin_root: PathBuf,
@@ -114,6 +116,7 @@ impl RunOptions {
             "kubeletRoot": self.kubelet_root,
             "singlePodVolumes": self.single_pod_volumes,
             "mode": format!("{:?}", self.mode).to_lowercase(),
+            "securityHooks": clap::ValueEnum::to_possible_value(&self.security_hooks).map(|v| v.get_name().to_owned()),
             "traceBackend": format!("{:?}", self.trace_backend).to_lowercase(),
             "pinRoot": self.pin_root,
             "keepEnforcementOnExit": self.keep_enforcement_on_exit,
@@ -206,7 +209,11 @@ pub async fn run(opts: RunOptions) -> Result<(), AgentError> {
     shared.set_ready();
     // What start-up freed (the BTF parsed by the probes above all) leaves the RSS.
     crate::sys::heap::return_free_memory();
-    eprintln!("{READY} mode={} ({}) trace-backend={} ({tracing})", decision.mode, decision.reason, tracing.backend);
+    let hooks = decision.hooks.map_or("none", |h| h.label());
+    eprintln!(
+        "{READY} mode={} ({}) security-hooks={hooks} trace-backend={} ({tracing})",
+        decision.mode, decision.reason, tracing.backend
+    );
 
     let result = loop_runtime
         .run(agent.event_loop(&mut feed, facts, &mut stop))

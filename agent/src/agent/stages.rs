@@ -43,19 +43,21 @@ pub(super) struct Probed {
     pub(super) watched: Option<WatchedNamespace>,
 }
 
-/// Probes BPF LSM and the tracing backends (as the flags ask) and decides both.
+/// Probes in-kernel refusal and the tracing backends (as the flags ask) and decides both.
 pub(super) fn probe(opts: &RunOptions) -> Result<Probed, AgentError> {
-    // One throw-away object for both probes; its links detach when it is dropped.
-    let (lsm, trampolines) = match (enforce::needs_probe(opts.mode), trace_backend::needs_probe(opts.trace_backend)) {
-        (false, false) => (None, None),
-        (lsm, tramp) => {
+    // One throw-away object for the tracing probe and the first refusal probe; its links
+    // detach when it is dropped.
+    let (probes, trampolines) = match (enforce::needs_probe(opts.mode), trace_backend::needs_probe(opts.trace_backend))
+    {
+        (false, false) => (enforce::Probes::default(), None),
+        (refusal, tramp) => {
             let mut object = LoadedObject::load()?;
             let trampolines = tramp.then(|| trace_backend::probe(&mut object));
-            let lsm = if lsm { Some(lsm_probe::probe(&mut object)?) } else { None };
-            (lsm, trampolines)
+            let probes = if refusal { probe_refusal(opts.security_hooks, object)? } else { enforce::Probes::default() };
+            (probes, trampolines)
         }
     };
-    let decision = enforce::decide(opts.mode, lsm.as_ref())?;
+    let decision = enforce::decide(opts.mode, &probes)?;
     info!("mode {}: {}", decision.mode, decision.reason);
     // Mount notices watch the namespace whose mount table the agent reads: kubelet's.
     let in_kernel = decision.in_kernel();
@@ -70,6 +72,40 @@ pub(super) fn probe(opts: &RunOptions) -> Result<Probed, AgentError> {
     let tracing = trace_backend::decide(opts.trace_backend, in_kernel, trampolines.as_ref(), fanotify.as_ref())?;
     tracing.log();
     Ok(Probed { decision, tracing, watched })
+}
+
+/// Tries each way the kernel could refuse, in order, until one refuses a probe mount: the
+/// first on `object`, each later one on an object of its own (a probe takes its object's
+/// counters).
+fn probe_refusal(choice: enforce::HooksChoice, mut object: LoadedObject) -> Result<enforce::Probes, AgentError> {
+    let mut probes = enforce::Probes::default();
+    for (i, via) in choice.candidates().iter().enumerate() {
+        if i > 0 {
+            object = LoadedObject::load()?;
+        }
+        let report = lsm_probe::probe(&mut object, *via)?;
+        let refuses = report.status == lsm_probe::LsmStatus::Active;
+        probes.reports.push(report);
+        if refuses {
+            break;
+        }
+    }
+    Ok(probes)
+}
+
+/// An earlier in-kernel agent's pinned programs would keep refusing from maps no agent
+/// updates any more (a node switched to quarantine or audit in userspace): this agent
+/// decides in userspace, so they go, and the log says so.
+fn remove_in_kernel_pins(pins: &Pins) {
+    match pins.uninstall() {
+        Ok(true) => info!(
+            "removed the pinned programs and state of an earlier in-kernel agent in {}: this agent decides in \
+             userspace",
+            pins.root().display()
+        ),
+        Ok(false) => {}
+        Err(e) => warn!("removing an earlier in-kernel agent's pins in {} failed: {e}", pins.root().display()),
+    }
 }
 
 /// The node model and what feeds the loop, ready for [`build`].
@@ -123,6 +159,7 @@ pub(super) async fn load(
             (Some(object), owners)
         }
         false => {
+            remove_in_kernel_pins(&pins);
             let mut owners = OwnerStore::Userspace(Ownership::new(model.single_pod().clone()));
             // No program at all with mount notices.
             let object = match notices.is_some() {

@@ -174,7 +174,8 @@ pub(super) fn start_in_kernel(
     store.seed_roots(model)?;
     // Tracing first: the exit programs settle the claims the LSM programs make. An earlier
     // agent's links of the other backend go only once ours are attached (see `Pins`).
-    let hooks: Vec<Hook> = tracing.hooks().into_iter().chain(loader::enforce_hooks()).collect();
+    let via = decision.hooks.expect("a mode decided in the kernel names its security hooks");
+    let hooks: Vec<Hook> = tracing.hooks().into_iter().chain(loader::enforce_hooks(via)).collect();
     let replaced = object.attach_pinned(&hooks, pins)?;
     let owners = store.owners()?;
     if adopting {

@@ -167,7 +167,8 @@ mod tests {
     use crate::enforce::{DecidedIn, ModeReason};
 
     fn mode(mode: Mode, decided_in: DecidedIn) -> ModeDecision {
-        ModeDecision { mode, decided_in, reason: ModeReason::Flag { mode, no_lsm: None } }
+        let hooks = (decided_in == DecidedIn::Kernel).then_some(crate::kernel::loader::SecurityHooks::BpfLsm);
+        ModeDecision { mode, decided_in, reason: ModeReason::Flag { mode, via: hooks, no_lsm: None }, hooks }
     }
 
     fn conflict() -> OwnershipChange {

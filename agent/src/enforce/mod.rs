@@ -15,4 +15,6 @@ pub mod quarantine;
 pub mod quarantine_error;
 pub mod task_ns;
 
-pub use mode::{DecidedIn, Mode, ModeChoice, ModeDecision, ModeError, ModeReason, decide, needs_probe};
+pub use mode::{
+    DecidedIn, HooksChoice, Mode, ModeChoice, ModeDecision, ModeError, ModeReason, Probes, decide, needs_probe,
+};

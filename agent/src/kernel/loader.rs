@@ -7,7 +7,7 @@ use std::{
 
 use aya::{
     Btf, Ebpf, EbpfError, EbpfLoader,
-    programs::{FEntry, FExit, Lsm, ProgramError, TracePoint, links::FdLink},
+    programs::{FEntry, FExit, FModRet, Lsm, ProgramError, TracePoint, links::FdLink},
 };
 use tokio::io::{Interest, unix::AsyncFd};
 use tracing::{debug, info, warn};
@@ -17,8 +17,8 @@ use volguard_common::{
     open_guard::{OPEN_GUARD_LAYOUT_GLOBAL, OpenGuardLayout},
     programs::{
         D_EXCHANGE_FORGET_VERDICTS, D_MOVE_FORGET_VERDICTS, FENTRY_PREFIX, FEXIT_PREFIX, FILE_OPEN_FLOOR,
-        FILE_OPEN_GUARD, MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE, SYSCALL_ENTER_PREFIX,
-        SYSCALL_EXIT, SYSCALL_FUNCTION_PREFIX,
+        FILE_OPEN_GUARD, FMOD_RET_SUFFIX, MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE,
+        SECURITY_FUNCTION_PREFIX, SYSCALL_ENTER_PREFIX, SYSCALL_EXIT, SYSCALL_FUNCTION_PREFIX,
     },
 };
 
@@ -32,6 +32,9 @@ pub enum AttachPoint {
     TracePoint { category: &'static str, name: String },
     /// A BPF LSM hook (`security_<hook>` in the kernel).
     Lsm { hook: &'static str },
+    /// An fmod_ret trampoline on a kernel function (by its BTF name): its return value,
+    /// when not zero, replaces the function's.
+    FModRet { function: String },
     /// A trampoline at the entry of a kernel function (by its BTF name).
     FEntry { function: String },
     /// A trampoline at the return of a kernel function (by its BTF name).
@@ -102,20 +105,58 @@ pub fn trampoline_hooks(spec: &SyscallSpec) -> [Hook; 2] {
     ]
 }
 
+/// How the programs on security hooks reach the kernel (see
+/// `agent-ebpf/src/probes/security_hook.rs`): the same programs, the same maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum SecurityHooks {
+    /// BPF LSM programs: need `bpf` in the kernel's `lsm=` list.
+    #[value(name = "bpf-lsm")]
+    BpfLsm,
+    /// fmod_ret programs on the kernel's `security_<hook>` functions: need BPF trampolines,
+    /// not BPF LSM.
+    #[value(name = "fmod-ret")]
+    FModRet,
+}
+
+impl SecurityHooks {
+    /// As logs, the CLI and the metrics' labels say it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::BpfLsm => "bpf_lsm",
+            Self::FModRet => "fmod_ret",
+        }
+    }
+
+    /// The hook of `program`, which is the BPF LSM program's name, attached this way.
+    fn hook(self, program: &str, hook: &'static str) -> Hook {
+        match self {
+            Self::BpfLsm => Hook { program: program.to_owned(), attach: AttachPoint::Lsm { hook }, optional: false },
+            Self::FModRet => Hook {
+                program: format!("{program}{FMOD_RET_SUFFIX}"),
+                attach: AttachPoint::FModRet { function: format!("{SECURITY_FUNCTION_PREFIX}{hook}") },
+                optional: false,
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for SecurityHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
 /// The enforcement programs (see `agent-ebpf/src/probes/enforce.rs`, `open_guard.rs` and
-/// `directory_verdicts.rs`).
-pub fn enforce_hooks() -> Vec<Hook> {
-    let lsm = [
+/// `directory_verdicts.rs`), the security hooks attached as `via` says.
+pub fn enforce_hooks(via: SecurityHooks) -> Vec<Hook> {
+    let security = [
         (SB_MOUNT_ENFORCE, "sb_mount"),
         (MOVE_MOUNT_ENFORCE, "move_mount"),
         (SB_UMOUNT_RELEASE, "sb_umount"),
         (FILE_OPEN_GUARD, "file_open"),
     ]
-    .map(|(program, hook)| Hook {
-        program: program.to_owned(),
-        attach: AttachPoint::Lsm { hook },
-        optional: false,
-    });
+    .map(|(program, hook)| via.hook(program, hook));
     let renames =
         [(D_MOVE_FORGET_VERDICTS, "d_move"), (D_EXCHANGE_FORGET_VERDICTS, "d_exchange")].map(|(program, function)| {
             Hook {
@@ -124,7 +165,7 @@ pub fn enforce_hooks() -> Vec<Hook> {
                 optional: false,
             }
         });
-    lsm.into_iter().chain(renames).collect()
+    security.into_iter().chain(renames).collect()
 }
 
 impl Hook {
@@ -133,6 +174,7 @@ impl Hook {
         match &self.attach {
             AttachPoint::TracePoint { name, .. } => format!("tp-{name}"),
             AttachPoint::Lsm { .. } => format!("lsm-{}", self.program),
+            AttachPoint::FModRet { .. } => format!("fmodret-{}", self.program),
             // A syscall's, of the trampolines backend (replaced when the backend changes).
             AttachPoint::FEntry { .. } | AttachPoint::FExit { .. } if self.traces_a_syscall() => {
                 format!("tramp-{}", self.program)
@@ -153,20 +195,20 @@ impl Hook {
         match &self.attach {
             AttachPoint::TracePoint { .. } => self.program == SYSCALL_EXIT,
             AttachPoint::FExit { .. } => self.traces_a_syscall(),
-            AttachPoint::Lsm { .. } | AttachPoint::FEntry { .. } => false,
+            AttachPoint::Lsm { .. } | AttachPoint::FModRet { .. } | AttachPoint::FEntry { .. } => false,
         }
     }
 }
 
 /// The `file_open` hook with a program that decides nothing: the benchmark's floor of the
 /// open guard (never attached by the agent).
-pub fn open_hook_floor() -> Hook {
-    Hook { program: FILE_OPEN_FLOOR.to_owned(), attach: AttachPoint::Lsm { hook: "file_open" }, optional: false }
+pub fn open_hook_floor(via: SecurityHooks) -> Hook {
+    via.hook(FILE_OPEN_FLOOR, "file_open")
 }
 
-/// The BPF LSM self-test (see `volguard_common::lsm_probe`).
-pub fn lsm_probe_hook() -> Hook {
-    Hook { program: SB_MOUNT_PROBE.to_owned(), attach: AttachPoint::Lsm { hook: "sb_mount" }, optional: false }
+/// The self-test of in-kernel refusal (see `volguard_common::lsm_probe`).
+pub fn lsm_probe_hook(via: SecurityHooks) -> Hook {
+    via.hook(SB_MOUNT_PROBE, "sb_mount")
 }
 
 /// Why loading or attaching failed.
@@ -362,8 +404,8 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Re
     let program = hook.program.as_str();
     let failed = |action| move |source| LoadError::Program { program: program.to_owned(), action, source };
     let prog = ebpf.program_mut(program).ok_or_else(|| LoadError::MissingProgram { program: program.to_owned() })?;
-    // LSM, fentry and fexit programs load against the kernel's BTF and attach alike (aya
-    // gives them no common trait).
+    // LSM, fmod_ret, fentry and fexit programs load against the kernel's BTF and attach
+    // alike (aya gives them no common trait).
     macro_rules! attach_btf_typed {
         ($kind:ty, $target:expr) => {{
             let btf = kernel_btf(btf)?;
@@ -395,6 +437,7 @@ fn attach(ebpf: &mut Ebpf, hook: &Hook, take: bool, btf: &mut Option<Btf>) -> Re
             }
         }
         AttachPoint::Lsm { hook } => attach_btf_typed!(Lsm, hook),
+        AttachPoint::FModRet { function } => attach_btf_typed!(FModRet, function),
         AttachPoint::FEntry { function } => attach_btf_typed!(FEntry, function),
         AttachPoint::FExit { function } => attach_btf_typed!(FExit, function),
     }
@@ -426,8 +469,13 @@ mod tests {
         let hooks = trace_hooks()
             .into_iter()
             .chain(trampolines)
-            .chain(enforce_hooks())
-            .chain([lsm_probe_hook(), open_hook_floor()]);
+            .chain(enforce_hooks(SecurityHooks::BpfLsm))
+            .chain(enforce_hooks(SecurityHooks::FModRet))
+            .chain(
+                [SecurityHooks::BpfLsm, SecurityHooks::FModRet]
+                    .into_iter()
+                    .flat_map(|via| [lsm_probe_hook(via), open_hook_floor(via)]),
+            );
         for hook in hooks {
             assert!(object.programs.contains_key(&hook.program), "{} is not in the object", hook.program);
             assert_eq!(super::super::pins::settles_claims(&hook.link_name()), hook.settles_claims(), "{hook:?}");

@@ -1,9 +1,11 @@
-//! Proves whether BPF LSM enforcement really works on this kernel.
+//! Proves whether the kernel really refuses through the security hooks, attached as BPF
+//! LSM programs or as their fmod_ret twins ([`SecurityHooks`]).
 //!
 //! An LSM program can load and attach and still never run when `bpf` is missing from the
-//! kernel's `lsm=` list, so the only proof is a refused mount: the probe program is told
-//! one throw-away source path, and a bind mount of it (in a private mount namespace) must
-//! fail with EBUSY.
+//! kernel's `lsm=` list, and an fmod_ret program can be refused (no trampolines, lockdown)
+//! or its function be missing, so the only proof is a refused mount: the probe program is
+//! told one throw-away source path, and a bind mount of it (in a private mount namespace)
+//! must fail with EBUSY.
 
 use std::{
     fs, io,
@@ -24,8 +26,9 @@ use volguard_common::{
 
 use crate::{
     kernel::{
+        btf::{Btf, VMLINUX_BTF},
         counters::Counters,
-        loader::{self, LoadError, LoadedObject},
+        loader::{self, LoadError, LoadedObject, SecurityHooks},
     },
     sys::mountns::{MountNsError, run_in_private_mount_ns},
 };
@@ -47,6 +50,8 @@ pub enum LsmStatus {
 /// The probe's verdict and the evidence behind it.
 #[derive(Clone, Debug)]
 pub struct LsmProbeReport {
+    /// How the probe program was attached.
+    pub via: SecurityHooks,
     pub status: LsmStatus,
     /// Times the `sb_mount` program ran during the probe.
     pub sb_mount_runs: u64,
@@ -71,12 +76,26 @@ pub enum ProbeError {
     MountNs(#[from] MountNsError),
 }
 
-/// Attaches the probe program to `ebpf` and tests it with one real bind mount.
-pub fn probe(object: &mut LoadedObject) -> Result<LsmProbeReport, ProbeError> {
+/// Attaches the probe program to `object` as `via` says and tests it with one real bind
+/// mount. Once per object: it takes the object's counters.
+pub fn probe(object: &mut LoadedObject, via: SecurityHooks) -> Result<LsmProbeReport, ProbeError> {
     let lsm_list = fs::read_to_string(LSM_LIST).ok().map(|s| s.trim().to_owned());
-    if let Err(e) = object.attach(&[loader::lsm_probe_hook()]) {
-        let reason = error_chain(&e);
-        return Ok(LsmProbeReport { status: LsmStatus::Unavailable { reason }, sb_mount_runs: 0, lsm_list });
+    let unavailable = |reason| {
+        Ok(LsmProbeReport {
+            via,
+            status: LsmStatus::Unavailable { reason },
+            sb_mount_runs: 0,
+            lsm_list: lsm_list.clone(),
+        })
+    };
+    if let Err(e) = object.attach(&[loader::lsm_probe_hook(via)]) {
+        return unavailable(error_chain(&e));
+    }
+    // Where fmod_ret loads at all, the other functions it attaches to must be there too.
+    if via == SecurityHooks::FModRet
+        && let Some(reason) = missing_security_functions()
+    {
+        return unavailable(reason);
     }
 
     let scratch = ScratchDirs::create()?;
@@ -90,8 +109,12 @@ pub fn probe(object: &mut LoadedObject) -> Result<LsmProbeReport, ProbeError> {
 
     let counters = Counters::new(object)?;
     let runs = counters.get(Counter::LsmSbMountRuns);
+    let denied = counters.get(Counter::LsmProbeDenied);
     let status = match mounted {
-        Err(Errno::EBUSY) if counters.get(Counter::LsmProbeDenied) > 0 => LsmStatus::Active,
+        Err(Errno::EBUSY) if denied > 0 => LsmStatus::Active,
+        Ok(()) if runs == 0 && via == SecurityHooks::FModRet => LsmStatus::Inactive {
+            reason: "the fmod_ret program on security_sb_mount attached but never ran".to_owned(),
+        },
         Ok(()) if runs == 0 => LsmStatus::Inactive {
             reason: format!(
                 "the sb_mount program attached but never ran: `bpf` is not in the active LSM list ({})",
@@ -103,7 +126,28 @@ pub fn probe(object: &mut LoadedObject) -> Result<LsmProbeReport, ProbeError> {
         },
         Err(errno) => LsmStatus::Inactive { reason: format!("the probe bind mount failed with {errno}, not EBUSY") },
     };
-    Ok(LsmProbeReport { status, sb_mount_runs: runs, lsm_list })
+    Ok(LsmProbeReport { via, status, sb_mount_runs: runs, lsm_list })
+}
+
+/// Why fmod_ret cannot carry every enforcement hook here: the `security_*` functions they
+/// attach to that the kernel's BTF lacks (a kernel that inlines or renames one), or why the
+/// BTF could not be read. `None` when all are there. The probe mount tests one of them;
+/// this finds the others before the agent relies on them.
+pub fn missing_security_functions() -> Option<String> {
+    let btf = match Btf::from_file(Path::new(VMLINUX_BTF)) {
+        Ok(btf) => btf,
+        Err(e) => return Some(format!("reading the kernel's BTF failed: {}", error_chain(&e))),
+    };
+    let missing: Vec<String> = loader::enforce_hooks(SecurityHooks::FModRet)
+        .into_iter()
+        .filter_map(|hook| match hook.attach {
+            loader::AttachPoint::FModRet { function } => Some(function),
+            _ => None,
+        })
+        .filter(|function| !btf.has_function(function))
+        .collect();
+    (!missing.is_empty())
+        .then(|| format!("not in the kernel's BTF as functions (inlined or renamed): {}", missing.join(", ")))
 }
 
 /// Sets (or with `None`, clears) the one source path the probe program refuses.
@@ -190,6 +234,13 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("the BPF_PROG_LOAD syscall returned {0}. Verifier output: ")]
     struct Middle(#[source] io::Error);
+
+    /// This host's kernel has every `security_*` function the fmod_ret programs attach to
+    /// (each VM boot's fmod_ret probe checks its kernel the same way).
+    #[test]
+    fn every_security_function_the_fmod_ret_programs_attach_to_is_in_this_kernels_btf() {
+        assert_eq!(missing_security_functions(), None);
+    }
 
     #[test]
     fn the_reason_says_each_cause_once_without_an_empty_verifier_log() {

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use crate::support::{bpf_in_lsm_list, have_root, kubelet::agent_binary};
+use crate::support::{have_root, kernel_refuses, kubelet::agent_binary};
 
 #[test]
 fn the_demo_plays_every_step_and_cleans_up() {
@@ -25,7 +25,7 @@ fn the_demo_plays_every_step_and_cleans_up() {
     };
     assert!(stdout.contains(debug_pod), "the debug pod's open: expected {debug_pod:?}:\n{stdout}");
     if std::env::var_os("VOLGUARD_IN_VM").is_some() {
-        assert_eq!(enforce, bpf_in_lsm_list(), "enforce exactly when BPF LSM is active:\n{stdout}");
+        assert_eq!(enforce, kernel_refuses(), "enforce exactly when the kernel refuses:\n{stdout}");
     }
     let second_pod = match enforce {
         true => "mount(2) failed with EBUSY: refused in the kernel",

@@ -9,20 +9,15 @@ use crate::support::{
     stories::quarantine_end_to_end,
 };
 
-fn bpf_lsm_works() -> bool {
-    volguard::kernel::lsm_probe::probe(&mut volguard::kernel::loader::LoadedObject::load().unwrap()).unwrap().status
-        == volguard::kernel::lsm_probe::LsmStatus::Active
-}
-
 #[test]
 fn without_bpf_lsm_auto_mode_quarantines_a_second_pods_publish() {
     if !have_root("without_bpf_lsm_auto_mode_quarantines_a_second_pods_publish") {
         return;
     }
-    if bpf_lsm_works() {
+    if crate::support::agents_refuse_here() {
         skip(
             "without_bpf_lsm_auto_mode_quarantines_a_second_pods_publish",
-            "BPF LSM works on this kernel: the VM's lsm-no-bpf boot runs this test",
+            "the kernel refuses here (BPF LSM or fmod_ret): the VM's lsm-no-bpf boot runs this test",
         );
         return;
     }
@@ -39,10 +34,10 @@ fn an_owner_already_mounted_before_the_agent_started_is_known_from_the_mount_tab
     if !have_root("an_owner_already_mounted_before_the_agent_started_is_known_from_the_mount_table") {
         return;
     }
-    if bpf_lsm_works() {
+    if crate::support::agents_refuse_here() {
         skip(
             "an_owner_already_mounted_before_the_agent_started_is_known_from_the_mount_table",
-            "BPF LSM works on this kernel: the VM's lsm-no-bpf boot runs this test",
+            "the kernel refuses here (BPF LSM or fmod_ret): the VM's lsm-no-bpf boot runs this test",
         );
         return;
     }

@@ -1,14 +1,16 @@
-//! ReadWriteOncePod enforcement in the kernel, with the real agent. BPF LSM is refused on
-//! this host, so these run in the VM (`cargo xtask vm-test`): with `bpf` in `lsm=` the
-//! kernel refuses; without it, auto mode must fall back to quarantine and say why.
+//! ReadWriteOncePod enforcement in the kernel, with the real agent. BPF LSM and trampolines
+//! are refused on this host, so these run in the VM (`cargo xtask vm-test`): with `bpf` in
+//! `lsm=` the BPF LSM programs refuse; without it the same tests run with the programs
+//! attached as fmod_ret, and where the boot turns fmod_ret off auto mode must fall back to
+//! quarantine and say why.
 
 use std::{fs, path::Path};
 
 use nix::errno::Errno;
-use volguard::kernel::{maps::EnforcementMaps, pins::Pins};
+use volguard::kernel::{loader::SecurityHooks, maps::EnforcementMaps, pins::Pins};
 
 use crate::support::{
-    bpf_in_lsm_list,
+    bpf_in_lsm_list, expected_security_hooks, kernel_refuses,
     kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
     stories::quarantine_end_to_end,
 };
@@ -26,6 +28,15 @@ fn pinned_links(pins: &Path) -> Vec<String> {
     links
 }
 
+/// The pinned link of the `sb_mount` program, attached as this boot's agents attach it.
+fn sb_mount_link() -> String {
+    let via = match expected_security_hooks().as_str() {
+        "fmod_ret" => SecurityHooks::FModRet,
+        _ => SecurityHooks::BpfLsm,
+    };
+    volguard::kernel::loader::enforce_hooks(via)[0].link_name()
+}
+
 fn owners(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter().map(|(v, p)| (v.to_string(), p.to_string())).collect()
 }
@@ -33,7 +44,7 @@ fn owners(list: &[(&str, &str)]) -> Vec<(String, String)> {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_refuses_a_second_pod_on_every_route_and_settles_claims() {
-    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
     let tree = KubeletTree::new();
     let pins = pin_root("enforce");
     let ns = MountNs::new();
@@ -94,7 +105,7 @@ fn enforce_refuses_a_second_pod_on_every_route_and_settles_claims() {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_refuses_moving_a_tree_from_inside_an_owned_volume_under_another_pod() {
-    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
     let tree = KubeletTree::new();
     let pins = pin_root("source");
     let ns = MountNs::new();
@@ -135,7 +146,7 @@ fn enforce_refuses_moving_a_tree_from_inside_an_owned_volume_under_another_pod()
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
-    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
     let tree = KubeletTree::new();
     let pins = pin_root("restart");
     let ns = MountNs::new();
@@ -155,7 +166,7 @@ fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
     assert_eq!(pinned_owners(&pins), owners(&[("pv-rwop", "pod-a")]), "exactly one owner, unchanged");
     let links = pinned_links(&pins);
     assert!(links.iter().all(|l| !l.ends_with("~new")), "no half-swapped pins: {links:?}");
-    assert!(links.contains(&"lsm-sb_mount_enforce".to_owned()), "{links:?}");
+    assert!(links.contains(&sb_mount_link()), "{links:?}");
 
     second.stop();
     assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "a clean stop keeps enforcement too");
@@ -167,7 +178,7 @@ fn enforcement_survives_sigkill_and_a_new_agent_adopts_it() {
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
-    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
     let tree = KubeletTree::new();
     let pins = pin_root("seed");
     let ns = MountNs::new();
@@ -183,9 +194,9 @@ fn enforce_seeds_owners_already_mounted_before_the_first_agent_started() {
 
 /// The mode and tracing backend the VM boot's row of the compatibility table says auto
 /// picks on this kernel (`cargo xtask vm-test` exports them; docs/compatibility.md).
-fn expected_choice() -> (String, String) {
+fn expected_choice() -> (String, String, String) {
     let read = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is set by the VM boot"));
-    (read("VOLGUARD_EXPECT_MODE"), read("VOLGUARD_EXPECT_BACKEND"))
+    (read("VOLGUARD_EXPECT_MODE"), read("VOLGUARD_EXPECT_HOOKS"), read("VOLGUARD_EXPECT_BACKEND"))
 }
 
 #[test]
@@ -196,7 +207,7 @@ fn with_bpf_in_lsm_auto_picks_the_mode_and_backend_the_matrix_says() {
     let pins = pin_root("auto-choice");
     // Auto for both, whatever backend the run forces on other agents.
     let agent = Agent::start_with(&tree.root(), &pins, &[], "auto", &["--trace-backend", "auto"]);
-    assert_eq!((agent.mode(), agent.trace_backend()), expected_choice());
+    assert_eq!((agent.mode(), agent.security_hooks(), agent.trace_backend()), expected_choice());
     agent.stop();
     uninstall(&pins);
 }
@@ -207,10 +218,12 @@ fn with_bpf_in_lsm_auto_picks_the_mode_and_backend_the_matrix_says() {
 fn without_bpf_in_lsm_auto_picks_the_mode_and_backend_the_matrix_says() {
     assert!(!bpf_in_lsm_list(), "precondition: booted without bpf in lsm=");
     let tree = KubeletTree::new();
-    let agent =
-        Agent::start_with(&tree.root(), &pin_root("auto-choice-nobpf"), &[], "auto", &["--trace-backend", "auto"]);
-    assert_eq!((agent.mode(), agent.trace_backend()), expected_choice());
+    let pins = pin_root("auto-choice-nobpf");
+    let agent = Agent::start_with(&tree.root(), &pins, &[], "auto", &["--trace-backend", "auto"]);
+    assert_eq!((agent.mode(), agent.security_hooks(), agent.trace_backend()), expected_choice());
     agent.stop();
+    // Enforce by fmod_ret pins its programs; quarantine pins nothing (and removes nothing).
+    uninstall(&pins);
 }
 
 #[test]
@@ -236,7 +249,7 @@ fn enforce_lets_no_second_publish_through_while_the_agent_is_sigkilled_mid_storm
 
     use nix::mount::{MntFlags, MsFlags, mount, umount2};
 
-    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
     let tree = KubeletTree::new();
     let pins = pin_root("storm");
     let ns = MountNs::new();
@@ -289,7 +302,7 @@ fn enforce_lets_no_second_publish_through_while_the_agent_is_sigkilled_mid_storm
 #[test]
 #[ignore = "needs BPF LSM and trampolines: runs in the VM (cargo xtask vm-test)"]
 fn upgrade_across_a_change_of_tracing_backend_keeps_owners_and_settles_claims() {
-    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
     let tree = KubeletTree::new();
     let pins = pin_root("backend-switch");
     let ns = MountNs::new();
@@ -339,4 +352,58 @@ fn upgrade_across_a_change_of_tracing_backend_keeps_owners_and_settles_claims() 
     assert_eq!(ns.bind(&rwop, &a), Ok(()), "released at the exit tracepoint again");
     third.stop();
     uninstall(&pins);
+}
+
+/// The ids of the BPF programs loaded now.
+fn loaded_program_ids() -> std::collections::HashSet<u32> {
+    aya::programs::loaded_programs().filter_map(|p| p.ok()).map(|p| p.id()).collect()
+}
+
+/// A node switched from quarantine to refusal in the kernel and back: the in-kernel agent
+/// takes the owner from the mount table and refuses; the quarantining agent after it
+/// removes the pinned programs (they would keep refusing from maps no agent updates) and
+/// quarantines as before; once the second pod's publish is gone no mask stays, and no
+/// program of the in-kernel agent is left in the kernel.
+#[test]
+#[ignore = "needs a kernel that refuses (BPF LSM or fmod_ret): runs in the VM (cargo xtask vm-test)"]
+fn enforce_after_quarantine_and_quarantine_after_it_leave_no_program_and_no_mask_behind() {
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
+    let tree = KubeletTree::new();
+    let pins = pin_root("mode-switch");
+    let ns = MountNs::new();
+    let rwop = tree.volume("pv-rwop");
+    let (a, b) = (tree.publish_dir("pod-a", "pv-rwop"), tree.publish_dir("pod-b", "pv-rwop"));
+
+    let quarantine = Agent::start_in_mode(&ns, &tree.root(), &pins, &["pv-rwop"], "quarantine");
+    assert_eq!(ns.bind(&rwop, &a), Ok(()));
+    quarantine.wait_for_line("the claim", |l| l.contains("volume pv-rwop claimed by pod pod-a"));
+    quarantine.stop();
+    assert!(!pins.exists(), "a quarantining agent pins nothing");
+
+    let before = loaded_program_ids();
+    let enforce = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
+    assert_eq!(enforce.mode(), "enforce");
+    assert_eq!(enforce.security_hooks(), expected_security_hooks());
+    assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "the owner the quarantining agent saw is refused in the kernel");
+    enforce.stop();
+    let pinned: Vec<u32> = loaded_program_ids().difference(&before).copied().collect();
+    assert!(!pinned.is_empty(), "a clean stop keeps the in-kernel agent's programs pinned");
+    assert_eq!(ns.bind(&rwop, &b), Err(Errno::EBUSY), "and they keep refusing");
+
+    let quarantine = Agent::start_in_mode(&ns, &tree.root(), &pins, &["pv-rwop"], "quarantine");
+    quarantine.wait_for_line("the pins' removal", |l| l.contains("removed the pinned programs and state"));
+    assert!(!pins.exists(), "no pin left");
+    let still: Vec<u32> = pinned.iter().filter(|id| loaded_program_ids().contains(id)).copied().collect();
+    assert!(still.is_empty(), "programs of the in-kernel agent still loaded: {still:?}");
+    assert_eq!(ns.bind(&rwop, &b), Ok(()), "nothing refuses in the kernel any more");
+    quarantine.wait_for_line("the quarantine", |l| l.contains("CONFLICT quarantined") && l.contains("pod pod-b"));
+    // The driver's unpublish of pod-b's target takes the mask and the publish under it.
+    while ns.mount_at(&b).is_some() {
+        ns.umount(&b).unwrap();
+    }
+    quarantine.stop();
+    let mountinfo = std::fs::read_to_string(ns.mountinfo()).unwrap();
+    let masks = mountinfo.lines().filter(|l| l.contains(volguard::model::mounts::MASK_SOURCE)).count();
+    assert_eq!(masks, 0, "no mask left:\n{mountinfo}");
+    assert_eq!(ns.read(&a.join("marker")).unwrap(), "pv-rwop", "the owner kept its volume throughout");
 }

@@ -1,5 +1,6 @@
-//! BPF LSM tests. This host's kernel refuses LSM programs, so these run inside a VM
-//! (`cargo xtask vm-test`) booted once with `bpf` in `lsm=` and once without it.
+//! Tests of the probe that proves the kernel refuses, as BPF LSM and as fmod_ret. This
+//! host's kernel refuses both, so these run inside a VM (`cargo xtask vm-test`) booted once
+//! with `bpf` in `lsm=` and once without it.
 
 use std::{fs, path::PathBuf};
 
@@ -11,7 +12,7 @@ use volguard::{
     kernel::lsm_probe::{self, LSM_LIST, LsmStatus},
     kernel::{
         counters::Counters,
-        loader::{self, LoadedObject},
+        loader::{self, LoadedObject, SecurityHooks},
     },
     sys::mountns::run_in_private_mount_ns,
 };
@@ -47,7 +48,7 @@ fn lsm_active_refuses_only_the_probe_bind() {
     assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=, active LSMs are {}", active_lsms());
     {
         let mut ebpf = LoadedObject::load().unwrap();
-        ebpf.attach(&[loader::lsm_probe_hook()]).expect("LSM program loads and attaches");
+        ebpf.attach(&[loader::lsm_probe_hook(SecurityHooks::BpfLsm)]).expect("LSM program loads and attaches");
         let (_tmp, source, other, target) = scratch();
         lsm_probe::set_probe_source(&mut ebpf, Some(&source)).unwrap();
 
@@ -59,7 +60,7 @@ fn lsm_active_refuses_only_the_probe_bind() {
         assert!(counters.get(Counter::LsmSbMountRuns) >= 2, "the hook ran for both mounts");
     }
     // The agent's own probe reaches the same verdict.
-    let report = lsm_probe::probe(&mut LoadedObject::load().unwrap()).unwrap();
+    let report = lsm_probe::probe(&mut LoadedObject::load().unwrap(), SecurityHooks::BpfLsm).unwrap();
     assert_eq!(report.status, LsmStatus::Active, "{report:?}");
 }
 
@@ -69,7 +70,8 @@ fn lsm_inactive_program_attaches_but_never_runs() {
     assert!(!bpf_in_lsm_list(), "precondition: booted without bpf in lsm=, active LSMs are {}", active_lsms());
     {
         let mut ebpf = LoadedObject::load().unwrap();
-        ebpf.attach(&[loader::lsm_probe_hook()]).expect("the LSM program still loads and attaches without bpf in lsm=");
+        ebpf.attach(&[loader::lsm_probe_hook(SecurityHooks::BpfLsm)])
+            .expect("the LSM program still loads and attaches without bpf in lsm=");
         let (_tmp, source, other, target) = scratch();
         lsm_probe::set_probe_source(&mut ebpf, Some(&source)).unwrap();
 
@@ -77,8 +79,32 @@ fn lsm_inactive_program_attaches_but_never_runs() {
         assert_eq!((probe_bind, other_bind), (Ok(()), Ok(())), "nothing is refused");
         assert_eq!(Counters::new(&mut ebpf).unwrap().get(Counter::LsmSbMountRuns), 0, "the program never ran");
     }
-    let report = lsm_probe::probe(&mut LoadedObject::load().unwrap()).unwrap();
+    let report = lsm_probe::probe(&mut LoadedObject::load().unwrap(), SecurityHooks::BpfLsm).unwrap();
     let LsmStatus::Inactive { reason } = &report.status else { panic!("expected inactive: {report:?}") };
     assert!(reason.contains("never ran"), "{reason}");
     assert_eq!(report.sb_mount_runs, 0);
+}
+
+/// Where `bpf` is not in `lsm=`, the same probe program attached as fmod_ret on
+/// `security_sb_mount` refuses its bind (and only it): what `--mode auto` takes there.
+#[test]
+#[ignore = "needs a kernel booted without bpf in lsm=, with trampolines: runs in the VM (cargo xtask vm-test)"]
+fn fmod_ret_refuses_only_the_probe_bind_without_bpf_lsm() {
+    assert!(!bpf_in_lsm_list(), "precondition: booted without bpf in lsm=, active LSMs are {}", active_lsms());
+    {
+        let mut ebpf = LoadedObject::load().unwrap();
+        ebpf.attach(&[loader::lsm_probe_hook(SecurityHooks::FModRet)])
+            .expect("the fmod_ret program loads and attaches on security_sb_mount");
+        let (_tmp, source, other, target) = scratch();
+        lsm_probe::set_probe_source(&mut ebpf, Some(&source)).unwrap();
+
+        let (probe_bind, other_bind) = bind_both(source, other, target);
+        assert_eq!(probe_bind, Err(Errno::EBUSY), "the probe source is refused in the kernel");
+        assert_eq!(other_bind, Ok(()), "any other bind mount goes through");
+        let counters = Counters::new(&mut ebpf).unwrap();
+        assert_eq!(counters.get(Counter::LsmProbeDenied), 1);
+        assert!(counters.get(Counter::LsmSbMountRuns) >= 2, "the program ran for both mounts");
+    }
+    let report = lsm_probe::probe(&mut LoadedObject::load().unwrap(), SecurityHooks::FModRet).unwrap();
+    assert_eq!(report.status, LsmStatus::Active, "{report:?}");
 }

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::support::{
-    bpf_in_lsm_list,
+    kernel_refuses,
     kubelet::{Agent, KubeletTree, MountNs, pin_root, uninstall},
     pod_cgroup::PodCgroup,
     pod_process::{HELD_FD, SETNS_FAILED},
@@ -29,7 +29,7 @@ const EACCES: i32 = libc::EACCES;
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn enforce_refuses_another_pods_open_of_an_owned_volumes_files_on_every_route() {
-    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
     let Some(cgroups) = PodCgroup::hierarchy(TEST) else { return };
     let (pod_a, pod_c, exempt) =
         (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C), PodCgroup::new(&cgroups, POD_EXEMPT));
@@ -140,7 +140,7 @@ const KEPT_ANSWERS: &str = "the_guards_kept_answers_change_when_a_directory_move
 #[test]
 #[ignore = "needs BPF LSM: runs in the VM (cargo xtask vm-test)"]
 fn the_guards_kept_answers_change_when_a_directory_moves_in_or_a_volume_is_published_above() {
-    assert!(bpf_in_lsm_list(), "precondition: booted with bpf in lsm=");
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
     let Some(cgroups) = PodCgroup::hierarchy(KEPT_ANSWERS) else { return };
     let (pod_a, pod_c) = (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C));
     let tree = KubeletTree::new();

@@ -343,9 +343,12 @@ impl Bench {
                     None,
                 ),
                 // The hook alone, no agent: the floor any guard on `file_open` pays.
-                "open_floor" => {
-                    (format!("9f. open+close with only the file_open hook ({place}): {}", m.case), "ns/open", 1e9, None)
-                }
+                "open_floor" => (
+                    format!("9f. open+close with only the file_open hook ({place}, {}): {}", m.mode, m.case),
+                    "ns/open",
+                    1e9,
+                    None,
+                ),
                 other => bail!("a bench line of an unknown benchmark: {other}"),
             };
             let per_iteration = |s: f64| s / m.iterations * per;
@@ -473,14 +476,14 @@ mod tests {
     #[test]
     fn the_file_open_hook_alone_is_a_reported_row_of_its_own() {
         // As agent/tests/integration/hook_floor_bench.rs prints it.
-        let floor = r#"{"bench":"open_floor","backend":"none","mode":"hook only","baseline":"no hook","case":"a program that returns at once","iterations":100,"without_s":[1.0,1.0,1.0],"with_s":[1.08,1.07,1.09],"extra":{}}"#;
+        let floor = r#"{"bench":"open_floor","backend":"none","mode":"hook only, fmod_ret","baseline":"no hook","case":"a program that returns at once","iterations":100,"without_s":[1.0,1.0,1.0],"with_s":[1.08,1.07,1.09],"extra":{}}"#;
         let mut bench = Bench { agent: "volguard".into(), base: None, dir: "/tmp".into(), report: Report::default() };
         bench.syscall_rows("VM 6.12", &[floor.to_owned()]).unwrap();
         let rows = &bench.report.rows;
         assert_eq!(rows.len(), 1);
         assert_eq!(
             rows[0].name,
-            "9f. open+close with only the file_open hook (VM 6.12): a program that returns at once"
+            "9f. open+close with only the file_open hook (VM 6.12, hook only, fmod_ret): a program that returns at once"
         );
         assert!(!rows[0].short_of_target && !rows[0].failed(), "reported, not judged: {:?}", rows[0].name);
         assert!(rows[0].baseline.contains("no hook"), "{}", rows[0].baseline);

@@ -27,8 +27,8 @@ use super::{
     runner::Runner,
     scenarios, vm_scenarios,
     workload::{
-        A_DATA, AGENT_NS, Chart, EMULATED, NS, Site, agent_mode, agent_pods_on, claim_pod, conflicts_total, exec,
-        install_volguard, pod_uid, scheduled_claim_pod, volume,
+        A_DATA, AGENT_NS, Chart, EMULATED, NS, Site, agent_mode, agent_mode_reason, agent_pods_on, claim_pod,
+        conflicts_total, exec, install_volguard, pod_uid, scheduled_claim_pod, volume,
     },
 };
 use crate::proc::output;
@@ -96,7 +96,7 @@ fn one_install(admin: &Kube) -> anyhow::Result<String> {
     for node in NODES {
         let pods = agent_pods_on(admin, node)?;
         ensure!(pods.len() == 1, "agent pods on {node}: {pods:?}");
-        // The VM boots with `bpf` in `lsm=` on a kernel that runs BPF LSM programs. This
+        // The VM's kernel refuses, with BPF LSM or fmod_ret as it was booted. This
         // host's kernel may list `bpf` and still refuse the programs (this project's
         // machine does): `volguard lsm-probe`, run here, says which, as the agent's own
         // probe must have found it.
@@ -107,7 +107,12 @@ fn one_install(admin: &Kube) -> anyhow::Result<String> {
         };
         let mode = agent_mode(node)?;
         ensure!(mode == expected, "the agent on {node} runs in {mode} mode, not {expected}");
-        modes.push(format!("{node}: {} ({mode})", pods[0]));
+        let reason = agent_mode_reason(node)?;
+        if node == VM_NODE_NAME {
+            let refusal = super::vm_node::VmRefusal::chosen();
+            ensure!(reason == refusal.reason_label(), "the agent on {node} enforces for {reason}, not {refusal:?}");
+        }
+        modes.push(format!("{node}: {} ({mode}, {reason})", pods[0]));
     }
     Ok(format!("one release, DaemonSet Ready on {} nodes: {}", NODES.len(), modes.join(", ")))
 }

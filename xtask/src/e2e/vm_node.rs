@@ -1,7 +1,8 @@
 //! Scenario 6's node: kubelet, containerd, runc, the CSI driver, volguard and the pods in
-//! Debian's 6.1 cloud kernel with BPF LSM, under qemu (software emulation); etcd, the API
-//! server, controller-manager and scheduler stay in the node's namespaces outside, at
-//! native speed.
+//! Debian's 6.1 cloud kernel, booted without `bpf` in `lsm=` (the agent refuses with
+//! fmod_ret programs; [`VM_BPF_LSM_ENV`] boots it with BPF LSM), under qemu (software
+//! emulation); etcd, the API server, controller-manager and scheduler stay in the node's
+//! namespaces outside, at native speed.
 //!
 //! qemu's user-mode network joins the two. qemu runs in a network namespace of its own,
 //! linked to the node's by a veth pair, as a second machine on the node's network: a
@@ -86,10 +87,55 @@ ip -n {NETNS} route add local {GUEST_IP}/32 dev lo table local
     run_cmd(Command::new("sh").args(["-ec", &script])).context("linking the VM's network namespace to the node's")
 }
 
+/// Set to `1` to boot the node in the VM with `bpf` in `lsm=` (its agent then refuses with
+/// BPF LSM programs) rather than without it (fmod_ret programs).
+pub const VM_BPF_LSM_ENV: &str = "VOLGUARD_E2E_VM_BPF_LSM";
+
+/// How the node in the VM refuses in the kernel, and so its `lsm=`. Without `bpf` by
+/// default, as many distribution kernels boot: the agent's programs attach as fmod_ret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmRefusal {
+    BpfLsm,
+    FModRet,
+}
+
+impl VmRefusal {
+    /// The run's choice ([`VM_BPF_LSM_ENV`]).
+    pub fn chosen() -> Self {
+        match std::env::var(VM_BPF_LSM_ENV).as_deref() {
+            Ok("1") => Self::BpfLsm,
+            _ => Self::FModRet,
+        }
+    }
+
+    fn lsm(self) -> &'static str {
+        match self {
+            Self::BpfLsm => "lockdown,capability,bpf",
+            Self::FModRet => "lockdown,capability",
+        }
+    }
+
+    /// The security hooks the agent's ready line names there.
+    fn hooks(self) -> &'static str {
+        match self {
+            Self::BpfLsm => "bpf_lsm",
+            Self::FModRet => "fmod_ret",
+        }
+    }
+
+    /// The `reason` label of the agent's `volguard_enforcement_mode` there (`--mode auto`).
+    pub fn reason_label(self) -> &'static str {
+        match self {
+            Self::BpfLsm => "lsm_active",
+            Self::FModRet => "fmod_ret_active",
+        }
+    }
+}
+
 /// qemu's command line after its binary: the emulated machine with the guest's kernel and
 /// root, qemu's network (kubelet's port and the agent's metrics port forwarded from the
 /// guest's address), the console and two log ports.
-fn qemu_args(kernel: &Path, initrd: &Path, logs: &Path) -> Vec<String> {
+fn qemu_args(kernel: &Path, initrd: &Path, logs: &Path, refusal: VmRefusal) -> Vec<String> {
     let serial = |name: &str| format!("file:{}", logs.join(format!("{name}.log")).display());
     let forwards = [10250, METRICS_PORT].map(|port| format!("hostfwd=tcp:{GUEST_IP}:{port}-:{port}")).join(",");
     let linux = vm::VmKernel::Linux61;
@@ -112,7 +158,7 @@ fn qemu_args(kernel: &Path, initrd: &Path, logs: &Path) -> Vec<String> {
         // A soft lockup panics: the VM ends at once, its stuck stack printed (panic
         // prints everything, `quiet` or not), rather than hanging the node for the
         // scenarios' timeouts.
-        "console=ttyS0 quiet lsm=lockdown,capability,bpf rdinit=/init panic=-1 softlockup_panic=1",
+        &format!("console=ttyS0 quiet lsm={} rdinit=/init panic=-1 softlockup_panic=1", refusal.lsm()),
         "-netdev",
         &format!("user,id=net0,{forwards}"),
         "-device",
@@ -148,8 +194,14 @@ pub fn boot(node: &mut Node, images: &[PathBuf], network: PodNetwork) -> anyhow:
     let initrd = build_initramfs(node, images, &modules, network)?;
     link_the_vm_network()?;
     let mut args = vec![format!("--net=/run/netns/{NETNS}"), "--".into(), "qemu-system-x86_64".into()];
-    args.extend(qemu_args(&kernel, &initrd, &node.logs));
-    println!("e2e: booting {} with BPF LSM (qemu, software emulation); console in vm.log", kernel.display());
+    let refusal = VmRefusal::chosen();
+    args.extend(qemu_args(&kernel, &initrd, &node.logs, refusal));
+    println!(
+        "e2e: booting {} with lsm={}: the agent refuses with {} (qemu, software emulation); console in vm.log",
+        kernel.display(),
+        refusal.lsm(),
+        refusal.hooks()
+    );
     let started = Instant::now();
     node.spawn("vm", Path::new("nsenter"), &args)?;
     Ok(started)
@@ -309,13 +361,15 @@ mod tests {
 
     #[test]
     fn qemu_forwards_kubelets_and_the_agents_metrics_port_from_the_guests_address() {
-        let args = qemu_args(Path::new("/k/vmlinuz"), Path::new("/t/initrd"), Path::new("/logs"));
+        let args = qemu_args(Path::new("/k/vmlinuz"), Path::new("/t/initrd"), Path::new("/logs"), VmRefusal::FModRet);
         let netdev = args.iter().position(|a| a == "-netdev").map(|i| args[i + 1].as_str());
         assert_eq!(
             netdev,
             Some("user,id=net0,hostfwd=tcp:10.0.2.15:10250-:10250,hostfwd=tcp:10.0.2.15:9728-:9728"),
             "{args:?}"
         );
+        assert!(args.iter().any(|a| a.contains("lsm=lockdown,capability rdinit")), "bpf left out: {args:?}");
+        let args = qemu_args(Path::new("/k/vmlinuz"), Path::new("/t/initrd"), Path::new("/logs"), VmRefusal::BpfLsm);
         assert!(args.iter().any(|a| a.contains("lsm=lockdown,capability,bpf")), "BPF LSM on: {args:?}");
         assert!(args.contains(&"file:/logs/vm-kubelet.log".to_owned()), "{args:?}");
     }

@@ -299,12 +299,22 @@ pub(super) fn masks_in(mountinfo: &str) -> Vec<String> {
 /// The enforcement mode of the agent on `node`, as its metrics say (`enforce`,
 /// `quarantine`, `audit`; Prometheus labels each series with its node).
 pub(super) fn agent_mode(node: &str) -> anyhow::Result<String> {
+    agent_mode_label(node, "mode")
+}
+
+/// Why the agent on `node` runs in its mode: the `reason` label (`lsm_active`,
+/// `fmod_ret_active`, ...).
+pub(super) fn agent_mode_reason(node: &str) -> anyhow::Result<String> {
+    agent_mode_label(node, "reason")
+}
+
+fn agent_mode_label(node: &str, label: &str) -> anyhow::Result<String> {
     let series = prometheus::query(&format!("volguard_enforcement_mode{{node=\"{node}\"}} == 1"))?;
     series
         .first()
-        .and_then(|s| s["metric"]["mode"].as_str())
+        .and_then(|s| s["metric"][label].as_str())
         .map(str::to_owned)
-        .with_context(|| format!("Prometheus has no volguard_enforcement_mode == 1 of {node}"))
+        .with_context(|| format!("Prometheus has no volguard_enforcement_mode == 1 of {node} with a {label}"))
 }
 
 /// Every conflict the agent on `node` counted. The counter has no series before its first

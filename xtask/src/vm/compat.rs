@@ -11,6 +11,8 @@ pub(super) struct Outcome {
     pub(super) lsm: BootName,
     /// The mode auto picks (`enforce`, `quarantine`), or `refuses to start`.
     pub(super) mode: &'static str,
+    /// How auto's in-kernel mode refuses (`bpf_lsm`, `fmod_ret`), or `none`.
+    pub(super) hooks: &'static str,
     /// The tracing backend auto picks.
     pub(super) backend: &'static str,
     #[cfg_attr(not(test), expect(dead_code, reason = "read by the docs' table, a test"))]
@@ -24,6 +26,8 @@ const SYSCALLS_SEEN: &str = "every mount-family syscall, with its caller, durati
 const IN_KERNEL: &str = "a second pod's publish, and another pod's clone of a volume's tree (`open_tree` + \
                          `move_mount`), in the kernel (`EBUSY`) before anything is mounted; another pod's \
                          other mounts outside kubelet's publish are detached at their syscall exit";
+const IN_KERNEL_FMOD_RET: &str = "the same as with `bpf`, by fmod_ret programs on the kernel's `security_*` \
+                                  functions";
 const AFTER_THE_FACT: &str = "nothing in the kernel: a second pod's publish is detached and masked \
                               once it is made; mounts outside kubelet's publish are detached too";
 
@@ -32,6 +36,7 @@ pub(super) const COMPATIBILITY: &[Outcome] = &[
         kernel: VmKernel::Linux510,
         lsm: BootName::BelowFloor,
         mode: "refuses to start",
+        hooks: "none",
         backend: "none",
         seen: "nothing",
         refused: "the agent itself, with one line naming what the kernel lacks and Linux 5.13",
@@ -40,14 +45,25 @@ pub(super) const COMPATIBILITY: &[Outcome] = &[
         kernel: VmKernel::Linux61,
         lsm: BootName::LsmBpf,
         mode: "enforce",
+        hooks: "bpf_lsm",
         backend: "trampolines",
         seen: SYSCALLS_SEEN,
         refused: IN_KERNEL,
     },
     Outcome {
         kernel: VmKernel::Linux61,
+        lsm: BootName::FModRet,
+        mode: "enforce",
+        hooks: "fmod_ret",
+        backend: "trampolines",
+        seen: SYSCALLS_SEEN,
+        refused: IN_KERNEL_FMOD_RET,
+    },
+    Outcome {
+        kernel: VmKernel::Linux61,
         lsm: BootName::LsmNoBpf,
         mode: "quarantine",
+        hooks: "none",
         backend: "trampolines",
         seen: SYSCALLS_SEEN,
         refused: AFTER_THE_FACT,
@@ -56,14 +72,25 @@ pub(super) const COMPATIBILITY: &[Outcome] = &[
         kernel: VmKernel::Linux612,
         lsm: BootName::LsmBpf,
         mode: "enforce",
+        hooks: "bpf_lsm",
         backend: "trampolines",
         seen: SYSCALLS_SEEN,
         refused: IN_KERNEL,
     },
     Outcome {
         kernel: VmKernel::Linux612,
+        lsm: BootName::FModRet,
+        mode: "enforce",
+        hooks: "fmod_ret",
+        backend: "trampolines",
+        seen: SYSCALLS_SEEN,
+        refused: IN_KERNEL_FMOD_RET,
+    },
+    Outcome {
+        kernel: VmKernel::Linux612,
         lsm: BootName::LsmNoBpf,
         mode: "quarantine",
+        hooks: "none",
         backend: "trampolines",
         seen: SYSCALLS_SEEN,
         refused: AFTER_THE_FACT,
@@ -72,14 +99,25 @@ pub(super) const COMPATIBILITY: &[Outcome] = &[
         kernel: VmKernel::Linux73,
         lsm: BootName::LsmBpf,
         mode: "enforce",
+        hooks: "bpf_lsm",
         backend: "trampolines",
         seen: SYSCALLS_SEEN,
         refused: IN_KERNEL,
     },
     Outcome {
         kernel: VmKernel::Linux73,
+        lsm: BootName::FModRet,
+        mode: "enforce",
+        hooks: "fmod_ret",
+        backend: "trampolines",
+        seen: SYSCALLS_SEEN,
+        refused: IN_KERNEL_FMOD_RET,
+    },
+    Outcome {
+        kernel: VmKernel::Linux73,
         lsm: BootName::LsmNoBpf,
         mode: "quarantine",
+        hooks: "none",
         backend: "trampolines",
         seen: SYSCALLS_SEEN,
         refused: AFTER_THE_FACT,
@@ -94,17 +132,27 @@ pub(super) fn outcome(kernel: VmKernel, lsm: BootName) -> Option<&'static Outcom
 /// The environment a boot's tests read their expected outcome from.
 pub(super) const EXPECT_MODE_ENV: &str = "VOLGUARD_EXPECT_MODE";
 pub(super) const EXPECT_BACKEND_ENV: &str = "VOLGUARD_EXPECT_BACKEND";
+pub(super) const EXPECT_HOOKS_ENV: &str = "VOLGUARD_EXPECT_HOOKS";
+/// The agents' `--security-hooks`, where a boot sets it for every agent.
+const SECURITY_HOOKS_ENV: &str = "VOLGUARD_SECURITY_HOOKS";
 
 /// Set to `yes` where the tracing programs must park calls by thread id.
 pub(super) const EXPECT_PARKED_BY_THREAD_ENV: &str = "VOLGUARD_EXPECT_PARKED_BY_THREAD";
 
-/// The `export` lines of a boot's init: its row's mode and backend (none without a row),
-/// and where the tracing programs park calls.
+/// The `export` lines of a boot's init: its row's mode, security hooks and backend (none
+/// without a row), where the tracing programs park calls, and the agents' security hooks
+/// where the boot turns fmod_ret off.
 pub(super) fn expectation_exports(kernel: VmKernel, lsm: BootName) -> String {
     let by_thread = if kernel.parks_calls_by_thread() { "yes" } else { "no" };
     let mut exports = format!("export {EXPECT_PARKED_BY_THREAD_ENV}={by_thread}\n");
     if let Some(o) = outcome(kernel, lsm) {
-        exports.push_str(&format!("export {EXPECT_MODE_ENV}='{}' {EXPECT_BACKEND_ENV}='{}'\n", o.mode, o.backend));
+        exports.push_str(&format!(
+            "export {EXPECT_MODE_ENV}='{}' {EXPECT_HOOKS_ENV}='{}' {EXPECT_BACKEND_ENV}='{}'\n",
+            o.mode, o.hooks, o.backend
+        ));
+    }
+    if let Some(hooks) = lsm.agents_security_hooks() {
+        exports.push_str(&format!("export {SECURITY_HOOKS_ENV}={hooks}\n"));
     }
     exports
 }
@@ -114,7 +162,8 @@ pub(super) fn expectation_exports(kernel: VmKernel, lsm: BootName) -> String {
 fn lsm_label(lsm: BootName) -> &'static str {
     match lsm {
         BootName::LsmBpf => "with `bpf`",
-        BootName::LsmNoBpf => "without `bpf`",
+        BootName::FModRet => "without `bpf`",
+        BootName::LsmNoBpf => "without `bpf`, fmod_ret off (`--security-hooks bpf-lsm`)",
         BootName::BelowFloor => "any",
     }
 }
@@ -123,15 +172,16 @@ fn lsm_label(lsm: BootName) -> &'static str {
 #[cfg(test)]
 pub(super) fn compatibility_markdown() -> String {
     let mut s = String::from(
-        "| kernel | `lsm=` | mode (auto) | tracing backend (auto) | what is seen | what is refused |\n\
-         |---|---|---|---|---|---|\n",
+        "| kernel | `lsm=` | mode (auto) | refused by | tracing backend (auto) | what is seen | what is refused |\n\
+         |---|---|---|---|---|---|---|\n",
     );
     for o in COMPATIBILITY {
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             o.kernel.version(),
             lsm_label(o.lsm),
             o.mode,
+            o.hooks,
             o.backend,
             o.seen,
             o.refused

@@ -13,10 +13,25 @@ use crate::vm_kernels::{VM_KERNEL_DIR, kernel_image};
 pub enum BootName {
     /// `bpf` in `lsm=`: enforcement works.
     LsmBpf,
-    /// `bpf` left out of `lsm=`: LSM programs attach but never run; quarantine.
+    /// `bpf` left out of `lsm=`: LSM programs attach but never run, and the agents refuse
+    /// in the kernel with fmod_ret programs on the `security_*` functions instead.
+    #[value(name = "fmod-ret")]
+    FModRet,
+    /// `bpf` left out of `lsm=` and the agents' fmod_ret turned off (`--security-hooks
+    /// bpf-lsm`): nothing refuses in the kernel, as where trampolines are refused; quarantine.
     LsmNoBpf,
     /// A kernel below volguard's floor: the agent must refuse to start, saying why.
     BelowFloor,
+}
+
+impl BootName {
+    /// The `--security-hooks` every agent of such a boot takes (from its environment).
+    pub(super) fn agents_security_hooks(self) -> Option<&'static str> {
+        match self {
+            Self::LsmNoBpf => Some("bpf-lsm"),
+            Self::LsmBpf | Self::FModRet | Self::BelowFloor => None,
+        }
+    }
 }
 
 /// Which of `cargo xtask setup`'s kernels a boot uses (`--linux`), by version.
@@ -109,6 +124,9 @@ pub(super) enum Tracing {
     /// Once, with `trampolines` and the kernel counting each program's runs and time
     /// (the agent's `--bpf-stats`): where the bench's mount cycles spend their time.
     TrampolinesWithBpfStats,
+    /// Once, with `trampolines` and the security hooks attached as fmod_ret although BPF
+    /// LSM works: the bench's rows of fmod_ret beside BPF LSM's, in the same boot.
+    TrampolinesWithFModRet,
 }
 
 /// The runs `tracing` makes, as (environment, label suffix) pairs.
@@ -122,6 +140,9 @@ pub(super) fn tracing_runs(tracing: Tracing) -> &'static [(&'static str, &'stati
         Tracing::Trampolines => &[("VOLGUARD_TRACE_BACKEND=trampolines ", " (trampolines)")],
         Tracing::TrampolinesWithBpfStats => {
             &[("VOLGUARD_TRACE_BACKEND=trampolines VOLGUARD_BPF_STATS=true ", " (trampolines, --bpf-stats)")]
+        }
+        Tracing::TrampolinesWithFModRet => {
+            &[("VOLGUARD_TRACE_BACKEND=trampolines VOLGUARD_SECURITY_HOOKS=fmod-ret ", " (trampolines, fmod_ret)")]
         }
     }
 }
@@ -186,8 +207,9 @@ const ENFORCE: &[&str] = &["--ignored", "vm_enforce::enforce"];
 const UPGRADE: Run = ("vm_enforce", Tracing::Auto, UPGRADE_TEST);
 /// Another pod's opens of an owned volume's files, refused in the kernel on every route.
 const OPEN_GUARD: Run = ("vm_open_guard", Tracing::Auto, &["--ignored", "vm_open_guard::"]);
-/// Without `bpf` in `lsm=`: the program attaches but never runs, auto picks quarantine
-/// (and the backend [`COMPATIBILITY`] says), and quarantine acts on traced events.
+/// Without `bpf` in `lsm=`: the LSM program attaches but never runs, auto picks the mode,
+/// security hooks and backend [`COMPATIBILITY`] says (fmod_ret, or quarantine where the boot
+/// turns fmod_ret off), and quarantine acts on traced events.
 const LSM_INACTIVE: Run =
     ("vm_lsm", Tracing::Auto, &["--ignored", "--exact", "vm_lsm::lsm_inactive_program_attaches_but_never_runs"]);
 const AUTO_WITHOUT_BPF: Run = (
@@ -201,6 +223,12 @@ const QUARANTINE_WITHOUT_BPF: Run = (
     &["--ignored", "--exact", "vm_enforce::without_bpf_in_lsm_auto_mode_picks_quarantine_and_says_why"],
 );
 const QUARANTINE: Run = ("host_quarantine", Tracing::Both, &["host_quarantine::"]);
+/// Without `bpf` in `lsm=`, the fmod_ret twin of the probe refuses its bind.
+const FMOD_RET_ACTIVE: Run = (
+    "vm_lsm",
+    Tracing::Auto,
+    &["--ignored", "--exact", "vm_lsm::fmod_ret_refuses_only_the_probe_bind_without_bpf_lsm"],
+);
 /// The same with trampolines, on 7.3, for the reason [`OUT_OF_BAND_TRAMPOLINES`] gives:
 /// forced tracepoints there lost a publish's exit to a recursion miss in one CI run (the
 /// claim then came from the reconciliation, 30 s later, not from the event the test waits
@@ -313,6 +341,48 @@ pub(super) const BOOTS: &[Boot] = &[
         agent_runs: &[],
         cpus: 1,
     },
+    // The same refusals without `bpf` in `lsm=`: the programs attach as fmod_ret.
+    Boot {
+        name: BootName::FModRet,
+        kernel: VmKernel::Linux61,
+        part: None,
+        lsm: LSM_NO_BPF,
+        runs: &[
+            FMOD_RET_ACTIVE,
+            AUTO_WITHOUT_BPF,
+            ("vm_enforce", Tracing::Auto, ENFORCE),
+            UPGRADE,
+            OPEN_GUARD,
+            ("host_out_of_band", Tracing::Auto, &["host_out_of_band::"]),
+            DEVICE_MOUNTS,
+        ],
+        agent_runs: &[],
+        cpus: 1,
+    },
+    Boot {
+        name: BootName::FModRet,
+        kernel: VmKernel::Linux73,
+        part: None,
+        lsm: LSM_NO_BPF,
+        runs: &[
+            FMOD_RET_ACTIVE,
+            AUTO_WITHOUT_BPF,
+            ("vm_enforce", Tracing::Auto, ENFORCE),
+            OPEN_GUARD,
+            OUT_OF_BAND_TRAMPOLINES,
+        ],
+        agent_runs: &[],
+        cpus: 1,
+    },
+    Boot {
+        name: BootName::FModRet,
+        kernel: VmKernel::Linux612,
+        part: None,
+        lsm: LSM_NO_BPF,
+        runs: &[FMOD_RET_ACTIVE, AUTO_WITHOUT_BPF, ("vm_enforce", Tracing::Auto, ENFORCE), OPEN_GUARD, OUT_OF_BAND],
+        agent_runs: &[],
+        cpus: 1,
+    },
     Boot {
         name: BootName::LsmNoBpf,
         kernel: VmKernel::Linux61,
@@ -364,8 +434,8 @@ pub(super) const BOOTS: &[Boot] = &[
 ];
 
 /// Whether `cargo xtask test` boots it without `--full`: a boot per kernel of the matrix,
-/// enforcement on each kernel with BPF LSM, the quarantine fallback and fanotify on the
-/// newest, the floor. Left to `--full`: 6.1's tracing half (its programs are the host
+/// enforcement on each kernel with BPF LSM and with fmod_ret, the quarantine fallback and
+/// fanotify on the newest, the floor. Left to `--full`: 6.1's tracing half (its programs are the host
 /// tests' and 6.12's and 7.3's), and the fallback without `bpf` on 6.1 and 6.12 (7.3's
 /// boot makes it there).
 pub(super) fn in_default_run(boot: &Boot) -> bool {
@@ -384,6 +454,7 @@ pub(super) fn tracing_label(tracing: Tracing) -> &'static str {
         Tracing::Both => "tracepoints, then trampolines",
         Tracing::Trampolines => "trampolines",
         Tracing::TrampolinesWithBpfStats => "trampolines with --bpf-stats",
+        Tracing::TrampolinesWithFModRet => "trampolines, security hooks as fmod_ret",
     }
 }
 
@@ -450,6 +521,13 @@ pub(super) fn bench_boot(kernel: VmKernel) -> Boot {
                 "syscall_bench",
                 Tracing::TrampolinesWithBpfStats,
                 &["--ignored", "syscall_bench::mount_cycle_overhead", "--nocapture"],
+            ),
+            // The mount cycle and the open guard once more with the security hooks as
+            // fmod_ret (BPF LSM's rows are the first run's trampolines half).
+            (
+                "syscall_bench",
+                Tracing::TrampolinesWithFModRet,
+                &["--ignored", "syscall_bench::mount_cycle_overhead", "syscall_bench::open_guard_cost", "--nocapture"],
             ),
             // 9f: no agent, so no backend of its own.
             ("hook_floor_bench", Tracing::Auto, &["--ignored", "hook_floor_bench::", "--nocapture"]),

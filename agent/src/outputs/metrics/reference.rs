@@ -30,7 +30,8 @@ pub fn reference() -> Vec<MetricDoc> {
     m.conflicts.set_single_pod(SinglePodCounts::default());
     m.conflicts.mask_removed(MaskRemoval::PodGone);
     m.mode.set_mode(
-        &crate::enforce::decide(crate::enforce::ModeChoice::Quarantine, None).expect("quarantine always runs"),
+        &crate::enforce::decide(crate::enforce::ModeChoice::Quarantine, &Default::default())
+            .expect("quarantine always runs"),
     );
     m.mode.set_trace_backend(
         &crate::kernel::trace_backend::decide(

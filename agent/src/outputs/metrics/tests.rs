@@ -132,7 +132,12 @@ fn conflict_series_are_capped() {
 fn gauges_replace_their_previous_values() {
     let m = Metrics::new();
     use crate::enforce::Mode;
-    let decided = |mode, reason| ModeDecision { mode, decided_in: crate::enforce::DecidedIn::Kernel, reason };
+    let decided = |mode, reason| ModeDecision {
+        mode,
+        decided_in: crate::enforce::DecidedIn::Kernel,
+        reason,
+        hooks: Some(crate::kernel::loader::SecurityHooks::BpfLsm),
+    };
     m.mode.set_mode(&decided(Mode::Quarantine, crate::enforce::ModeReason::NoBpfLsm("EPERM".into())));
     m.mode.set_mode(&decided(Mode::Enforce, crate::enforce::ModeReason::LsmActive));
     use crate::kernel::trace_backend::{BackendChoice, TrampolineProbe, decide};

@@ -367,6 +367,20 @@ impl Agent {
         Self::start_binary_in(&agent_binary(), ns, kubelet_root, pin_root, single_pod, extra)
     }
 
+    /// As [`Agent::start_in`], in `mode` rather than auto.
+    pub fn start_in_mode(ns: &MountNs, kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str) -> Self {
+        let mountinfo = ns.mountinfo();
+        Self::spawn(
+            &agent_binary(),
+            kubelet_root,
+            pin_root,
+            single_pod,
+            mode,
+            &["--mountinfo", mountinfo.as_str()],
+            &[],
+        )
+    }
+
     /// As [`Agent::start_in`], with another build of the agent (the bench's base agent).
     pub fn start_binary_in(
         binary: &Path,
@@ -386,6 +400,23 @@ impl Agent {
         let ready = self.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
         let mode = ready.split("mode=").nth(1).and_then(|m| m.split_whitespace().next());
         mode.unwrap_or_default().to_owned()
+    }
+
+    /// How the agent refuses in the kernel, as its ready line names it (`bpf_lsm`,
+    /// `fmod_ret`, or `none`).
+    pub fn security_hooks(&self) -> String {
+        let ready = self.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
+        let hooks = ready.split("security-hooks=").nth(1).and_then(|m| m.split_whitespace().next());
+        hooks.unwrap_or_default().to_owned()
+    }
+
+    /// The mode, and how it refuses in the kernel where it does: `enforce (fmod_ret)`,
+    /// `quarantine`: what a benchmark row names.
+    pub fn mode_and_security_hooks(&self) -> String {
+        match (self.mode(), self.security_hooks()) {
+            (mode, hooks) if hooks == "none" => mode,
+            (mode, hooks) => format!("{mode} ({hooks})"),
+        }
     }
 
     /// The tracing backend named in the ready line.
@@ -455,6 +486,17 @@ impl Agent {
         });
         let agent = Self { child, lines, stderr_closed };
         agent.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
+        // In a VM boot, an agent that refuses in the kernel does so the way the boot's row
+        // says: an fmod_ret boot's enforce tests prove fmod_ret, not BPF LSM.
+        let forced =
+            std::env::var("VOLGUARD_SECURITY_HOOKS").ok().filter(|h| h == "fmod-ret").map(|_| "fmod_ret".into());
+        if let Some(expected) = forced.or_else(|| std::env::var("VOLGUARD_EXPECT_HOOKS").ok()) {
+            let hooks = agent.security_hooks();
+            assert!(
+                hooks == "none" || hooks == expected,
+                "the agent refuses with {hooks}, the boot expects {expected}"
+            );
+        }
         agent
     }
 

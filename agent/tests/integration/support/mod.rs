@@ -60,6 +60,34 @@ pub fn make_dirs<const N: usize>(root: &std::path::Path, names: [&str; N]) -> [P
 }
 
 /// Whether `bpf` is in the kernel's active LSM list (securityfs must be mounted).
+/// How this boot's agents refuse in the kernel (`bpf_lsm`, `fmod_ret`) or `none`: the VM
+/// boot's compatibility row says it (`VOLGUARD_EXPECT_HOOKS`); elsewhere BPF LSM where `bpf`
+/// is in `lsm=`, else none.
+pub fn expected_security_hooks() -> String {
+    std::env::var("VOLGUARD_EXPECT_HOOKS")
+        .unwrap_or_else(|_| if bpf_in_lsm_list() { "bpf_lsm" } else { "none" }.to_owned())
+}
+
+/// Whether an agent in auto mode would refuse in the kernel here: the probes it makes, with
+/// the security hooks its environment allows (`VOLGUARD_SECURITY_HOOKS`).
+pub fn agents_refuse_here() -> bool {
+    use volguard::{enforce::HooksChoice, kernel::lsm_probe};
+    let choice = match std::env::var("VOLGUARD_SECURITY_HOOKS").as_deref() {
+        Ok("bpf-lsm") => HooksChoice::BpfLsm,
+        Ok("fmod-ret") => HooksChoice::FModRet,
+        _ => HooksChoice::Auto,
+    };
+    choice.candidates().iter().any(|via| {
+        let mut object = volguard::kernel::loader::LoadedObject::load().unwrap();
+        lsm_probe::probe(&mut object, *via).unwrap().status == lsm_probe::LsmStatus::Active
+    })
+}
+
+/// Whether this boot's agents refuse in the kernel (BPF LSM or fmod_ret).
+pub fn kernel_refuses() -> bool {
+    expected_security_hooks() != "none"
+}
+
 pub fn bpf_in_lsm_list() -> bool {
     fs::read_to_string(volguard::kernel::lsm_probe::LSM_LIST)
         .expect("securityfs mounted")
