@@ -277,6 +277,18 @@ pub mod conflict_hook {
     pub const MOVE_MOUNT_SOURCE: u32 = 3;
     /// An open of a file in an owned volume by another pod (see `crate::open_guard`).
     pub const FILE_OPEN: u32 = 4;
+    /// A change of an owned volume's names or attributes by another pod: the security
+    /// hook of each (see `crate::open_guard::OPERATION_HOOKS`).
+    pub const PATH_UNLINK: u32 = 5;
+    pub const PATH_RMDIR: u32 = 6;
+    pub const PATH_RENAME: u32 = 7;
+    pub const PATH_LINK: u32 = 8;
+    pub const PATH_MKDIR: u32 = 9;
+    pub const PATH_MKNOD: u32 = 10;
+    pub const PATH_SYMLINK: u32 = 11;
+    pub const PATH_TRUNCATE: u32 = 12;
+    pub const PATH_CHMOD: u32 = 13;
+    pub const PATH_CHOWN: u32 = 14;
 }
 
 /// A publish of an owned single-pod volume into another pod, seen by an LSM hook.

@@ -12,7 +12,43 @@
 //! a directory moves on a guarded filesystem (each changes an [`Epoch`]), so most opens
 //! on such a filesystem cost a few reads and lookups, not a walk to its root.
 //!
+//! The same decision guards the changes of a volume's names and attributes, on the path
+//! hooks ([`OPERATION_HOOKS`]): the entry they change, or for a new entry its directory.
+//!
 //! match-proto: int security_file_open(struct file *file)
+//! match-proto: int security_path_unlink(const struct path *dir, struct dentry *dentry)
+//! match-proto: int security_path_rmdir(const struct path *dir, struct dentry *dentry)
+//! match-proto: int security_path_rename(const struct path *old_dir, struct dentry *old_dentry,
+//!                                       const struct path *new_dir, struct dentry *new_dentry,
+//!                                       unsigned int flags)
+//! match-proto: int security_path_link(struct dentry *old_dentry, const struct path *new_dir,
+//!                                     struct dentry *new_dentry)
+//! match-proto: int security_path_mkdir(const struct path *dir, struct dentry *dentry, umode_t mode)
+//! match-proto: int security_path_mknod(const struct path *dir, struct dentry *dentry, umode_t mode,
+//!                                      unsigned int dev)
+//! match-proto: int security_path_symlink(const struct path *dir, struct dentry *dentry,
+//!                                        const char *old_name)
+//! match-proto: int security_path_truncate(const struct path *path)
+//! match-proto: int security_path_chmod(const struct path *path, umode_t mode)
+//! match-proto: int security_path_chown(const struct path *path, kuid_t uid, kgid_t gid)
+
+use crate::enforce::conflict_hook;
+
+/// The path hooks that guard an owned volume's names and attributes: (the LSM hook, its
+/// `conflict_hook` value, what the caller tried, as a conflict's line says it). Each
+/// program is `<hook>_guard` (and its fmod_ret twin, `volguard_common::programs`).
+pub const OPERATION_HOOKS: [(&str, u32, &str); 10] = [
+    ("path_unlink", conflict_hook::PATH_UNLINK, "unlink a file of"),
+    ("path_rmdir", conflict_hook::PATH_RMDIR, "remove a directory of"),
+    ("path_rename", conflict_hook::PATH_RENAME, "rename into or out of"),
+    ("path_link", conflict_hook::PATH_LINK, "hard-link into or out of"),
+    ("path_mkdir", conflict_hook::PATH_MKDIR, "make a directory in"),
+    ("path_mknod", conflict_hook::PATH_MKNOD, "create a file in"),
+    ("path_symlink", conflict_hook::PATH_SYMLINK, "make a symlink in"),
+    ("path_truncate", conflict_hook::PATH_TRUNCATE, "truncate a file of"),
+    ("path_chmod", conflict_hook::PATH_CHMOD, "chmod a file of"),
+    ("path_chown", conflict_hook::PATH_CHOWN, "chown a file of"),
+];
 
 /// Value of `GUARDED_DEVICES`, by kernel device: what of this filesystem is an owned
 /// volume's published tree.
@@ -37,6 +73,8 @@ pub struct DeviceGuard {
 pub struct OpenGuardLayout {
     /// `struct file`: `f_path.dentry`, the opened file's dentry (`f_path` plus `path.dentry`).
     pub file_dentry: u32,
+    /// `struct path`: `dentry` (the path hooks' arguments).
+    pub path_dentry: u32,
     /// `struct dentry`: `d_sb`, `d_inode` and `d_parent`.
     pub dentry_d_sb: u32,
     pub dentry_d_inode: u32,
@@ -58,6 +96,7 @@ impl OpenGuardLayout {
     /// The value the object is built with: unset.
     pub const UNSET: Self = Self {
         file_dentry: 0,
+        path_dentry: 0,
         dentry_d_sb: 0,
         dentry_d_inode: 0,
         dentry_d_parent: 0,
@@ -157,7 +196,7 @@ pub const COMMAND_LEN: usize = 16;
 pub const GUARDED_DEVICE_ENTRIES: u32 = 4_096;
 
 const _: () = assert!(core::mem::size_of::<DeviceGuard>() == 16);
-const _: () = assert!(core::mem::size_of::<OpenGuardLayout>() == 32);
+const _: () = assert!(core::mem::size_of::<OpenGuardLayout>() == 36);
 const _: () = assert!(core::mem::size_of::<DirectoryKey>() == 16);
 const _: () = assert!(core::mem::size_of::<DirectoryVerdict>() == 32);
 const _: () = assert!(core::mem::size_of::<CachedCallerPod>() == crate::enforce::POD_UID_LEN + 8);

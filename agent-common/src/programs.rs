@@ -34,6 +34,9 @@ pub const MOVE_MOUNT_ENFORCE: &str = "move_mount_enforce";
 pub const SB_UMOUNT_RELEASE: &str = "sb_umount_release";
 /// LSM `file_open`: refuses another pod's open of an owned volume's file.
 pub const FILE_OPEN_GUARD: &str = "file_open_guard";
+/// LSM `path_<op>` hooks of `crate::open_guard::OPERATION_HOOKS`: the program on hook `h`
+/// is `<h>` with this suffix (`path_unlink_guard`).
+pub const OPERATION_GUARD_SUFFIX: &str = "_guard";
 /// LSM `file_open` with a program that decides nothing: never attached by the agent; the
 /// benchmark's floor of any guard on that hook (row 9f).
 pub const FILE_OPEN_FLOOR: &str = "file_open_floor";

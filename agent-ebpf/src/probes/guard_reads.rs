@@ -45,6 +45,12 @@ pub fn file_dentry(file: *const u8) -> Option<*const u8> {
     load(file, offset!(file_dentry))
 }
 
+/// A path's dentry (`path->dentry`), for the path hooks.
+#[inline(always)]
+pub fn path_dentry(path: *const u8) -> Option<*const u8> {
+    load(path, offset!(path_dentry))
+}
+
 /// The kernel device of the dentry's filesystem (`dentry->d_sb->s_dev`).
 #[inline(always)]
 pub fn device(dentry: *const u8) -> Option<u32> {

@@ -9,6 +9,7 @@ mod guard_reads;
 pub mod kernel_path;
 mod lsm_probe;
 mod open_guard;
+mod operation_guard;
 mod syscalls;
 mod trampolines;
 mod wakeup;

@@ -53,6 +53,14 @@ fn guard(file: *const u8) -> i32 {
         return 0;
     }
     let Some(dentry) = guard_reads::file_dentry(file) else { return 0 };
+    guard_dentry(dentry, conflict_hook::FILE_OPEN)
+}
+
+/// The guard's decision on `dentry` (a file opened, an entry changed, or the directory a
+/// new entry goes into), reported as `hook`: refused with EACCES where another pod
+/// reaches an owned volume's tree in enforce mode, reported in audit mode.
+#[inline(always)]
+pub(super) fn guard_dentry(dentry: *const u8, hook: u32) -> i32 {
     let Some(dev) = guard_reads::device(dentry) else { return 0 };
     // SAFETY: read-only lookup. The one lookup most opens on the node pay.
     let Some(device) = (unsafe { GUARDED_DEVICES.get(&dev) }) else { return 0 };
@@ -64,7 +72,7 @@ fn guard(file: *const u8) -> i32 {
         Some(Caller::Pod(pod)) if same_pod(pod, &root.owner) => return 0,
         Some(Caller::Pod(pod)) => *pod,
         Some(Caller::Node) => {
-            if still_owned(root) {
+            if hook == conflict_hook::FILE_OPEN && still_owned(root) {
                 count(Counter::OpensByNodeProcesses);
                 count_node_open();
             }
@@ -84,7 +92,7 @@ fn guard(file: *const u8) -> i32 {
     let blocked = cfg.mode == kernel_mode::ENFORCE;
     count_conflict(blocked);
     if due_for_report(s) {
-        send_conflict(s, &root.owner, conflict_hook::FILE_OPEN, blocked);
+        send_conflict(s, &root.owner, hook, blocked);
     }
     if blocked { -OPEN_DENY_ERRNO } else { 0 }
 }

@@ -239,6 +239,7 @@ impl Btf {
     pub fn open_guard_layout(&self, known: &KernelLayout) -> Result<OpenGuardLayout, BtfError> {
         Ok(OpenGuardLayout {
             file_dentry: self.member_offset("file", "f_path")? + known.path_dentry,
+            path_dentry: known.path_dentry,
             dentry_d_sb: known.dentry_d_sb,
             dentry_d_inode: known.dentry_d_inode,
             dentry_d_parent: known.dentry_d_parent,

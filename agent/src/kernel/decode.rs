@@ -6,6 +6,7 @@ use std::{fmt, mem::size_of, time::SystemTime};
 use volguard_common::{
     enforce::{CONFLICT_EVENT_KIND, ConflictEvent, conflict_action, conflict_hook},
     event::{EventHeader, SyscallEvent, kind, truncated},
+    open_guard::OPERATION_HOOKS,
 };
 
 use crate::sys::clock::wall_time_of_monotonic;
@@ -230,6 +231,12 @@ pub const CLONE_HOOK: &str = "move_mount of a tree inside the volume";
 /// [`LsmConflict::hook`] of an open of an owned volume's file by another pod.
 pub const OPEN_HOOK: &str = "file_open";
 
+/// What another pod tried where [`LsmConflict::hook`] is one of the path hooks that guard
+/// an owned volume's names and attributes (`unlink a file of`), else `None`.
+pub fn operation_tried(hook: &str) -> Option<&'static str> {
+    OPERATION_HOOKS.iter().find(|(name, ..)| *name == hook).map(|(_, _, tried)| *tried)
+}
+
 fn parse_conflict(record: &[u8]) -> Result<LsmConflict, DecodeError> {
     let raw: ConflictEvent = read_record(record)?;
     let text = |bytes: &[u8]| RawString::from_nul_padded(bytes, false);
@@ -239,7 +246,7 @@ fn parse_conflict(record: &[u8]) -> Result<LsmConflict, DecodeError> {
             conflict_hook::MOVE_MOUNT => "move_mount",
             conflict_hook::MOVE_MOUNT_SOURCE => CLONE_HOOK,
             conflict_hook::FILE_OPEN => OPEN_HOOK,
-            _ => "sb_mount",
+            other => OPERATION_HOOKS.iter().find(|(_, value, _)| *value == other).map_or("sb_mount", |(hook, ..)| hook),
         },
         caller: Caller { pid: raw.pid, tgid: raw.tgid, mnt_ns: 0, comm: text(&raw.comm), cgroup_id: raw.cgroup_id },
         time_ns: raw.time_ns,
@@ -445,6 +452,9 @@ mod tests {
         };
         assert_eq!(hook_of(conflict_hook::FILE_OPEN), OPEN_HOOK, "the open guard's refusals are told apart");
         assert_eq!(hook_of(conflict_hook::MOVE_MOUNT_SOURCE), CLONE_HOOK);
+        assert_eq!(hook_of(conflict_hook::PATH_RENAME), "path_rename", "each operation is told apart");
+        assert_eq!(operation_tried(hook_of(conflict_hook::PATH_UNLINK)), Some("unlink a file of"));
+        assert_eq!(operation_tried(OPEN_HOOK), None);
         assert_eq!(
             (c.volume.to_string(), c.owner.to_string(), c.attempted_by.to_string()),
             ("pvc-1".into(), "pod-a".into(), "pod-b".into())

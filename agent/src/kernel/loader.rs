@@ -14,11 +14,11 @@ use tracing::{debug, info, warn};
 use volguard_common::{
     event::{SYSCALLS, SyscallSpec},
     maps::{EVENTS, PINNED_MAPS},
-    open_guard::{OPEN_GUARD_LAYOUT_GLOBAL, OpenGuardLayout},
+    open_guard::{OPEN_GUARD_LAYOUT_GLOBAL, OPERATION_HOOKS, OpenGuardLayout},
     programs::{
         D_EXCHANGE_FORGET_VERDICTS, D_MOVE_FORGET_VERDICTS, FENTRY_PREFIX, FEXIT_PREFIX, FILE_OPEN_FLOOR,
-        FILE_OPEN_GUARD, FMOD_RET_SUFFIX, MOVE_MOUNT_ENFORCE, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE, SB_UMOUNT_RELEASE,
-        SECURITY_FUNCTION_PREFIX, SYSCALL_ENTER_PREFIX, SYSCALL_EXIT, SYSCALL_FUNCTION_PREFIX,
+        FILE_OPEN_GUARD, FMOD_RET_SUFFIX, MOVE_MOUNT_ENFORCE, OPERATION_GUARD_SUFFIX, SB_MOUNT_ENFORCE, SB_MOUNT_PROBE,
+        SB_UMOUNT_RELEASE, SECURITY_FUNCTION_PREFIX, SYSCALL_ENTER_PREFIX, SYSCALL_EXIT, SYSCALL_FUNCTION_PREFIX,
     },
 };
 
@@ -157,6 +157,7 @@ pub fn enforce_hooks(via: SecurityHooks) -> Vec<Hook> {
         (FILE_OPEN_GUARD, "file_open"),
     ]
     .map(|(program, hook)| via.hook(program, hook));
+    let operations = OPERATION_HOOKS.map(|(hook, _, _)| via.hook(&format!("{hook}{OPERATION_GUARD_SUFFIX}"), hook));
     let renames =
         [(D_MOVE_FORGET_VERDICTS, "d_move"), (D_EXCHANGE_FORGET_VERDICTS, "d_exchange")].map(|(program, function)| {
             Hook {
@@ -165,7 +166,7 @@ pub fn enforce_hooks(via: SecurityHooks) -> Vec<Hook> {
                 optional: false,
             }
         });
-    security.into_iter().chain(renames).collect()
+    security.into_iter().chain(operations).chain(renames).collect()
 }
 
 impl Hook {

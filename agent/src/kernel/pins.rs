@@ -227,6 +227,11 @@ impl Pins {
     }
 }
 
+/// The ids of the BPF programs loaded in the kernel now (volguard's and any other's).
+pub fn loaded_program_ids() -> HashSet<u32> {
+    loaded_programs().filter_map(|p| p.ok()).map(|p| p.id()).collect()
+}
+
 /// Waits until none of the links `ids` (link id, program id) nor their programs is in the
 /// kernel any more: a link's id goes before its program is detached, the program's once
 /// it is.

@@ -153,7 +153,7 @@ impl Conflict {
     /// The Event's reason: the action's, except that a refused open names the access.
     pub fn reason(&self) -> &'static str {
         match (self.action, self.route) {
-            (ConflictAction::Refused, Route::Open) => "SinglePodVolumeAccessRefused",
+            (ConflictAction::Refused, Route::Open | Route::Change) => "SinglePodVolumeAccessRefused",
             (action, _) => action.reason(),
         }
     }
@@ -163,6 +163,9 @@ impl Conflict {
     pub fn message(&self) -> String {
         match &self.by {
             Some(by) if self.route == Route::Open => format!("{} The file was opened by {by}.", self.what_happened()),
+            Some(by) if self.route == Route::Change => {
+                format!("{} The change was tried by {by}.", self.what_happened())
+            }
             Some(by) => format!("{} The mount was made by {by}.", self.what_happened()),
             None => self.what_happened(),
         }
@@ -185,6 +188,18 @@ impl Conflict {
                 _ => format!(
                     "{in_use}; a process of this pod opened {outside}. volguard reported it and refused nothing \
                      (audit mode, or a node without BPF LSM where --deny-foreign-open is off)."
+                ),
+            };
+        }
+        if self.route == Route::Change {
+            return match self.action {
+                ConflictAction::Refused => format!(
+                    "{in_use}; a process of this pod tried to change the volume's files or names (unlink, rename, \
+                     link, create, truncate, chmod or chown), and the change was refused in the kernel (EACCES)."
+                ),
+                _ => format!(
+                    "{in_use}; a process of this pod changed the volume's files or names. volguard reported it and \
+                     refused nothing (audit mode)."
                 ),
             };
         }
@@ -318,6 +333,19 @@ mod tests {
              once that pod releases it."
         );
         assert_eq!(c.action.reason(), "SinglePodVolumeRefused");
+    }
+
+    #[test]
+    fn a_refused_change_is_an_access_refused_and_says_so() {
+        let change = |action| Conflict::resolve(&facts(), action, "pv-1", "uid-b", "uid-a").routed(Route::Change, None);
+        let refused = change(ConflictAction::Refused);
+        assert_eq!(refused.reason(), "SinglePodVolumeAccessRefused");
+        assert!(
+            refused.message().ends_with("and the change was refused in the kernel (EACCES)."),
+            "{}",
+            refused.message()
+        );
+        assert_eq!(change(ConflictAction::Audited).reason(), "SinglePodVolumeInUse");
     }
 
     #[test]

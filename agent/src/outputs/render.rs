@@ -21,8 +21,9 @@ pub fn record(record: &Record) -> String {
 
 /// `CONFLICT blocked ...`: a refused (or, in audit mode, reported) publish, clone or open.
 pub fn conflict(c: &LsmConflict) -> String {
-    use crate::kernel::decode::{CLONE_HOOK, OPEN_HOOK};
-    let opened = c.hook == OPEN_HOOK;
+    use crate::kernel::decode::{CLONE_HOOK, OPEN_HOOK, operation_tried};
+    let changed = operation_tried(c.hook);
+    let opened = c.hook == OPEN_HOOK || changed.is_some();
     format!(
         "CONFLICT {action} {hook}: volume {volume} is owned by pod {owner}; pod {attempted} tried to {what} it \
          (pid={pid} comm={comm})",
@@ -31,7 +32,9 @@ pub fn conflict(c: &LsmConflict) -> String {
             (true, false) => "blocked (EBUSY)",
             (false, _) => "audited (allowed)",
         },
-        what = if opened {
+        what = if let Some(tried) = changed {
+            tried
+        } else if opened {
             "open a file of"
         } else if c.hook == CLONE_HOOK {
             "clone"

@@ -7,7 +7,11 @@
 use std::{fs, path::Path};
 
 use nix::errno::Errno;
-use volguard::kernel::{loader::SecurityHooks, maps::EnforcementMaps, pins::Pins};
+use volguard::kernel::{
+    loader::SecurityHooks,
+    maps::EnforcementMaps,
+    pins::{Pins, loaded_program_ids},
+};
 
 use crate::support::{
     bpf_in_lsm_list, expected_security_hooks, kernel_refuses,
@@ -352,11 +356,6 @@ fn upgrade_across_a_change_of_tracing_backend_keeps_owners_and_settles_claims() 
     assert_eq!(ns.bind(&rwop, &a), Ok(()), "released at the exit tracepoint again");
     third.stop();
     uninstall(&pins);
-}
-
-/// The ids of the BPF programs loaded now.
-fn loaded_program_ids() -> std::collections::HashSet<u32> {
-    aya::programs::loaded_programs().filter_map(|p| p.ok()).map(|p| p.id()).collect()
 }
 
 /// A node switched from quarantine to refusal in the kernel and back: the in-kernel agent

@@ -229,3 +229,196 @@ fn exchange(a: &Path, b: &Path) {
         unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE) };
     assert_eq!(done, 0, "renameat2(RENAME_EXCHANGE): {}", std::io::Error::last_os_error());
 }
+
+/// One change of a volume's names or attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    Unlink,
+    Rmdir,
+    RenameWithin,
+    RenameIn,
+    LinkOut,
+    Mkdir,
+    Create,
+    Symlink,
+    Truncate,
+    Chmod,
+    Chown,
+}
+
+const CHANGES: [Change; 11] = [
+    Change::Unlink,
+    Change::Rmdir,
+    Change::RenameWithin,
+    Change::RenameIn,
+    Change::LinkOut,
+    Change::Mkdir,
+    Change::Create,
+    Change::Symlink,
+    Change::Truncate,
+    Change::Chmod,
+    Change::Chown,
+];
+
+/// The names a change uses, made before a fork: in `dir` (a way into the volume's
+/// directory) its `file` and `subdir-<tag>` and new names, and beside the volume in
+/// `outside` a file to move in and the name of a link out.
+struct ChangePaths {
+    file: std::ffi::CString,
+    subdir: std::ffi::CString,
+    renamed: std::ffi::CString,
+    moved_in: std::ffi::CString,
+    new_dir: std::ffi::CString,
+    created: std::ffi::CString,
+    symlink: std::ffi::CString,
+    outside_file: std::ffi::CString,
+    link_out: std::ffi::CString,
+}
+
+impl ChangePaths {
+    fn new(dir: &Path, outside: &Path, tag: &str) -> Self {
+        use crate::support::cstr;
+        let at = |name: String| cstr(&dir.join(name));
+        let beside = |name: &str| cstr(&outside.join(format!("{name}-{tag}")));
+        Self {
+            file: at("file".into()),
+            subdir: at(format!("subdir-{tag}")),
+            renamed: at(format!("renamed-{tag}")),
+            moved_in: at(format!("moved-in-{tag}")),
+            new_dir: at(format!("dir-{tag}")),
+            created: at(format!("created-{tag}")),
+            symlink: at(format!("symlink-{tag}")),
+            outside_file: beside("outside"),
+            link_out: beside("link-out"),
+        }
+    }
+}
+
+impl Change {
+    /// Makes the change with raw syscalls (it may run in a forked child): 0, or the errno.
+    ///
+    /// # Safety
+    /// None beyond the syscalls' own: the paths are NUL-terminated strings.
+    unsafe fn apply(self, p: &ChangePaths) -> i32 {
+        let errno =
+            |rc: libc::c_int| if rc == 0 { 0 } else { std::io::Error::last_os_error().raw_os_error().unwrap_or(-1) };
+        // SAFETY: raw syscalls on NUL-terminated strings.
+        unsafe {
+            match self {
+                Change::Unlink => errno(libc::unlink(p.file.as_ptr())),
+                Change::Rmdir => errno(libc::rmdir(p.subdir.as_ptr())),
+                Change::RenameWithin => errno(libc::rename(p.file.as_ptr(), p.renamed.as_ptr())),
+                Change::RenameIn => errno(libc::rename(p.outside_file.as_ptr(), p.moved_in.as_ptr())),
+                Change::LinkOut => errno(libc::link(p.file.as_ptr(), p.link_out.as_ptr())),
+                Change::Mkdir => errno(libc::mkdir(p.new_dir.as_ptr(), 0o755)),
+                Change::Create => {
+                    let fd = libc::open(p.created.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o644);
+                    if fd < 0 { errno(fd) } else { errno(libc::close(fd)) }
+                }
+                Change::Symlink => errno(libc::symlink(c"target".as_ptr(), p.symlink.as_ptr())),
+                Change::Truncate => errno(libc::truncate(p.file.as_ptr(), 1)),
+                Change::Chmod => errno(libc::chmod(p.file.as_ptr(), 0o640)),
+                Change::Chown => errno(libc::chown(p.file.as_ptr(), 0, 0)),
+            }
+        }
+    }
+
+    /// Whether the change names something outside `dir` (a move in, a link out): through
+    /// a mount of its own (a publish target, `/proc/<pid>/root`) the kernel refuses it as
+    /// a cross-mount change (`EXDEV`) before any security hook.
+    fn crosses_out(self) -> bool {
+        matches!(self, Change::RenameIn | Change::LinkOut)
+    }
+
+    /// As a process of `pod`, in `ns`.
+    fn try_as(self, pod: &PodCgroup, ns: &MountNs, paths: ChangePaths) -> i32 {
+        // SAFETY: raw syscalls in the forked child.
+        pod.exit_code_in(ns, move || unsafe { self.apply(&paths) })
+    }
+}
+
+/// Another pod changes nothing of an owned volume's names or attributes, by any path: each
+/// of [`CHANGES`] through the volume's backing directory (a hostPath on an ancestor) and
+/// through `/proc/<pid>/root` of the owner's container is refused (EACCES; EXDEV where
+/// the kernel refuses a cross-mount change first), and reported with its hook (route
+/// `change`); the owner makes its changes through its publish target, and a node process
+/// (kubelet, the runtime) all of them through the backing directory; the pinned programs
+/// keep refusing with no agent running.
+#[test]
+#[ignore = "needs a kernel that refuses (BPF LSM or fmod_ret): runs in the VM (cargo xtask vm-test)"]
+fn enforce_refuses_another_pods_changes_of_an_owned_volumes_names_and_attributes() {
+    const CHANGES_TEST: &str = "enforce_refuses_another_pods_changes_of_an_owned_volumes_names_and_attributes";
+    assert!(kernel_refuses(), "precondition: a boot whose kernel refuses (bpf in lsm=, or fmod_ret)");
+    let Some(cgroups) = PodCgroup::hierarchy(CHANGES_TEST) else { return };
+    let (pod_a, pod_c) = (PodCgroup::new(&cgroups, POD_A), PodCgroup::new(&cgroups, POD_C));
+    let tree = KubeletTree::new();
+    let pins = pin_root("changes");
+    let ns = MountNs::new();
+    let agent = Agent::start_in(&ns, &tree.root(), &pins, &["pv-rwop"], &[]);
+    agent.wait_for_line("the mode", |l| l.contains("mode=enforce"));
+
+    let volume = tree.volume("pv-rwop");
+    let outside = tree.tmp.path().join("beside-the-volume");
+    std::fs::create_dir_all(&outside).unwrap();
+    let prepare = |tag: &str| {
+        std::fs::write(volume.join("file"), b"pod A's data").unwrap();
+        std::fs::create_dir_all(volume.join(format!("subdir-{tag}"))).unwrap();
+        std::fs::write(outside.join(format!("outside-{tag}")), b"x").unwrap();
+    };
+    prepare("c");
+    let a_target = tree.publish_dir(POD_A, "pv-rwop");
+    assert_eq!(ns.bind(&volume, &a_target), Ok(()), "kubelet publishes pv-rwop for pod A");
+    let container = pod_a.container(&ns, &tree.tmp.path().join("rootfs-a"), &a_target);
+
+    let routes = [
+        ("the volume's backing directory", volume.clone(), false),
+        ("/proc/<pid>/root", container.path(&a_target), true),
+    ];
+    for (route, dir, own_mount) in &routes {
+        for change in CHANGES {
+            let expected = if *own_mount && change.crosses_out() { libc::EXDEV } else { EACCES };
+            let got = change.try_as(&pod_c, &ns, ChangePaths::new(dir, &outside, "c"));
+            assert_eq!(got, expected, "pod C's {change:?} through {route}");
+        }
+    }
+    assert_eq!(std::fs::read(volume.join("file")).unwrap(), b"pod A's data", "pod C changed nothing");
+    agent.wait_for_line("a refused change", |l| {
+        l.contains("CONFLICT blocked (EACCES) path_") && l.contains("\"pv-rwop\"") && l.contains(POD_C)
+    });
+    let refused = agent.metric_family_sum_where("volguard_conflicts_total", "route=\"change\"");
+    assert!(refused >= 1.0, "refused changes are counted with route change: {refused}");
+
+    // The owner through its publish target (a mount of its own: no move in or link out
+    // from beside it), and a node process through the backing directory, may.
+    let restore = || {
+        if !volume.join("file").exists() {
+            std::fs::write(volume.join("file"), b"pod A's data").unwrap();
+        }
+    };
+    prepare("a");
+    for change in CHANGES.into_iter().filter(|c| !c.crosses_out()) {
+        assert_eq!(change.try_as(&pod_a, &ns, ChangePaths::new(&a_target, &outside, "a")), 0, "pod A's {change:?}");
+        restore();
+    }
+    prepare("n");
+    for change in CHANGES {
+        let paths = ChangePaths::new(&volume, &outside, "n");
+        // SAFETY: raw syscalls on the namespace's thread.
+        assert_eq!(ns.run(move || unsafe { change.apply(&paths) }), 0, "a node process's {change:?}");
+        restore();
+    }
+
+    // The pinned programs keep refusing while no agent runs.
+    agent.sigkill();
+    prepare("k");
+    for change in [Change::Unlink, Change::Chmod] {
+        let got = change.try_as(&pod_c, &ns, ChangePaths::new(&volume, &outside, "k"));
+        assert_eq!(got, EACCES, "pod C's {change:?} with no agent running");
+    }
+
+    drop(container);
+    ns.umount(&a_target).unwrap();
+    let got = Change::Unlink.try_as(&pod_c, &ns, ChangePaths::new(&volume, &outside, "k"));
+    assert_eq!(got, 0, "after pod A's unpublish the volume is no one's");
+    uninstall(&pins);
+}

@@ -164,9 +164,14 @@ impl Running<'_> {
             let conflict = self.model.conflict(action, &volume, &pod, &owner).made_by(Some(by));
             return vec![Effect::Tell(conflict.routed(Route::Clone, None))];
         }
-        if c.hook == decode::OPEN_HOOK {
+        let route = match c.hook {
+            decode::OPEN_HOOK => Some(Route::Open),
+            hook if decode::operation_tried(hook).is_some() => Some(Route::Change),
+            _ => None,
+        };
+        if let Some(route) = route {
             let conflict = self.model.conflict(action, &volume, &pod, &owner).made_by(Some(by));
-            return vec![Effect::Tell(conflict.routed(Route::Open, None))];
+            return vec![Effect::Tell(conflict.routed(route, None))];
         }
         vec![Effect::Tell(self.conflict_by(action, &volume, &pod, &owner, Some(by)))]
     }

@@ -135,6 +135,9 @@ pub enum Route {
     /// A mount in a pod's namespace that shows a directory above the volume's on the same
     /// filesystem (a hostPath on the driver's data directory): found by the scan.
     Ancestor,
+    /// A change of the volume's names or attributes (unlink, rename, link, mkdir, create,
+    /// symlink, truncate, chmod, chown) with no mount of its own, by any path.
+    Change,
 }
 
 impl Route {
@@ -149,6 +152,7 @@ impl Route {
             Self::Propagated => "propagated",
             Self::Open => "open",
             Self::Ancestor => "ancestor",
+            Self::Change => "change",
         }
     }
 }

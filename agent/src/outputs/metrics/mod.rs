@@ -61,7 +61,7 @@ pub struct ConflictLabels {
     pub persistentvolumeclaim: String,
     pub action: String,
     /// How the volume was reached: `publish`, `bind`, `clone`, `recursive`, `device`,
-    /// `propagated`, `open` or `ancestor`.
+    /// `propagated`, `open`, `ancestor` or `change`.
     pub route: String,
 }
 
@@ -308,9 +308,9 @@ impl ConflictMetrics {
         let conflicts = Family::<ConflictLabels, Counter>::default();
         registry.register(
             "volguard_conflicts",
-            "Mounts of a single-pod volume by a second pod or a process outside its owner, and opens of its files by \
-             another pod, by namespace, PVC, what was done and route (publish, bind, clone, recursive, device, propagated, \
-             ancestor, open)",
+            "Mounts of a single-pod volume by a second pod or a process outside its owner, and opens and changes of its \
+             files by another pod, by namespace, PVC, what was done and route (publish, bind, clone, recursive, device, \
+             propagated, ancestor, open, change)",
             conflicts.clone(),
         );
         let single_pod = Family::<StateLabels, Gauge>::default();

@@ -395,37 +395,6 @@ impl Agent {
         Self::spawn(binary, kubelet_root, pin_root, single_pod, "auto", &args, &[])
     }
 
-    /// The mode named in the ready line.
-    pub fn mode(&self) -> String {
-        let ready = self.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
-        let mode = ready.split("mode=").nth(1).and_then(|m| m.split_whitespace().next());
-        mode.unwrap_or_default().to_owned()
-    }
-
-    /// How the agent refuses in the kernel, as its ready line names it (`bpf_lsm`,
-    /// `fmod_ret`, or `none`).
-    pub fn security_hooks(&self) -> String {
-        let ready = self.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
-        let hooks = ready.split("security-hooks=").nth(1).and_then(|m| m.split_whitespace().next());
-        hooks.unwrap_or_default().to_owned()
-    }
-
-    /// The mode, and how it refuses in the kernel where it does: `enforce (fmod_ret)`,
-    /// `quarantine`: what a benchmark row names.
-    pub fn mode_and_security_hooks(&self) -> String {
-        match (self.mode(), self.security_hooks()) {
-            (mode, hooks) if hooks == "none" => mode,
-            (mode, hooks) => format!("{mode} ({hooks})"),
-        }
-    }
-
-    /// The tracing backend named in the ready line.
-    pub fn trace_backend(&self) -> String {
-        let ready = self.wait_for_line("ready", |l| l.starts_with(volguard::agent::READY));
-        let backend = ready.split("trace-backend=").nth(1).and_then(|m| m.split_whitespace().next());
-        backend.unwrap_or_default().to_owned()
-    }
-
     /// Starts `volguard run` in `mode` with more arguments, and waits for its ready line.
     pub fn start_with(kubelet_root: &Path, pin_root: &Path, single_pod: &[&str], mode: &str, extra: &[&str]) -> Self {
         Self::start_with_env(kubelet_root, pin_root, single_pod, mode, extra, &[])

@@ -8,6 +8,7 @@ pub mod fake_api;
 pub mod kubelet;
 pub mod pod_cgroup;
 pub mod pod_process;
+pub mod ready_line;
 pub mod stories;
 pub mod stuck;
 pub mod tls;
