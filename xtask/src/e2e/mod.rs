@@ -81,13 +81,14 @@ pub struct Options {
     #[arg(long)]
     pub trace_backend: Option<String>,
     /// Scenario 6 instead of 1-5: kubelet, containerd, the CSI driver, volguard and the
-    /// pods in the VM kernel with BPF LSM (qemu, software emulation), the control plane
-    /// outside; volguard enforces in the kernel. With `--storage-suite`, the suite runs
+    /// pods in the VM kernel (qemu, software emulation; fmod_ret, or BPF LSM with
+    /// `VOLGUARD_E2E_VM_BPF_LSM=1`), the control plane outside; volguard enforces in the
+    /// kernel. With `--storage-suite`, the suite runs
     /// on that node instead of scenario 6.
     #[arg(long)]
     pub vm: bool,
     /// Two nodes in one cluster: the node in these namespaces (quarantine) and the node in
-    /// the VM (enforce, BPF LSM), one `helm install`; scenarios 1-8 on their nodes, then
+    /// the VM (enforce, by fmod_ret), one `helm install`; scenarios 1-8 on their nodes, then
     /// what only a fleet shows (per-node watches and Events, Prometheus per node, a
     /// ReadWriteOncePod claim wanted on both nodes).
     #[arg(long, conflicts_with = "vm")]

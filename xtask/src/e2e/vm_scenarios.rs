@@ -1,4 +1,4 @@
-//! Scenarios 6, 6b and 6c on the node in the VM (vm_node.rs): Debian's 6.1 kernel with BPF LSM, where
+//! Scenarios 6, 6b and 6c on the node in the VM (vm_node.rs): Debian's 6.1 kernel (fmod_ret, or BPF LSM), where
 //! the chart's `mode: auto` enforces in the kernel. Alone (`--vm`: the VM is the cluster's
 //! one node) or as the fleet's second node. Its claims and pods are named `vm-...`: in the
 //! fleet they share the namespace with the other node's scenarios.
@@ -47,7 +47,9 @@ pub fn run(node: &Node, logs: &Path) -> anyhow::Result<()> {
 /// Scenarios 6 and 6b on the node in the VM (`site`), with the chart's values `chart`
 /// kept on its upgrades.
 pub(super) fn on_the_vm_node(runner: &mut Runner, admin: &Kube, site: Site, chart: &Chart) {
-    runner.scenario("6. the same conflict with BPF LSM, in the VM", || refused_in_the_kernel(admin, site, chart));
+    runner.scenario("6. the same conflict refused in the kernel, in the VM", || {
+        refused_in_the_kernel(admin, site, chart)
+    });
     runner.scenario("6b. a hostPath on the owner's volume, in the VM", || {
         super::out_of_band::hostpath_reader_in_vm(admin, site, SECOND, CLAIM, EMULATED)
     });
@@ -88,7 +90,7 @@ pub(super) fn says_ebusy(note: &str) -> bool {
     note.to_lowercase().contains("busy")
 }
 
-/// Scenario 6: scenario 1b's conflict on a kernel with BPF LSM, where volguard (the
+/// Scenario 6: scenario 1b's conflict on a kernel that refuses, where volguard (the
 /// chart's `mode: auto`) enforces: B's NodePublish fails in the kernel with EBUSY, so
 /// kubelet keeps B in ContainerCreating and retries, and volguard's Event explains; once A
 /// is deleted, a retry goes through and B starts with A's data (measured). Before that,
