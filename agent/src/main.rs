@@ -374,10 +374,7 @@ fn lsm_probe_command() -> anyhow::Result<()> {
         if *via == SecurityHooks::BpfLsm {
             println!("active LSMs: {}", report.lsm_list.as_deref().unwrap_or("(unreadable)"));
         }
-        let name = match via {
-            SecurityHooks::BpfLsm => "BPF LSM",
-            SecurityHooks::FModRet => "fmod_ret (security_sb_mount)",
-        };
+        let name = via.describe();
         println!("{name}: sb_mount program runs during the probe: {}", report.sb_mount_runs);
         match &report.status {
             LsmStatus::Active => println!("{name}: active (a probe bind mount was refused in the kernel with EBUSY)"),

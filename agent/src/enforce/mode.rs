@@ -187,19 +187,12 @@ impl Probes {
         if self.reports.is_empty() {
             return Some("not probed".to_owned());
         }
-        Some(self.reports.iter().map(|r| format!("{}: {}", describe(r.via), reason(r))).collect::<Vec<_>>().join("; "))
+        Some(self.reports.iter().map(|r| format!("{}: {}", r.via.describe(), reason(r))).collect::<Vec<_>>().join("; "))
     }
 
     /// Why BPF LSM does not refuse, where it was probed and does not.
     fn no_lsm(&self) -> Option<String> {
         self.reports.iter().find(|r| r.via == SecurityHooks::BpfLsm && r.status != LsmStatus::Active).map(reason)
-    }
-}
-
-fn describe(via: SecurityHooks) -> &'static str {
-    match via {
-        SecurityHooks::BpfLsm => "BPF LSM",
-        SecurityHooks::FModRet => "fmod_ret",
     }
 }
 

@@ -107,15 +107,12 @@ pub fn trampoline_hooks(spec: &SyscallSpec) -> [Hook; 2] {
 
 /// How the programs on security hooks reach the kernel (see
 /// `agent-ebpf/src/probes/security_hook.rs`): the same programs, the same maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SecurityHooks {
     /// BPF LSM programs: need `bpf` in the kernel's `lsm=` list.
-    #[value(name = "bpf-lsm")]
     BpfLsm,
     /// fmod_ret programs on the kernel's `security_<hook>` functions: need BPF trampolines,
     /// not BPF LSM.
-    #[value(name = "fmod-ret")]
     FModRet,
 }
 
@@ -124,6 +121,14 @@ impl SecurityHooks {
     pub fn label(self) -> &'static str {
         match self {
             Self::BpfLsm => "bpf_lsm",
+            Self::FModRet => "fmod_ret",
+        }
+    }
+
+    /// As prose names it (`BPF LSM`, `fmod_ret`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::BpfLsm => "BPF LSM",
             Self::FModRet => "fmod_ret",
         }
     }

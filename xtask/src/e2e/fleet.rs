@@ -97,12 +97,12 @@ fn one_install(admin: &Kube) -> anyhow::Result<String> {
         let pods = agent_pods_on(admin, node)?;
         ensure!(pods.len() == 1, "agent pods on {node}: {pods:?}");
         // The VM's kernel refuses, with BPF LSM or fmod_ret as it was booted. This
-        // host's kernel may list `bpf` and still refuse the programs (this project's
-        // machine does): `volguard lsm-probe`, run here, says which, as the agent's own
-        // probe must have found it.
+        // host's kernel may list `bpf` and still refuse the programs, and refuse
+        // trampolines too (this project's machine does): `volguard lsm-probe`, run here,
+        // says which, as the agent's own probe must have found it.
         let expected = match node == VM_NODE_NAME {
             true => "enforce",
-            false if host_runs_bpf_lsm()? => "enforce",
+            false if host_refuses_in_the_kernel()? => "enforce",
             false => "quarantine",
         };
         let mode = agent_mode(node)?;
@@ -117,12 +117,12 @@ fn one_install(admin: &Kube) -> anyhow::Result<String> {
     Ok(format!("one release, DaemonSet Ready on {} nodes: {}", NODES.len(), modes.join(", ")))
 }
 
-/// Whether this kernel runs BPF LSM programs, as `volguard lsm-probe` finds (a probe bind
-/// refused in the kernel).
-fn host_runs_bpf_lsm() -> anyhow::Result<bool> {
+/// Whether this kernel refuses in the kernel (BPF LSM or fmod_ret), as `volguard
+/// lsm-probe` finds (a probe bind refused) and says `--mode auto` would pick.
+fn host_refuses_in_the_kernel() -> anyhow::Result<bool> {
     let volguard = crate::proc::target_dir().join("release/volguard");
     let said = output(std::process::Command::new(&volguard).arg("lsm-probe"))?;
-    Ok(said.lines().any(|l| l.starts_with("BPF LSM: active")))
+    Ok(said.lines().any(|l| l.starts_with("--mode auto: enforce")))
 }
 
 const CLAIM: &str = "fleet-rwop";
