@@ -148,9 +148,11 @@ impl MountNs {
         self.run(move || mount(Some("vg-test"), &t, Some("tmpfs"), MsFlags::empty(), None::<&str>))
     }
 
+    /// Unmounts `target`, trying a busy mount again as kubelet's reconciler does: any path
+    /// lookup through the mount (the agent's fanotify mark among them) makes umount(2) EBUSY.
     pub fn umount(&self, target: &Path) -> nix::Result<()> {
         let t = target.to_path_buf();
-        self.run(move || umount2(&t, MntFlags::empty()))
+        self.run(move || super::retry_while_busy(|| umount2(&t, MntFlags::empty())))
     }
 
     /// Lazily detaches `target` and every mount below it with ONE umount2 call: the
@@ -324,10 +326,9 @@ impl MountNs {
 /// Whether agents echo their stderr lines to the test's (see [`quiet_agents`]).
 static ECHO_AGENT_LINES: AtomicBool = AtomicBool::new(true);
 
-/// Agents started from now on in this process keep their stderr lines to themselves (still
-/// kept for `wait_for_line`, and shown when a wait fails). For benchmarks: an agent logs a
-/// line per owner's publish, and in the VM each echoed line goes out through the emulated
-/// serial console (a node's agent writes its log to a pipe).
+/// Agents started from now on in this process keep their stderr lines to themselves (kept
+/// for `wait_for_line`, shown when a wait fails): for benchmarks, where each echoed line
+/// goes out through the VM's emulated serial console.
 pub fn quiet_agents() {
     ECHO_AGENT_LINES.store(false, Ordering::Relaxed);
 }

@@ -40,6 +40,17 @@ pub fn have_root(test: &str) -> bool {
 
 pub use volguard::sys::test_skip::skip;
 
+/// `op` tried again for up to a second while it fails with EBUSY.
+pub fn retry_while_busy(op: impl Fn() -> nix::Result<()>) -> nix::Result<()> {
+    for _ in 0..20 {
+        match op() {
+            Err(nix::errno::Errno::EBUSY) => std::thread::sleep(Duration::from_millis(50)),
+            done => return done,
+        }
+    }
+    op()
+}
+
 /// How long a test's GET may wait for the agent (the VM is slow).
 pub const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
