@@ -289,6 +289,15 @@ pub mod conflict_hook {
     pub const PATH_TRUNCATE: u32 = 12;
     pub const PATH_CHMOD: u32 = 13;
     pub const PATH_CHOWN: u32 = 14;
+    /// An open file of an owned volume received by another pod: `pidfd_getfd(2)`, or
+    /// `SCM_RIGHTS` over a unix socket (the owner's descriptors, borrowed).
+    pub const FILE_RECEIVE: u32 = 15;
+    /// An extended attribute of an owned volume's entry set or removed by another pod.
+    pub const INODE_SETXATTR: u32 = 16;
+    pub const INODE_REMOVEXATTR: u32 = 17;
+    /// An attribute change the path hooks do not see (`utimensat`, `ftruncate`): every
+    /// `notify_change`.
+    pub const INODE_SETATTR: u32 = 18;
 }
 
 /// A publish of an owned single-pod volume into another pod, seen by an LSM hook.

@@ -13,7 +13,8 @@
 //! on such a filesystem cost a few reads and lookups, not a walk to its root.
 //!
 //! The same decision guards the changes of a volume's names and attributes, on the path
-//! hooks ([`OPERATION_HOOKS`]): the entry they change, or for a new entry its directory.
+//! and xattr hooks ([`OPERATION_HOOKS`]): the entry they change, or for a new entry its
+//! directory; and an open file of a volume passed to another pod (`file_receive`).
 //!
 //! match-proto: int security_file_open(struct file *file)
 //! match-proto: int security_path_unlink(const struct path *dir, struct dentry *dentry)
@@ -31,13 +32,22 @@
 //! match-proto: int security_path_truncate(const struct path *path)
 //! match-proto: int security_path_chmod(const struct path *path, umode_t mode)
 //! match-proto: int security_path_chown(const struct path *path, kuid_t uid, kgid_t gid)
+//! match-proto: int security_file_receive(struct file *file)
+//! match-proto: int security_inode_setattr(struct mnt_idmap *idmap, struct dentry *dentry,
+//!                                         struct iattr *attr)
+//! match-proto: int security_inode_setxattr(struct mnt_idmap *idmap, struct dentry *dentry,
+//!                                          const char *name, const void *value, size_t size,
+//!                                          int flags)
+//! match-proto: int security_inode_removexattr(struct mnt_idmap *idmap, struct dentry *dentry,
+//!                                             const char *name)
 
 use crate::enforce::conflict_hook;
 
-/// The path hooks that guard an owned volume's names and attributes: (the LSM hook, its
-/// `conflict_hook` value, what the caller tried, as a conflict's line says it). Each
-/// program is `<hook>_guard` (and its fmod_ret twin, `volguard_common::programs`).
-pub const OPERATION_HOOKS: [(&str, u32, &str); 10] = [
+/// The hooks beyond `file_open` that guard an owned volume's names, attributes and open
+/// files: (the LSM hook, its `conflict_hook` value, what the caller tried, as a conflict's
+/// line says it). Each program is `<hook>_guard` (and its fmod_ret twin,
+/// `volguard_common::programs`).
+pub const OPERATION_HOOKS: [(&str, u32, &str); 14] = [
     ("path_unlink", conflict_hook::PATH_UNLINK, "unlink a file of"),
     ("path_rmdir", conflict_hook::PATH_RMDIR, "remove a directory of"),
     ("path_rename", conflict_hook::PATH_RENAME, "rename into or out of"),
@@ -48,6 +58,10 @@ pub const OPERATION_HOOKS: [(&str, u32, &str); 10] = [
     ("path_truncate", conflict_hook::PATH_TRUNCATE, "truncate a file of"),
     ("path_chmod", conflict_hook::PATH_CHMOD, "chmod a file of"),
     ("path_chown", conflict_hook::PATH_CHOWN, "chown a file of"),
+    ("inode_setxattr", conflict_hook::INODE_SETXATTR, "set an extended attribute in"),
+    ("inode_removexattr", conflict_hook::INODE_REMOVEXATTR, "remove an extended attribute in"),
+    ("file_receive", conflict_hook::FILE_RECEIVE, "take an open file (pidfd_getfd, SCM_RIGHTS) of"),
+    ("inode_setattr", conflict_hook::INODE_SETATTR, "change the times or attributes of"),
 ];
 
 /// Value of `GUARDED_DEVICES`, by kernel device: what of this filesystem is an owned
@@ -86,6 +100,15 @@ pub struct OpenGuardLayout {
     pub inode_i_ino: u32,
     pub inode_i_generation: u32,
     pub inode_i_mode: u32,
+    /// `struct inode`: `i_rdev`, a device node's device (an open of a block volume's node
+    /// reads its filesystem).
+    pub inode_i_rdev: u32,
+    /// Which argument of the `inode_setattr` hook is the dentry, for the BPF LSM program
+    /// (`bpf_lsm_inode_setattr`) and for the fmod_ret one (`security_inode_setattr`): 0, or
+    /// 1 after the mount's user namespace or idmap. Kernels differ, and in some (6.1) the
+    /// hook and the function differ.
+    pub lsm_setattr_dentry_parameter: u32,
+    pub fmod_ret_setattr_dentry_parameter: u32,
 }
 
 /// The name of the programs' global that holds the [`OpenGuardLayout`] (the static's own
@@ -104,6 +127,9 @@ impl OpenGuardLayout {
         inode_i_ino: 0,
         inode_i_generation: 0,
         inode_i_mode: 0,
+        inode_i_rdev: 0,
+        lsm_setattr_dentry_parameter: 0,
+        fmod_ret_setattr_dentry_parameter: 0,
     };
 }
 
@@ -150,10 +176,11 @@ pub enum VerdictEpoch {
 
 /// Directories whose verdict the open guard keeps (least recently used ones go first).
 pub const DIRECTORY_VERDICT_ENTRIES: u32 = 16_384;
-/// `S_IFMT`, `S_IFDIR` and `S_IFREG` of `i_mode` (include/uapi/linux/stat.h).
+/// `S_IFMT`, `S_IFDIR`, `S_IFREG` and `S_IFBLK` of `i_mode` (include/uapi/linux/stat.h).
 pub const S_IFMT: u16 = 0o170_000;
 pub const S_IFDIR: u16 = 0o040_000;
 pub const S_IFREG: u16 = 0o100_000;
+pub const S_IFBLK: u16 = 0o060_000;
 
 /// Ancestors of an opened file examined for a volume's root on a filesystem that holds
 /// directory volumes (deeper files are not recognised: counted, and allowed).
@@ -196,7 +223,7 @@ pub const COMMAND_LEN: usize = 16;
 pub const GUARDED_DEVICE_ENTRIES: u32 = 4_096;
 
 const _: () = assert!(core::mem::size_of::<DeviceGuard>() == 16);
-const _: () = assert!(core::mem::size_of::<OpenGuardLayout>() == 36);
+const _: () = assert!(core::mem::size_of::<OpenGuardLayout>() == 48);
 const _: () = assert!(core::mem::size_of::<DirectoryKey>() == 16);
 const _: () = assert!(core::mem::size_of::<DirectoryVerdict>() == 32);
 const _: () = assert!(core::mem::size_of::<CachedCallerPod>() == crate::enforce::POD_UID_LEN + 8);

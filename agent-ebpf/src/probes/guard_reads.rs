@@ -75,6 +75,24 @@ pub fn mode(inode: *const u8) -> Option<u16> {
     load(inode, offset!(inode_i_mode))
 }
 
+/// A device node's device (`i_rdev`, the kernel's encoding, as `s_dev`).
+#[inline(always)]
+pub fn rdev(inode: *const u8) -> Option<u32> {
+    load(inode, offset!(inode_i_rdev))
+}
+
+/// Whether the `inode_setattr` hook's dentry is its second argument (after the mount's
+/// user namespace or idmap), for its BPF LSM program or (`fmod_ret`) its fmod_ret one.
+#[inline(always)]
+pub fn setattr_dentry_is_second(fmod_ret: bool) -> bool {
+    let at = if fmod_ret {
+        offset!(fmod_ret_setattr_dentry_parameter)
+    } else {
+        offset!(lsm_setattr_dentry_parameter)
+    };
+    at == 1
+}
+
 /// The walks up of the open guard.
 pub struct GuardReads;
 

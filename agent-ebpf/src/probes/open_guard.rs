@@ -11,7 +11,7 @@ use aya_ebpf::{
 use volguard_common::{
     counters::Counter,
     enforce::{PodUid, PublishedRoot, RootKey, conflict_hook, kernel_mode},
-    open_guard::{CachedCallerPod, DeviceGuard, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS, S_IFMT, S_IFREG},
+    open_guard::{CachedCallerPod, DeviceGuard, OPEN_DENY_ERRNO, OPEN_REPORT_INTERVAL_NS, S_IFBLK, S_IFMT, S_IFREG},
 };
 
 use super::{
@@ -63,9 +63,13 @@ fn guard(file: *const u8) -> i32 {
 pub(super) fn guard_dentry(dentry: *const u8, hook: u32) -> i32 {
     let Some(dev) = guard_reads::device(dentry) else { return 0 };
     // SAFETY: read-only lookup. The one lookup most opens on the node pay.
-    let Some(device) = (unsafe { GUARDED_DEVICES.get(&dev) }) else { return 0 };
+    let root = match unsafe { GUARDED_DEVICES.get(&dev) } {
+        Some(device) => volume_root(device, dentry, dev),
+        None if hook == conflict_hook::FILE_OPEN || hook == conflict_hook::FILE_RECEIVE => device_node_root(dentry),
+        None => None,
+    };
+    let Some(root) = root else { return 0 };
     let Some(cfg) = config() else { return 0 };
-    let Some(root) = volume_root(device, dentry, dev) else { return 0 };
     // The owner's own opens, the common case inside a volume, end at the first test.
     let reader = match caller() {
         None => return 0,
@@ -134,6 +138,26 @@ fn volume_root(device: &DeviceGuard, dentry: *const u8, dev: u32) -> Option<&'st
         return None;
     }
     root_above_directory(dir, dev)
+}
+
+/// The published root of the owned volume whose whole filesystem is on the block device
+/// `dentry` names, if it is such a node (`/dev/loop0`, `/host/dev/…`, or one made with
+/// mknod): an open of it reads the volume's blocks. Opens of other files pay the reads of
+/// their type.
+#[inline(always)]
+fn device_node_root(dentry: *const u8) -> Option<&'static PublishedRoot> {
+    let inode = guard_reads::inode(dentry)?;
+    if guard_reads::mode(inode)? & S_IFMT != S_IFBLK {
+        return None;
+    }
+    let dev = guard_reads::rdev(inode)?;
+    // SAFETY: read-only lookup.
+    let device = unsafe { GUARDED_DEVICES.get(&dev) }?;
+    if device.whole_fs_root_ino == 0 {
+        return None;
+    }
+    // SAFETY: read-only lookup.
+    unsafe { PUBLISHED_ROOTS.get(&RootKey { ino: device.whole_fs_root_ino, dev, _pad: 0 }) }
 }
 
 /// Who opens: a pod's process or a node process.

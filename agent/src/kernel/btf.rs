@@ -21,6 +21,8 @@ const KIND_VOLATILE: u8 = 9;
 const KIND_CONST: u8 = 10;
 const KIND_RESTRICT: u8 = 11;
 const KIND_FUNC: u8 = 12;
+const KIND_FUNC_PROTO: u8 = 13;
+const KIND_PTR: u8 = 2;
 const KIND_TYPE_TAG: u8 = 18;
 
 /// Why BTF could not be read or lacks what we need.
@@ -40,6 +42,10 @@ pub enum BtfError {
     NoMember { strukt: String, member: String },
     #[error("{strukt}.{member} is a bitfield")]
     Bitfield { strukt: String, member: String },
+    #[error("function {0} not found in BTF")]
+    NoFunction(String),
+    #[error("function {function}'s parameters are not (…, struct {wanted} *, …)")]
+    NoParameter { function: String, wanted: String },
 }
 
 #[derive(Debug)]
@@ -118,7 +124,16 @@ impl Btf {
                     }
                     12 * vlen
                 }
-                6 | 13 => 8 * vlen,
+                KIND_FUNC_PROTO => {
+                    // Parameters: (name, type); kept as members at no offset.
+                    for i in 0..vlen {
+                        let p = at + 8 * i;
+                        let (name_off, type_id) = (u32_at(section, p)?, u32_at(section, p + 4)?);
+                        members.push(Member { name_off, type_id, bit_offset: 0, bitfield: false });
+                    }
+                    8 * vlen
+                }
+                6 => 8 * vlen,
                 15 | 19 => 12 * vlen,
                 other => return Err(BtfError::UnknownKind(other)),
             };
@@ -198,6 +213,26 @@ impl Btf {
         self.types.iter().any(|t| t.kind == KIND_FUNC && self.name(t.name_off) == name)
     }
 
+    /// The position of function `name`'s first parameter that points to a `struct
+    /// strukt` (kernels add leading parameters to hooks, as the mount's idmap in 6.3).
+    pub fn parameter_pointing_to(&self, function: &str, strukt: &str) -> Result<u32, BtfError> {
+        let func = self
+            .types
+            .iter()
+            .find(|t| t.kind == KIND_FUNC && self.name(t.name_off) == function)
+            .ok_or_else(|| BtfError::NoFunction(function.to_owned()))?;
+        let proto = self.get(func.type_ref).filter(|t| t.kind == KIND_FUNC_PROTO);
+        let params = proto.map(|p| p.members.as_slice()).unwrap_or_default();
+        let points_to = |type_id: u32| {
+            let pointer = self.resolve(type_id).filter(|t| t.kind == KIND_PTR)?;
+            let target = self.resolve(pointer.type_ref)?;
+            Some(target.kind == KIND_STRUCT && self.name(target.name_off) == strukt)
+        };
+        let position = params.iter().position(|p| points_to(p.type_id) == Some(true));
+        let missing = || BtfError::NoParameter { function: function.to_owned(), wanted: strukt.to_owned() };
+        position.map(|at| at as u32).ok_or_else(missing)
+    }
+
     /// The offsets the enforcement programs need.
     pub fn kernel_layout(&self) -> Result<KernelLayout, BtfError> {
         Ok(KernelLayout {
@@ -247,6 +282,12 @@ impl Btf {
             inode_i_ino: known.inode_i_ino,
             inode_i_generation: self.member_offset("inode", "i_generation")?,
             inode_i_mode: self.member_offset("inode", "i_mode")?,
+            inode_i_rdev: self.member_offset("inode", "i_rdev")?,
+            // Where a kernel lacks one, the program that reads it cannot attach there.
+            lsm_setattr_dentry_parameter: self.parameter_pointing_to("bpf_lsm_inode_setattr", "dentry").unwrap_or(0),
+            fmod_ret_setattr_dentry_parameter: self
+                .parameter_pointing_to("security_inode_setattr", "dentry")
+                .unwrap_or(0),
         })
     }
 
@@ -364,6 +405,17 @@ mod tests {
         let guard = btf.open_guard_layout(&layout).unwrap();
         assert!(guard.file_dentry > 8);
         assert!(guard.inode_i_generation > layout.inode_i_ino && guard.inode_i_mode < layout.inode_i_ino);
+        assert!(guard.inode_i_rdev > layout.inode_i_ino);
+        // Whatever comes before it, the dentry is followed by the attributes.
+        let attributes = btf.parameter_pointing_to("security_inode_setattr", "iattr");
+        assert_eq!(attributes, Ok(guard.fmod_ret_setattr_dentry_parameter + 1));
+        if btf.has_function("bpf_lsm_inode_setattr") {
+            let attributes = btf.parameter_pointing_to("bpf_lsm_inode_setattr", "iattr");
+            assert_eq!(attributes, Ok(guard.lsm_setattr_dentry_parameter + 1));
+        }
+        assert_eq!(btf.parameter_pointing_to("security_path_link", "path"), Ok(1));
+        assert!(btf.parameter_pointing_to("security_file_open", "dentry").is_err());
+        assert!(btf.parameter_pointing_to("no_such_function", "file").is_err());
     }
 
     #[test]

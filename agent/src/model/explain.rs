@@ -195,10 +195,11 @@ impl Conflict {
             return match self.action {
                 ConflictAction::Refused => format!(
                     "{in_use}; a process of this pod tried to change the volume's files or names (unlink, rename, \
-                     link, create, truncate, chmod or chown), and the change was refused in the kernel (EACCES)."
+                     link, create, truncate, chmod, chown, an extended attribute) or to take an open file of it from \
+                     another process (pidfd_getfd, SCM_RIGHTS), and the kernel refused it (EACCES)."
                 ),
                 _ => format!(
-                    "{in_use}; a process of this pod changed the volume's files or names. volguard reported it and \
+                    "{in_use}; a process of this pod changed the volume's files or names, or took an open file of it. volguard reported it and \
                      refused nothing (audit mode)."
                 ),
             };
@@ -340,11 +341,7 @@ mod tests {
         let change = |action| Conflict::resolve(&facts(), action, "pv-1", "uid-b", "uid-a").routed(Route::Change, None);
         let refused = change(ConflictAction::Refused);
         assert_eq!(refused.reason(), "SinglePodVolumeAccessRefused");
-        assert!(
-            refused.message().ends_with("and the change was refused in the kernel (EACCES)."),
-            "{}",
-            refused.message()
-        );
+        assert!(refused.message().ends_with("and the kernel refused it (EACCES)."), "{}", refused.message());
         assert_eq!(change(ConflictAction::Audited).reason(), "SinglePodVolumeInUse");
     }
 

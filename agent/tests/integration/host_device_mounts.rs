@@ -5,14 +5,12 @@
 //! the owner's publish stays. With fanotify a node process's mount is judged at its notice.
 //! Needs a loop device (`/dev/loop-control`) and `mkfs.ext4`.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::path::{Path, PathBuf};
 
 use crate::{
     host_out_of_band::detached_at,
     support::{
+        block_device::{LoopDevice, mount_ext4},
         cstr, have_root,
         kubelet::{Agent, KubeletTree, MountNs, pin_root, syscall_backend, uninstall},
         pod_cgroup::PodCgroup,
@@ -22,31 +20,6 @@ use crate::{
 const TEST: &str = "a_second_mount_of_a_block_volumes_device_by_another_pod_is_detached";
 const POD_A: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000a3";
 const POD_C: &str = "0c3c2d5e-0000-4a6e-9f00-0000000000c9";
-
-/// An ext4 filesystem on a loop device over a file; the device is released when dropped.
-struct LoopDevice {
-    path: PathBuf,
-}
-
-impl LoopDevice {
-    fn with_ext4(image: &Path) -> Self {
-        std::fs::File::create(image).unwrap().set_len(16 << 20).unwrap();
-        let run = |program: &str, args: &[&std::ffi::OsStr]| {
-            let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("{program}: {e}"));
-            assert!(out.status.success(), "{program} failed: {}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8_lossy(&out.stdout).trim().to_owned()
-        };
-        run("mkfs.ext4", &["-q".as_ref(), "-F".as_ref(), image.as_os_str()]);
-        let path = run("losetup", &["--find".as_ref(), "--show".as_ref(), image.as_os_str()]);
-        Self { path: PathBuf::from(path) }
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").arg("--detach").arg(&self.path).status();
-    }
-}
 
 /// Pod A's block volume: ext4 on a loop device, staged and published for A in a private
 /// mount namespace, with the agent (`backend`, `extra`) running there.
@@ -101,12 +74,6 @@ impl BlockVolume {
         drop(self.ns);
         drop(self.device);
     }
-}
-
-/// A new mount of `device`'s ext4 at `at` in `ns`, by a node process.
-fn mount_ext4(ns: &MountNs, device: &Path, at: &Path) -> nix::Result<()> {
-    let (dev, at) = (device.to_owned(), at.to_owned());
-    ns.run(move || nix::mount::mount(Some(&dev), &at, Some("ext4"), nix::mount::MsFlags::empty(), None::<&str>))
 }
 
 #[test]

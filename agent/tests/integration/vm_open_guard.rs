@@ -8,6 +8,9 @@
 //! a node process reads (counted), and an exempt reader reads. The pinned program keeps
 //! refusing while no agent runs.
 
+mod block_device;
+mod descriptors;
+
 use std::path::{Path, PathBuf};
 
 use crate::support::{
@@ -244,9 +247,15 @@ enum Change {
     Truncate,
     Chmod,
     Chown,
+    SetXattr,
+    RemoveXattr,
+    Utimes,
 }
 
-const CHANGES: [Change; 11] = [
+/// The extended attribute the xattr changes set and remove (tmpfs keeps `trusted.*`).
+const XATTR: &std::ffi::CStr = c"trusted.volguard-test";
+
+const CHANGES: [Change; 14] = [
     Change::Unlink,
     Change::Rmdir,
     Change::RenameWithin,
@@ -258,6 +267,9 @@ const CHANGES: [Change; 11] = [
     Change::Truncate,
     Change::Chmod,
     Change::Chown,
+    Change::SetXattr,
+    Change::RemoveXattr,
+    Change::Utimes,
 ];
 
 /// The names a change uses, made before a fork: in `dir` (a way into the volume's
@@ -319,6 +331,11 @@ impl Change {
                 Change::Truncate => errno(libc::truncate(p.file.as_ptr(), 1)),
                 Change::Chmod => errno(libc::chmod(p.file.as_ptr(), 0o640)),
                 Change::Chown => errno(libc::chown(p.file.as_ptr(), 0, 0)),
+                Change::SetXattr => errno(libc::setxattr(p.file.as_ptr(), XATTR.as_ptr(), c"x".as_ptr().cast(), 1, 0)),
+                // Of the attribute `SetXattr` set (each list sets it first).
+                Change::RemoveXattr => errno(libc::removexattr(p.file.as_ptr(), XATTR.as_ptr())),
+                // To now: `touch`.
+                Change::Utimes => errno(libc::utimensat(libc::AT_FDCWD, p.file.as_ptr(), std::ptr::null(), 0)),
             }
         }
     }

@@ -1,12 +1,12 @@
 //! `cargo xtask e2e --fleet`: one control plane, two real nodes, one `helm install`.
 //!
 //! The node in these namespaces (`volguard-e2e`, this host's kernel: quarantine where it
-//! has no BPF LSM) and the node in the VM (`volguard-e2e-vm`, Debian's 6.1 with `bpf` in
-//! `lsm=`: enforce) register with the same API server. csi-driver-host-path runs as
+//! has no BPF LSM) and the node in the VM (`volguard-e2e-vm`, Debian's 6.1 without `bpf`
+//! in `lsm=`: enforce by fmod_ret) register with the same API server. csi-driver-host-path runs as
 //! upstream deploys it on several nodes (a DaemonSet, a provisioner per node, each claim
 //! provisioned on the node it is given: hostpath volumes are node-local), and volguard is
-//! installed once from its chart. Then scenarios 1-4, 7 and 8 on the first node, 6 and 6b
-//! on the second, what only a fleet shows (F1-F4), and 5 (uninstall) last.
+//! installed once from its chart. Then scenarios 1-4, 7 and 8 on the first node, 6, 6b
+//! and 6c on the second, what only a fleet shows (F1-F4), and 5 (uninstall) last.
 
 use std::{
     fs,

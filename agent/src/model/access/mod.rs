@@ -136,7 +136,8 @@ pub enum Route {
     /// filesystem (a hostPath on the driver's data directory): found by the scan.
     Ancestor,
     /// A change of the volume's names or attributes (unlink, rename, link, mkdir, create,
-    /// symlink, truncate, chmod, chown) with no mount of its own, by any path.
+    /// symlink, truncate, chmod, chown, xattrs) with no mount of its own, by any path, or
+    /// an open file of it taken from another process (pidfd_getfd, SCM_RIGHTS).
     Change,
 }
 

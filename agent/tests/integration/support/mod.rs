@@ -3,6 +3,8 @@
 //! private mount namespace, a real `volguard run`) and `fake_api` (a fake Kubernetes API
 //! server, over `tls` with HTTP/2 where asked).
 
+pub mod block_device;
+pub mod bpf_programs;
 pub mod csi_standin;
 pub mod fake_api;
 pub mod kubelet;
