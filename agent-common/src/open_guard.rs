@@ -105,8 +105,8 @@ pub struct OpenGuardLayout {
     pub inode_i_rdev: u32,
     /// Which argument of the `inode_setattr` hook is the dentry, for the BPF LSM program
     /// (`bpf_lsm_inode_setattr`) and for the fmod_ret one (`security_inode_setattr`): 0, or
-    /// 1 after the mount's user namespace or idmap. Kernels differ, and in some (6.1) the
-    /// hook and the function differ.
+    /// 1 after the mount's user namespace or idmap. Kernels differ, and in some the hook
+    /// and the function differ.
     pub lsm_setattr_dentry_parameter: u32,
     pub fmod_ret_setattr_dentry_parameter: u32,
 }

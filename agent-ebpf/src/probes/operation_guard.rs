@@ -1,12 +1,13 @@
 //! The guard of an owned volume's names, attributes and open files (see
 //! `volguard_common::open_guard::OPERATION_HOOKS`): another pod's unlink, rmdir, rename,
-//! link, mkdir, create (mknod, and `open(O_CREAT)`), symlink, truncate, chmod, chown,
-//! any other attribute change (`utimensat`), setxattr or removexattr of an entry in an owned volume's tree, through any path, mount
-//! or namespace, and its receipt of an open file of the tree (`pidfd_getfd(2)` of the
-//! owner's descriptor, `SCM_RIGHTS`), are refused with EACCES in enforce mode and reported
-//! in audit mode, by the open guard's own decision (`open_guard::guard_dentry`). It judges
-//! the entry changed, or, for a new entry, the directory it goes into; a rename and a link
-//! are judged at both ends, so that nothing moves or links out of a volume, nor into one.
+//! link, mkdir, create (mknod, and `open(O_CREAT)`), symlink, truncate, chmod, chown, any
+//! other attribute change (`utimensat`), setxattr or removexattr of an entry in an owned
+//! volume's tree, through any path, mount or namespace, and its receipt of an open file of
+//! the tree (`pidfd_getfd(2)` of the owner's descriptor, `SCM_RIGHTS`), are refused with
+//! EACCES in enforce mode and reported in audit mode, by the open guard's own decision
+//! (`open_guard::guard_dentry`). It judges the entry changed, or, for a new entry, the
+//! directory it goes into; a rename and a link are judged at both ends, so that nothing
+//! moves or links out of a volume, nor into one.
 
 use aya_ebpf::programs::LsmContext;
 use volguard_common::enforce::conflict_hook;
@@ -149,7 +150,7 @@ fn receive(ctx: LsmContext) -> i32 {
     })
 }
 
-/// `(dentry, attr)`, or `(user namespace or idmap, dentry, attr)`: by kernel, and in 6.1
+/// `(dentry, attr)`, or `(user namespace or idmap, dentry, attr)`: by kernel, and in some
 /// the hook's and `security_inode_setattr`'s differ. The agent reads which from the
 /// kernel's BTF; the verifier, knowing it as a constant, explores one branch.
 #[inline(always)]

@@ -213,8 +213,8 @@ impl Btf {
         self.types.iter().any(|t| t.kind == KIND_FUNC && self.name(t.name_off) == name)
     }
 
-    /// The position of function `name`'s first parameter that points to a `struct
-    /// strukt` (kernels add leading parameters to hooks, as the mount's idmap in 6.3).
+    /// The position of `function`'s first parameter that points to a `struct strukt`
+    /// (kernels add leading parameters to hooks, as the mount's user namespace or idmap).
     pub fn parameter_pointing_to(&self, function: &str, strukt: &str) -> Result<u32, BtfError> {
         let func = self
             .types
