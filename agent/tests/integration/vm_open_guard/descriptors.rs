@@ -87,20 +87,30 @@ unsafe fn take_fd(pid: i32, fd: i32) -> i32 {
     }
 }
 
+/// A message of the one byte `iov` points to, with `control_len` bytes of `control` for
+/// ancillary data (raw fields only: the receiver builds it in a forked child).
+fn one_byte_message(iov: &mut libc::iovec, control: &mut [u64; 8], control_len: usize) -> libc::msghdr {
+    // SAFETY: an all-zero msghdr is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control_len;
+    msg
+}
+
 /// Sends `file`'s descriptor over `socket` (`SCM_RIGHTS`) with one byte.
 fn send_fd(socket: &std::os::unix::net::UnixStream, file: &std::fs::File) {
     use std::os::fd::AsRawFd;
     let mut byte = 0u8;
     let mut iov = libc::iovec { iov_base: (&raw mut byte).cast(), iov_len: 1 };
     let mut control = [0u64; 8];
+    // SAFETY: CMSG_SPACE of one descriptor, a constant.
+    let space = unsafe { libc::CMSG_SPACE(4) } as usize;
+    let msg = one_byte_message(&mut iov, &mut control, space);
     // SAFETY: the message's buffers outlive the call; the control buffer holds one
     // descriptor's header (CMSG_SPACE(4) bytes, aligned).
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
         let header = libc::CMSG_FIRSTHDR(&raw const msg);
         (*header).cmsg_level = libc::SOL_SOCKET;
         (*header).cmsg_type = libc::SCM_RIGHTS;
@@ -119,13 +129,10 @@ unsafe fn receive_fd(socket: i32) -> i32 {
     let mut byte = 0u8;
     let mut iov = libc::iovec { iov_base: (&raw mut byte).cast(), iov_len: 1 };
     let mut control = [0u64; 8];
+    let room = std::mem::size_of_val(&control);
+    let mut msg = one_byte_message(&mut iov, &mut control, room);
     // SAFETY: the message's buffers outlive the call.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &raw mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control);
         if libc::recvmsg(socket, &raw mut msg, 0) < 0 {
             return std::io::Error::last_os_error().raw_os_error().unwrap_or(-1);
         }
