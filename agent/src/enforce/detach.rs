@@ -10,7 +10,7 @@ use nix::{
     mount::{MntFlags, umount2},
 };
 
-use super::{ns_thread, quarantine_error::QuarantineError, task_ns::open_namespace};
+use super::{ns_thread, quarantine_error::QuarantineError, task_ns::tasks_in_namespace};
 use crate::{kernel::decode::Caller, node_files::mount_table::MountTable};
 
 /// The mount table of the namespace `caller` made its syscall in (through a live task
@@ -22,19 +22,11 @@ pub fn caller_table(caller: &Caller) -> Option<(PathBuf, MountTable)> {
 
 /// A live task in `caller`'s namespace, that namespace's file, and the table as the task
 /// sees it. The task found first (the caller itself, most often) can exit before its table
-/// is read: then the search goes on, a few times.
+/// is read: then the next task in the namespace is taken.
 fn live_table(caller: &Caller) -> Option<(PathBuf, std::fs::File, MountTable)> {
-    for _ in 0..LIVE_TASK_TRIES {
-        let (task, file) = open_namespace(caller)?;
-        if let Ok(table) = MountTable::read(&task.join("mountinfo")) {
-            return Some((task, file, table));
-        }
-    }
-    None
+    tasks_in_namespace(caller)
+        .find_map(|(task, file)| MountTable::read(&task.join("mountinfo")).ok().map(|table| (task, file, table)))
 }
-
-/// How many tasks `live_table` tries before it gives up on a namespace.
-const LIVE_TASK_TRIES: usize = 3;
 
 /// The filesystem (`major:minor`, as mountinfo writes it) of the top mount at `path` as the
 /// caller sees it (through its root), or `None` if the caller is gone or the path is not
