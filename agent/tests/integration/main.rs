@@ -21,6 +21,8 @@
 //! - `syscall_bench` (ignored; root): what the agent costs mount syscalls and unrelated
 //!   syscalls, per tracing backend, run by `cargo xtask bench` on the host and in the VM;
 //!   `hook_floor_bench` (ignored; BPF LSM): the `file_open` hook's own cost, in the VM;
+//!   `owner_work_bench` (ignored; root): what the guard costs real work (unpacking a tree,
+//!   a database, a stream) by the owner in its volume and outside any volume, on the host;
 //! - `vm_*` (ignored here): BPF LSM, which this host's kernel refuses, and (`vm_floor`) a
 //!   kernel below the floor; `cargo xtask vm-test` and `cargo xtask bench` run them in a
 //!   VM, selected by module path.
@@ -59,6 +61,7 @@ mod k8s_events;
 mod k8s_fake_api;
 mod k8s_scale_bench;
 mod k8s_secure_metrics;
+mod owner_work_bench;
 mod syscall_bench;
 mod vm_enforce;
 mod vm_floor;

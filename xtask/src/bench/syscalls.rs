@@ -29,7 +29,7 @@ const HOST_RUNS: [(&str, Stats, &str); 4] = [
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Stats {
+pub(super) enum Stats {
     Off,
     On,
 }
@@ -55,6 +55,14 @@ const REGRESSION_BACKENDS: [&str; 3] = ["trampolines", "fanotify", "tracepoints"
 const OPEN_LOAD_CPU_TARGET: f64 = 0.05;
 /// 9e: the worst `/healthz` answer meanwhile, ms.
 const OPEN_LOAD_PROBE_TARGET_MS: f64 = 10.0;
+/// 10: real work outside any volume, and any stream.
+const OWNER_WORK_FREE_TARGET: f64 = 1.01;
+/// 10: the owner's work where a kernel guard (BPF LSM, fmod_ret) decides its opens.
+const OWNER_WORK_KERNEL_TARGET: f64 = 1.03;
+/// 10: the owner's work where fanotify reports other pods' opens (quarantine).
+const OWNER_WORK_REPORTING_TARGET: f64 = 1.05;
+/// 10d: the owner's work where each of its opens waits for the agent (`--deny-foreign-open`).
+const OWNER_WORK_REFUSING_TARGET: f64 = 1.5;
 /// How a 9e line names its benchmark.
 const OPEN_LOAD: &str = "\"bench\":\"open_load\"";
 /// What the agent says when the kernel does not allow a backend it was asked for.
@@ -167,7 +175,7 @@ impl Bench {
 
     /// A backend the kernel refuses is a fact about the kernel, reported as such; any
     /// other error is a step that failed.
-    fn not_measured(&mut self, row: &str, e: &anyhow::Error) {
+    pub(super) fn not_measured(&mut self, row: &str, e: &anyhow::Error) {
         let why = format!("{e:#}");
         println!("  {row}: not measured: {why}");
         if why.contains(REFUSED_BY_KERNEL) {
@@ -215,7 +223,7 @@ impl Bench {
         Ok(None)
     }
 
-    fn run_syscall_bench(
+    pub(super) fn run_syscall_bench(
         &self,
         args: &[&str],
         tests: &str,
@@ -282,7 +290,7 @@ impl Bench {
     }
 
     /// The rows of the bench lines `lines` (JSON) measured at `place`.
-    fn syscall_rows(&mut self, place: &str, lines: &[String]) -> anyhow::Result<()> {
+    pub(super) fn syscall_rows(&mut self, place: &str, lines: &[String]) -> anyhow::Result<()> {
         let (loads, pairs): (Vec<&String>, Vec<&String>) = lines.iter().partition(|l| l.contains(OPEN_LOAD));
         for line in loads {
             self.open_load_rows(place, line)?;
@@ -348,6 +356,19 @@ impl Bench {
                     "ns/open",
                     1e9,
                     None,
+                ),
+                // Real work (10): the owner's in its volume and a node process's outside any.
+                "owner_work" => (
+                    format!("10. real work ({place}, {}, {}): {}", m.backend, m.mode, m.case),
+                    "s/run",
+                    1.0,
+                    Some(owner_work_target(&m.mode, false, &m.case)),
+                ),
+                "owner_work_refusing" => (
+                    format!("10d. real work with --deny-foreign-open ({place}, {}, {}): {}", m.backend, m.mode, m.case),
+                    "s/run",
+                    1.0,
+                    Some(owner_work_target(&m.mode, true, &m.case)),
                 ),
                 other => bail!("a bench line of an unknown benchmark: {other}"),
             };
@@ -441,10 +462,36 @@ fn open_target(case: &str) -> Option<f64> {
     }
 }
 
+/// A row 10 case's target: work outside any volume and a stream pay nothing anywhere; the
+/// owner's other work little where the kernel guards (enforce) or fanotify reports
+/// (quarantine), and more where each of its opens waits for the agent's answer.
+fn owner_work_target(mode: &str, refusing: bool, case: &str) -> f64 {
+    if case.ends_with("outside any volume") || case.starts_with("1 GiB") {
+        OWNER_WORK_FREE_TARGET
+    } else if refusing {
+        OWNER_WORK_REFUSING_TARGET
+    } else if mode.starts_with("enforce") {
+        OWNER_WORK_KERNEL_TARGET
+    } else {
+        OWNER_WORK_REPORTING_TARGET
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bench::Report;
+
+    /// A bench that has measured nothing yet.
+    fn a_bench() -> Bench {
+        Bench {
+            agent: "volguard".into(),
+            base: None,
+            dir: "/tmp".into(),
+            bench_work: "volguard-bench-work".into(),
+            report: Report::default(),
+        }
+    }
 
     #[test]
     fn the_owners_opens_and_opens_outside_a_volume_are_judged_a_node_processs_reported() {
@@ -459,7 +506,7 @@ mod tests {
 
     #[test]
     fn an_open_load_line_becomes_two_judged_rows_beside_the_paired_ones() {
-        let mut bench = Bench { agent: "volguard".into(), base: None, dir: "/tmp".into(), report: Report::default() };
+        let mut bench = a_bench();
         let load = r#"{"backend":"fanotify","bench":"open_load","cpu_share":0.046,"healthz_p99_ms":0.93,"healthz_probes":201,"healthz_worst_ms":12.5,"idle_cpu_share":0.0,"mode":"quarantine","opens_per_second":9975.7,"window_s":10.02}"#;
         let pair = r#"{"bench":"open","backend":"fanotify","mode":"quarantine","case":"outside the volume","iterations":100,"without_s":[1.0,1.0,1.0],"with_s":[1.01,1.0,1.02],"extra":{}}"#;
         bench.syscall_rows("host", &[load.to_owned(), pair.to_owned()]).unwrap();
@@ -477,7 +524,7 @@ mod tests {
     fn the_file_open_hook_alone_is_a_reported_row_of_its_own() {
         // As agent/tests/integration/hook_floor_bench.rs prints it.
         let floor = r#"{"bench":"open_floor","backend":"none","mode":"hook only, fmod_ret","baseline":"no hook","case":"a program that returns at once","iterations":100,"without_s":[1.0,1.0,1.0],"with_s":[1.08,1.07,1.09],"extra":{}}"#;
-        let mut bench = Bench { agent: "volguard".into(), base: None, dir: "/tmp".into(), report: Report::default() };
+        let mut bench = a_bench();
         bench.syscall_rows("VM 6.12", &[floor.to_owned()]).unwrap();
         let rows = &bench.report.rows;
         assert_eq!(rows.len(), 1);
@@ -492,15 +539,46 @@ mod tests {
     #[test]
     fn a_quarantine_host_without_its_open_rows_is_a_failed_step() {
         let cycle = r#"{"bench":"mount_cycle","backend":"fanotify","mode":"quarantine","case":"outside the kubelet tree","iterations":100,"without_s":[1.0,1.0,1.0],"with_s":[1.01,1.0,1.02],"extra":{}}"#;
-        let mut bench = Bench { agent: "volguard".into(), base: None, dir: "/tmp".into(), report: Report::default() };
+        let mut bench = a_bench();
         bench.syscall_rows("host", &[cycle.to_owned()]).unwrap();
         bench.require_quarantine_open_rows();
         let failed: Vec<&str> = bench.report.rows.iter().filter(|r| r.failed()).map(|r| r.name.as_str()).collect();
         assert_eq!(failed.len(), 2, "9d and 9e missing: {failed:?}");
         let enforce = cycle.replace("quarantine", "enforce");
-        let mut bench = Bench { agent: "volguard".into(), base: None, dir: "/tmp".into(), report: Report::default() };
+        let mut bench = a_bench();
         bench.syscall_rows("host", &[enforce]).unwrap();
         bench.require_quarantine_open_rows();
         assert!(bench.report.rows.iter().all(|r| !r.failed()), "with BPF LSM the host prints neither, by design");
+    }
+
+    #[test]
+    fn real_work_is_judged_by_who_does_it_where_and_how_the_agent_answers_its_opens() {
+        let line = |bench: &str, mode: &str, case: &str| {
+            format!(
+                r#"{{"bench":"{bench}","backend":"fanotify","mode":"{mode}","case":"{case}","iterations":1,"without_s":[1.0,1.0,1.0],"with_s":[1.02,1.02,1.02],"extra":{{}}}}"#
+            )
+        };
+        let unpack = "unpack 10,000 files and read them 3 times";
+        let lines = [
+            line("owner_work", "quarantine", &format!("{unpack}: the owner, in its volume")),
+            line("owner_work", "quarantine", &format!("{unpack}: a node process, outside any volume")),
+            line("owner_work", "quarantine", "1 GiB written with fsync and read back: the owner, in its volume"),
+            line("owner_work_refusing", "quarantine", &format!("{unpack}: the owner, in its volume")),
+            line("owner_work", "enforce (bpf_lsm)", &format!("{unpack}: the owner, in its volume")),
+        ];
+        let mut bench = a_bench();
+        bench.syscall_rows("host", &lines).unwrap();
+        let targets: Vec<(&str, &str)> =
+            bench.report.rows.iter().map(|r| (r.name.split(':').next().unwrap(), r.target.as_str())).collect();
+        assert_eq!(
+            targets,
+            [
+                ("10. real work (host, fanotify, quarantine)", "≤ 1.05×"),
+                ("10. real work (host, fanotify, quarantine)", "≤ 1.01×"),
+                ("10. real work (host, fanotify, quarantine)", "≤ 1.01×"),
+                ("10d. real work with --deny-foreign-open (host, fanotify, quarantine)", "≤ 1.50×"),
+                ("10. real work (host, fanotify, enforce (bpf_lsm))", "≤ 1.03×"),
+            ]
+        );
     }
 }
