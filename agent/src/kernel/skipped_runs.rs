@@ -4,7 +4,8 @@
 //! counter of the agent's own. The kernel counts the skips per program
 //! (`recursion_misses` in the program's fdinfo): trampolines since 5.12, raw tracepoints
 //! since 6.2, tracepoints and kprobes since 6.7. LSM programs are never skipped this way
-//! (the kernel runs them without the guard), so only the others are read.
+//! (the kernel runs them without the guard), so only the others are read. An fmod_ret
+//! program is a tracing program too: its skipped run is a call it did not judge.
 
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -15,8 +16,17 @@ use super::loader::LoadedObject;
 
 /// The loaded programs the kernel may skip, held open to read their counts.
 pub struct SkippedRuns {
-    programs: Vec<ProgramFd>,
-    reported: u64,
+    programs: Vec<(ProgramFd, Kind)>,
+    reported: [u64; 2],
+}
+
+/// What a skipped run of a program loses.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A mount or syscall record: its event is missing.
+    Trace = 0,
+    /// An fmod_ret guard program: the call it guards went through unjudged.
+    Guard = 1,
 }
 
 impl SkippedRuns {
@@ -26,31 +36,46 @@ impl SkippedRuns {
             .ebpf
             .programs()
             .filter(|(_, p)| !matches!(p, Program::Lsm(_)))
-            .filter_map(|(_, p)| p.fd().ok()?.try_clone().ok())
+            .filter_map(|(_, p)| {
+                let kind = if matches!(p, Program::FModRet(_)) { Kind::Guard } else { Kind::Trace };
+                Some((p.fd().ok()?.try_clone().ok()?, kind))
+            })
             .collect();
-        Self { programs, reported: 0 }
+        Self { programs, reported: [0; 2] }
     }
 
-    /// Runs skipped so far, over those programs; logs a warning when the total grew.
+    /// Runs skipped so far, over those programs; logs a warning when a kind's total grew.
     /// `None` where the kernel keeps no such count (before 5.12).
     pub fn check(&mut self) -> Option<u64> {
-        let mut total = None;
-        for program in &self.programs {
+        let mut totals: [Option<u64>; 2] = [None, None];
+        for (program, kind) in &self.programs {
             let fdinfo = format!("/proc/self/fdinfo/{}", program.as_fd().as_raw_fd());
             let skipped = std::fs::read_to_string(fdinfo).ok().and_then(|text| recursion_misses(&text));
             if let Some(n) = skipped {
-                total = Some(total.unwrap_or(0) + n);
+                let total = &mut totals[*kind as usize];
+                *total = Some(total.unwrap_or(0) + n);
             }
         }
-        if let Some(total) = total.filter(|&t| t > self.reported) {
-            warn!(
-                "{} runs of volguard's programs skipped by the kernel (another BPF program was running on the CPU): \
-                 their events are missing; the mount table is read again",
-                total - self.reported
-            );
-            self.reported = total;
+        for kind in [Kind::Trace, Kind::Guard] {
+            let reported = &mut self.reported[kind as usize];
+            let Some(total) = totals[kind as usize].filter(|t| t > reported) else { continue };
+            let skipped = total - *reported;
+            match kind {
+                Kind::Trace => warn!(
+                    "{skipped} runs of volguard's tracing programs skipped by the kernel (another BPF program was \
+                     running on the CPU): their events are missing; the mount table is read again"
+                ),
+                Kind::Guard => warn!(
+                    "{skipped} calls went through volguard's fmod_ret guard unjudged: the kernel skipped its program \
+                     (another BPF program was running on the CPU; BPF LSM has no such skip)"
+                ),
+            }
+            *reported = total;
         }
-        total
+        match totals {
+            [None, None] => None,
+            [trace, guard] => Some(trace.unwrap_or(0) + guard.unwrap_or(0)),
+        }
     }
 }
 

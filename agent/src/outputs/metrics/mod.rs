@@ -249,8 +249,9 @@ impl OperationMetrics {
         let runs_skipped = Counter::default();
         registry.register(
             "volguard_bpf_runs_skipped",
-            "Runs of the agent's programs the kernel skipped (another BPF program was running on the CPU); their \
-             events are missing. Counted by kernels 6.7+ for tracepoints, 5.12+ for trampolines",
+            "Runs of the agent's programs the kernel skipped (another BPF program was running on the CPU): a \
+             tracing program's event is missing, an fmod_ret guard's call went through unjudged (BPF LSM programs \
+             are never skipped). Counted by kernels 6.7+ for tracepoints, 5.12+ for trampolines",
             runs_skipped.clone(),
         );
         Self { storage_operations, syscalls, events_lost, runs_skipped }
