@@ -16,13 +16,13 @@ use super::loader::LoadedObject;
 
 /// The loaded programs the kernel may skip, held open to read their counts.
 pub struct SkippedRuns {
-    programs: Vec<(ProgramFd, Kind)>,
+    programs: Vec<(ProgramFd, ProgramRole)>,
     reported: [u64; 2],
 }
 
-/// What a skipped run of a program loses.
+/// What a program does, and so what its skipped run loses.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum ProgramRole {
     /// A mount or syscall record: its event is missing.
     Trace = 0,
     /// An fmod_ret guard program: the call it guards went through unjudged.
@@ -37,35 +37,35 @@ impl SkippedRuns {
             .programs()
             .filter(|(_, p)| !matches!(p, Program::Lsm(_)))
             .filter_map(|(_, p)| {
-                let kind = if matches!(p, Program::FModRet(_)) { Kind::Guard } else { Kind::Trace };
-                Some((p.fd().ok()?.try_clone().ok()?, kind))
+                let role = if matches!(p, Program::FModRet(_)) { ProgramRole::Guard } else { ProgramRole::Trace };
+                Some((p.fd().ok()?.try_clone().ok()?, role))
             })
             .collect();
         Self { programs, reported: [0; 2] }
     }
 
-    /// Runs skipped so far, over those programs; logs a warning when a kind's total grew.
+    /// Runs skipped so far, over those programs; logs a warning when a role's total grew.
     /// `None` where the kernel keeps no such count (before 5.12).
     pub fn check(&mut self) -> Option<u64> {
         let mut totals: [Option<u64>; 2] = [None, None];
-        for (program, kind) in &self.programs {
+        for (program, role) in &self.programs {
             let fdinfo = format!("/proc/self/fdinfo/{}", program.as_fd().as_raw_fd());
             let skipped = std::fs::read_to_string(fdinfo).ok().and_then(|text| recursion_misses(&text));
             if let Some(n) = skipped {
-                let total = &mut totals[*kind as usize];
+                let total = &mut totals[*role as usize];
                 *total = Some(total.unwrap_or(0) + n);
             }
         }
-        for kind in [Kind::Trace, Kind::Guard] {
-            let reported = &mut self.reported[kind as usize];
-            let Some(total) = totals[kind as usize].filter(|t| t > reported) else { continue };
+        for role in [ProgramRole::Trace, ProgramRole::Guard] {
+            let reported = &mut self.reported[role as usize];
+            let Some(total) = totals[role as usize].filter(|t| t > reported) else { continue };
             let skipped = total - *reported;
-            match kind {
-                Kind::Trace => warn!(
+            match role {
+                ProgramRole::Trace => warn!(
                     "{skipped} runs of volguard's tracing programs skipped by the kernel (another BPF program was \
                      running on the CPU): their events are missing; the mount table is read again"
                 ),
-                Kind::Guard => warn!(
+                ProgramRole::Guard => warn!(
                     "{skipped} calls went through volguard's fmod_ret guard unjudged: the kernel skipped its program \
                      (another BPF program was running on the CPU; BPF LSM has no such skip)"
                 ),
