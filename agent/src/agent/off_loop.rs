@@ -109,12 +109,15 @@ impl NodeReads {
             return None;
         }
         self.retries = 0;
-        let finished = FinishedRead { read, after_loss: std::mem::take(&mut self.read_after_loss) };
+        // A loss noticed while this read ran counts for it too: the periodic read that
+        // shows a publish whose event was lost can finish before the loss is noticed, and
+        // a publish it brings into the model is no longer new to the read after the loss.
+        let after_loss = std::mem::take(&mut self.read_after_loss) || self.loss_waiting;
         if self.loss_waiting {
             // Events were lost while this read ran: it may predate the loss.
             self.start(model);
         }
-        Some(finished)
+        Some(FinishedRead { read, after_loss })
     }
 
     /// Events were lost (a full ring buffer, programs the kernel skipped, dropped
@@ -149,4 +152,37 @@ pub(super) fn prepare_facts(
         }
     });
     rx
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    const RECORDED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/recorded/kubelet-node.mountinfo");
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_read_during_which_events_were_lost_judges_what_it_finds_and_another_read_follows() {
+        let model =
+            NodeModel::new(Path::new("/x"), Path::new(RECORDED), [], Snapshot::empty(crate::facts::Origin::None))
+                .unwrap();
+        let (mut reads, mut results) = NodeReads::new(Handle::current());
+        // A periodic read: nothing lost, nothing to judge.
+        reads.start(&model);
+        let read = results.recv().await.unwrap();
+        assert!(!reads.finished(read, &model).unwrap().after_loss);
+        // A periodic read, and a loss noticed before it comes back.
+        reads.start(&model);
+        reads.start_after_loss(&model);
+        let read = results.recv().await.unwrap();
+        assert!(reads.finished(read, &model).unwrap().after_loss, "the loss counts for the read in flight");
+        // And the read after the loss follows, judged as such.
+        let read = results.recv().await.unwrap();
+        assert!(reads.finished(read, &model).unwrap().after_loss);
+        // Then the next periodic read is plain again.
+        reads.start(&model);
+        let read = results.recv().await.unwrap();
+        assert!(!reads.finished(read, &model).unwrap().after_loss);
+    }
 }

@@ -255,10 +255,15 @@ impl Running<'_> {
                 reads.start(&self.model);
                 Vec::new()
             }
-            Step::Reconcile(read) => match reads.finished(read, &self.model) {
-                Some(finished) => self.reconcile(finished.read, finished.after_loss)?,
-                None => Vec::new(),
-            },
+            Step::Reconcile(read) => {
+                // A loss the once-a-second tick has not noticed yet may be why this read
+                // shows a publish the events did not.
+                self.check_losses(feed, reads);
+                match reads.finished(read, &self.model) {
+                    Some(finished) => self.reconcile(finished.read, finished.after_loss)?,
+                    None => Vec::new(),
+                }
+            }
             Step::UrgentView => {
                 self.refresh_view(Refresh::AtOnce)?;
                 Vec::new()
