@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::{pod_namespaces::NamespaceScans, reported_access::ReportedAccess};
 use crate::{
-    enforce::open_reporter::{ForeignOpen, OpenReporter},
+    enforce::open_reporter::{ForeignAccess, OpenReporter},
     model::access::VolumeTree,
 };
 
@@ -28,7 +28,7 @@ pub(super) struct OutOfBand {
     /// Where no BPF LSM guards opens: the reporter of other pods' opens, and what it
     /// found (taken by the event loop).
     pub(super) open_reporter: Option<OpenReporter>,
-    pub(super) foreign_opens: Option<mpsc::Receiver<ForeignOpen>>,
+    pub(super) foreign_opens: Option<mpsc::Receiver<ForeignAccess>>,
     /// Clones the `move_mount` hook reported and let through (audit mode), by (caller's
     /// thread group, volume): the same call's exit check does not report them again.
     pub(super) kernel_audited_clones: HashSet<(u32, String)>,
@@ -39,7 +39,7 @@ pub(super) struct OutOfBand {
 impl OutOfBand {
     pub(super) fn new(
         open_reporter: Option<OpenReporter>,
-        foreign_opens: Option<mpsc::Receiver<ForeignOpen>>,
+        foreign_opens: Option<mpsc::Receiver<ForeignAccess>>,
         tasks: tokio::runtime::Handle,
     ) -> Self {
         Self {

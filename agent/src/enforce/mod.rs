@@ -3,8 +3,10 @@
 //! userspace fallback (quarantine) for kernels without BPF LSM.
 
 pub mod ancestor_mounts;
+pub mod change_reporter;
 pub mod decision;
 pub mod detach;
+pub mod foreign_access;
 pub mod mode;
 pub mod node_opens;
 pub mod ns_thread;

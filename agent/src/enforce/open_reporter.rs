@@ -7,10 +7,12 @@
 //! directory above the volume's (whose notices count only for files in the volume's
 //! directory: `super::ancestor_mounts`). Each group is read off the event
 //! loop, in a task of its own; an open by a process of a pod other than the owner comes
-//! back to the loop as a [`ForeignOpen`], at most once a second per reader pod and volume.
+//! back to the loop as a [`ForeignAccess`], at most once a second per reader pod and volume.
 //! The owner's own opens are notices too (what reporting costs it); they are dropped here.
 //! With `--deny-foreign-open` the groups are asked before each open (`FAN_OPEN_PERM`) and
 //! refuse another pod's (`EPERM`); every open through the marks then waits for the answer.
+//! Each volume's changes (entries, attributes, contents) are watched beside its opens, by
+//! `super::change_reporter`, and come back on the same channel.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -28,7 +30,12 @@ use tokio::{
 };
 use tracing::{debug, info, warn};
 
-use super::{ancestor_mounts::AncestorMounts, node_opens::NodeOpenCounts};
+pub use super::foreign_access::{FileAccess, ForeignAccess, OpenScope, Opener};
+use super::{
+    ancestor_mounts::AncestorMounts,
+    change_reporter::{ChangeGroup, ChangePlace},
+    node_opens::NodeOpenCounts,
+};
 use crate::{
     node_files::caller_pod::CallerPods,
     sys::open_watch::{Answers, OpenNotice, OpenWatch, OpenWatchError, Reach, parse},
@@ -42,17 +49,8 @@ pub struct WatchedVolume {
     pub places: BTreeSet<(PathBuf, Reach)>,
     /// Who else may open, and which of the places are mounts above the volume.
     pub scope: OpenScope,
-}
-
-/// What the judge of a volume's opens needs besides the owner.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OpenScope {
-    /// Pods besides the owner whose opens are neither reported nor refused: exempt
-    /// readers and the CSI node plugins.
-    pub allowed: BTreeSet<String>,
-    /// Other pods' mounts of a directory above the volume's, by mount ID: the volume's
-    /// directory as each mount's namespace shows it.
-    pub ancestors: BTreeMap<i32, PathBuf>,
+    /// Where its changes are watched.
+    pub changes: ChangePlace,
 }
 
 /// Where the namespace scan found a volume shown, besides the owner's publish.
@@ -64,30 +62,6 @@ pub struct ScannedPlaces {
     /// mount (`/proc/<pid>/root/<mount point>`), and the volume's directory in that
     /// mount's namespace.
     pub ancestors: BTreeMap<i32, (PathBuf, PathBuf)>,
-}
-
-/// An open of `volume`'s files by a process that is not the owner's.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ForeignOpen {
-    pub volume: String,
-    pub owner: String,
-    pub pid: u32,
-    pub command: String,
-    pub reader: Opener,
-    /// Refused (`--deny-foreign-open`), not only reported.
-    pub refused: bool,
-}
-
-/// Who opened, as far as the process's cgroup tells.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Opener {
-    /// A process of this pod (UID).
-    Pod(String),
-    /// A node process: in no pod's cgroup.
-    Node,
-    /// A process that exited before its cgroup could be read (a short `cat`): its pod is
-    /// not known.
-    Gone,
 }
 
 /// One report per reader and volume in this long (the reader usually opens many files).
@@ -113,7 +87,7 @@ impl OpenReporter {
     pub fn start(
         answers: Answers,
         node_opens: Arc<NodeOpenCounts>,
-    ) -> Result<(Self, mpsc::Receiver<ForeignOpen>), OpenWatchError> {
+    ) -> Result<(Self, mpsc::Receiver<ForeignAccess>), OpenWatchError> {
         drop(OpenWatch::new(answers)?);
         let (wanted, wanted_rx) = watch::channel(Vec::new());
         let (found_tx, found) = mpsc::channel(QUEUE);
@@ -144,6 +118,8 @@ struct Group {
     marked: BTreeSet<(PathBuf, Reach)>,
     scope: watch::Sender<OpenScope>,
     reader: JoinHandle<()>,
+    /// Its changes' watch (none where the filesystem cannot tell them: logged).
+    _changes: Option<ChangeGroup>,
 }
 
 impl Drop for Group {
@@ -155,7 +131,7 @@ impl Drop for Group {
 /// Where the groups' findings go: foreign opens to the loop, node processes' opens counted.
 #[derive(Clone)]
 struct Sinks {
-    found: mpsc::Sender<ForeignOpen>,
+    found: mpsc::Sender<ForeignAccess>,
     node_opens: Arc<NodeOpenCounts>,
 }
 
@@ -195,9 +171,19 @@ impl Group {
         let registered = unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) };
         let watch = Arc::new(registered.map_err(|e| e.into_parts().1)?);
         let (scope, scope_rx) = watch::channel(volume.scope.clone());
+        let changes = ChangeGroup::start(
+            &volume.volume,
+            &volume.owner,
+            volume.changes.clone(),
+            scope_rx.clone(),
+            sinks.found.clone(),
+        )
+        .inspect_err(|e| warn!("change reports: volume {} not watched: {e}", volume.volume))
+        .ok();
         let judge = OpenJudge::new(volume.volume.clone(), volume.owner.clone(), scope_rx, sinks.node_opens);
         let reader = tokio::spawn(read_opens(watch.clone(), judge, sinks.found));
-        Ok(Self { owner: volume.owner.clone(), watch, marked: BTreeSet::new(), scope, reader })
+        let owner = volume.owner.clone();
+        Ok(Self { owner, watch, marked: BTreeSet::new(), scope, reader, _changes: changes })
     }
 
     /// Marks the places newly wanted and unmarks those no longer wanted (a mount that went
@@ -225,7 +211,7 @@ impl Group {
 
 /// Reads one volume's group for as long as it is watched, answering each open that
 /// waits.
-async fn read_opens(watch: Arc<AsyncFd<OpenWatch>>, mut judge: OpenJudge, found: mpsc::Sender<ForeignOpen>) {
+async fn read_opens(watch: Arc<AsyncFd<OpenWatch>>, mut judge: OpenJudge, found: mpsc::Sender<ForeignAccess>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let Ok(mut guard) = watch.readable().await else { return };
@@ -303,8 +289,12 @@ impl OpenJudge {
     /// (and the allowed ones) makes it; refused opens are reported as notices are. The pod
     /// is read from the process each time (a pid remembered might be another process's by
     /// now: a refusal must never fall on the owner).
-    fn opening(&mut self, pid: i32, file: &OwnedFd, now: Instant) -> (bool, Option<ForeignOpen>) {
+    fn opening(&mut self, pid: i32, file: &OwnedFd, now: Instant) -> (bool, Option<ForeignAccess>) {
         let Ok(tgid) = u32::try_from(pid) else { return (true, None) };
+        // The agent's own (the change reporter walking the volume's directories).
+        if tgid == std::process::id() {
+            return (true, None);
+        }
         let reader = match self.pods.pod_uid(tgid, 0) {
             Some(pod) => Opener::Pod(pod),
             // The process waits for the answer: it is there, and in no pod.
@@ -330,7 +320,7 @@ impl OpenJudge {
         notice: Result<OpenNotice, crate::sys::fanotify::NoticeError>,
         watch: &OpenWatch,
         now: Instant,
-    ) -> Option<ForeignOpen> {
+    ) -> Option<ForeignAccess> {
         let (pid, file) = match notice {
             Ok(OpenNotice::Opening { pid, file }) => {
                 let (allow, report) = self.opening(pid, &file, now);
@@ -354,6 +344,9 @@ impl OpenJudge {
             self.command_of_pid.clear();
         }
         let Ok(tgid) = u32::try_from(pid) else { return None };
+        if tgid == std::process::id() {
+            return None;
+        }
         let pods = &mut self.pods;
         let reader = self
             .pod_of_pid
@@ -383,14 +376,14 @@ impl OpenJudge {
     }
 
     /// The report of `reader`'s open, unless one was made less than [`REPORT_EVERY`] ago.
-    fn report(&mut self, reader: Opener, tgid: u32, now: Instant, refused: bool) -> Option<ForeignOpen> {
+    fn report(&mut self, reader: Opener, tgid: u32, now: Instant, refused: bool) -> Option<ForeignAccess> {
         if self.last_report.get(&reader).is_some_and(|at| now.duration_since(*at) < REPORT_EVERY) {
             return None;
         }
         self.last_report.insert(reader.clone(), now);
         let command = std::fs::read_to_string(format!("/proc/{tgid}/comm")).unwrap_or_default().trim_end().to_owned();
         let (volume, owner) = (self.volume.clone(), self.owner.clone());
-        Some(ForeignOpen { volume, owner, pid: tgid, command, reader, refused })
+        Some(ForeignAccess { volume, owner, pid: tgid, command, reader, access: FileAccess::Open { refused } })
     }
 
     fn log_dropped(&mut self) {

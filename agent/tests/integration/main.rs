@@ -41,6 +41,7 @@ mod fixtures_real_world;
 mod hook_floor_bench;
 mod host_busy_node;
 mod host_cgroup_v1;
+mod host_change_reports;
 mod host_demo;
 mod host_device_mounts;
 mod host_fanotify;

@@ -217,7 +217,7 @@ impl Running<'_> {
                 Some(read) = node_reads.recv() => Step::Reconcile(read),
                 Ok(()) = csi.changed() => Step::Csi,
                 Some(facts) = prepared.recv() => Step::Facts(facts),
-                Some(open) = next_from(&mut foreign_opens) => Step::ForeignOpen(open),
+                Some(open) = next_from(&mut foreign_opens) => Step::ForeignAccess(open),
                 Some(read) = next_from(&mut namespaces_read) => Step::NamespacesRead(read),
                 _ = stop.recv() => break,
             };
@@ -276,7 +276,7 @@ impl Running<'_> {
                 Vec::new()
             }
             Step::Facts(facts) => self.facts_changed(facts)?,
-            Step::ForeignOpen(open) => self.foreign_open(open).into_iter().collect(),
+            Step::ForeignAccess(open) => self.foreign_open(open).into_iter().collect(),
         };
         Ok(effects)
     }

@@ -15,13 +15,17 @@ use crate::agent::RunOptions;
 use crate::{
     enforce::{
         Mode, ModeDecision,
+        change_reporter::ChangePlace,
         node_opens::NodeOpenCounts,
-        open_reporter::{ForeignOpen, OpenReporter, OpenScope, Opener, WatchedVolume},
+        open_reporter::{FileAccess, ForeignAccess, OpenReporter, OpenScope, Opener, WatchedVolume},
     },
     model::{access::Route, explain::ConflictAction, explain::MountedBy},
     node_files::mount_table::MountTable,
     outputs::served_state::ServedState,
-    sys::open_watch::{Answers, Reach},
+    sys::{
+        change_watch,
+        open_watch::{Answers, Reach},
+    },
 };
 
 /// Starts the reporter (`None`, logged, where fanotify cannot watch opens); the loop reads
@@ -31,7 +35,7 @@ pub(super) fn start(
     opts: &RunOptions,
     decision: &ModeDecision,
     shared: &ServedState,
-) -> Option<(OpenReporter, mpsc::Receiver<ForeignOpen>)> {
+) -> Option<(OpenReporter, mpsc::Receiver<ForeignAccess>)> {
     let answers = match (opts.deny_foreign_open, decision.mode) {
         (true, Mode::Quarantine) => Answers::Yes,
         (true, mode) => {
@@ -64,13 +68,17 @@ impl Running<'_> {
         let volumes = trees
             .iter()
             .map(|tree| {
-                let reach = if tree.whole_filesystem() { Reach::Filesystem } else { Reach::Mount };
+                let (reach, change_reach) = match tree.whole_filesystem() {
+                    true => (Reach::Filesystem, change_watch::ChangeReach::Filesystem),
+                    false => (Reach::Mount, change_watch::ChangeReach::Directory),
+                };
                 let publish = match &in_namespace {
                     Some(root) => under(root, &tree.publish_point),
                     None => tree.publish_point.clone(),
                 };
                 let scanned = reporter.scanned.get(&tree.volume).cloned().unwrap_or_default();
                 let above = scanned.ancestors.values().map(|(place, _)| place.clone());
+                let changes = ChangePlace { root: publish.clone(), reach: change_reach };
                 let places = std::iter::once(publish)
                     .chain(scanned.owner)
                     .map(|path| (path, reach))
@@ -78,15 +86,17 @@ impl Running<'_> {
                     .collect();
                 let ancestors = scanned.ancestors.into_iter().map(|(id, (_, dir))| (id, dir)).collect();
                 let (volume, owner) = (tree.volume.clone(), tree.owner.clone());
-                WatchedVolume { volume, owner, places, scope: OpenScope { allowed: allowed.clone(), ancestors } }
+                let scope = OpenScope { allowed: allowed.clone(), ancestors };
+                WatchedVolume { volume, owner, places, scope, changes }
             })
             .collect();
         reporter.watch(volumes);
     }
 
-    /// An open of an owned volume's files by a process that is not the owner's: a
-    /// conflict with route `open`, unless the reader is exempt or the volume's driver.
-    pub(super) fn foreign_open(&mut self, open: ForeignOpen) -> Option<Effect<'static>> {
+    /// An open or a change of an owned volume's files by a process that is not the
+    /// owner's: a conflict with route `open` or `change`, unless the reader is exempt or
+    /// the volume's driver.
+    pub(super) fn foreign_open(&mut self, open: ForeignAccess) -> Option<Effect<'static>> {
         let reader = match &open.reader {
             Opener::Pod(pod) if self.is_exempt(pod) || self.out_of_band.driver_pods.contains(pod) => return None,
             Opener::Pod(pod) => pod.as_str(),
@@ -102,18 +112,37 @@ impl Running<'_> {
         } else {
             format!("pod {reader}")
         };
-        let (done, opened, action) = match open.refused {
-            true => ("refused (EPERM)", "tried to open", ConflictAction::Refused),
-            false => ("reported", "opened", ConflictAction::Audited),
+        let (action, route) = match &open.access {
+            FileAccess::Open { refused: true } => {
+                warn!(
+                    "CONFLICT refused (EPERM) file_open: volume {:?} is owned by pod {}; {who} tried to open its files (pid={} comm={:?})",
+                    open.volume, open.owner, open.pid, open.command
+                );
+                (ConflictAction::Refused, Route::Open)
+            }
+            FileAccess::Open { refused: false } => {
+                warn!(
+                    "CONFLICT reported file_open: volume {:?} is owned by pod {}; {who} opened its files (pid={} comm={:?})",
+                    open.volume, open.owner, open.pid, open.command
+                );
+                (ConflictAction::Audited, Route::Open)
+            }
+            FileAccess::Change { kind, entry } => {
+                warn!(
+                    "CONFLICT reported change ({}): volume {:?} is owned by pod {}; {who} changed {entry:?} (pid={} comm={:?})",
+                    kind.name(),
+                    open.volume,
+                    open.owner,
+                    open.pid,
+                    open.command
+                );
+                (ConflictAction::Audited, Route::Change)
+            }
         };
-        warn!(
-            "CONFLICT {done} file_open: volume {:?} is owned by pod {}; {who} {opened} its files (pid={} comm={:?})",
-            open.volume, open.owner, open.pid, open.command
-        );
         let pod = (!reader.is_empty()).then_some(reader);
         let by = MountedBy::resolve(&self.model.snapshot().facts, open.pid, &open.command, pod);
         let conflict = self.model.conflict(action, &open.volume, reader, &open.owner);
-        Some(Effect::Tell(conflict.made_by(Some(by)).routed(Route::Open, None)))
+        Some(Effect::Tell(conflict.made_by(Some(by)).routed(route, None)))
     }
 }
 

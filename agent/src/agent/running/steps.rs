@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use crate::{
     agent::pod_namespaces::PodNamespaces,
-    enforce::open_reporter::ForeignOpen,
+    enforce::open_reporter::ForeignAccess,
     model::node::{NodeRead, PreparedFacts},
 };
 
@@ -25,7 +25,7 @@ pub(super) enum Step {
     Reconcile(NodeRead),
     Csi,
     Facts(PreparedFacts),
-    ForeignOpen(ForeignOpen),
+    ForeignAccess(ForeignAccess),
     /// The pods' mount tables a namespace scan read.
     NamespacesRead(PodNamespaces),
 }
@@ -49,7 +49,7 @@ impl Step {
             Step::Reconcile(_) => "a reconciliation",
             Step::Csi => "a CSI report",
             Step::Facts(_) => "new facts",
-            Step::ForeignOpen(_) => "another pod's open of an owned volume's files",
+            Step::ForeignAccess(_) => "another pod's open or change of an owned volume's files",
             Step::NamespacesRead(_) => "judging what a namespace scan read",
         }
     }

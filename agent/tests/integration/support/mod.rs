@@ -14,6 +14,7 @@ pub mod ready_line;
 pub mod stories;
 pub mod stuck;
 pub mod tls;
+pub mod volume_changes;
 
 use std::{fs, os::unix::fs::MetadataExt, path::PathBuf, time::Duration};
 

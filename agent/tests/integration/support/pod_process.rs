@@ -236,6 +236,27 @@ impl PodCgroup {
         ready_when(child, "make its namespace", || std::fs::metadata(&own).is_ok_and(|m| m.ino() != joined))
     }
 
+    /// A process of this pod that ran `op` (raw syscalls only) and stays, paused, until
+    /// dropped: a caller whose pod can still be read from its cgroup when the agent judges
+    /// what it did. Fails the test, with the errno, if `op` failed.
+    pub fn staying_after(&self, ns: &MountNs, what: &str, op: impl FnOnce() -> i32) -> Container {
+        let child = self.fork_in(ns, op, true);
+        let syscall = format!("/proc/{child}/syscall");
+        let paused = format!("{} ", libc::SYS_pause);
+        for _ in 0..500 {
+            if let Ok(nix::sys::wait::WaitStatus::Exited(_, code)) =
+                nix::sys::wait::waitpid(child, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+            {
+                panic!("{what} failed: {}", std::io::Error::from_raw_os_error(code));
+            }
+            if std::fs::read_to_string(&syscall).is_ok_and(|s| s.starts_with(&paused)) {
+                return Container { pid: child };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("{what}: the pod's process neither finished nor failed");
+    }
+
     /// Forks a child that joins this cgroup and `ns` and runs `op`; then exits with its
     /// outcome, or (`stay`) pauses until killed.
     pub fn fork_in(&self, ns: &MountNs, op: impl FnOnce() -> i32, stay: bool) -> nix::unistd::Pid {
