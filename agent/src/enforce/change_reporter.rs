@@ -26,11 +26,11 @@ use tokio::{
 };
 use tracing::{debug, info, warn};
 
-use super::foreign_access::{FileAccess, ForeignAccess, OpenScope, Opener};
-use crate::{
-    node_files::caller_pod::CallerPods,
-    sys::change_watch::{ChangeKind, ChangeNotice, ChangeReach, ChangeWatch, DirHandle, parse},
+use super::{
+    foreign_access::{FileAccess, ForeignAccess, OpenScope, Opener},
+    reader_pods::{Reader, SharedReaderPods},
 };
+use crate::sys::change_watch::{ChangeKind, ChangeNotice, ChangeReach, ChangeWatch, DirHandle, parse};
 
 /// Directories of one volume marked at most: each mark holds its inode in memory, and
 /// the node's marks are bounded (`fs.fanotify.max_user_marks`). Past it, deeper
@@ -67,13 +67,14 @@ impl ChangeGroup {
         place: ChangePlace,
         scope: watch::Receiver<OpenScope>,
         found: mpsc::Sender<ForeignAccess>,
+        readers: SharedReaderPods,
     ) -> io::Result<Self> {
         let watch = ChangeWatch::new().map_err(io::Error::other)?;
         // SAFETY: the group's descriptor stays open, and the same, for as long as `watch`
         // lives (it is never replaced).
         let registered = unsafe { AsyncFd::register_with_interest(watch, tokio::io::Interest::READABLE) };
         let watch = Arc::new(registered.map_err(|e| e.into_parts().1)?);
-        let judge = ChangeJudge::new(volume.to_owned(), owner.to_owned(), scope);
+        let judge = ChangeJudge::new(volume.to_owned(), owner.to_owned(), scope, readers);
         let reader = tokio::spawn(read_changes(watch, place, judge, found));
         Ok(Self { reader })
     }
@@ -219,16 +220,16 @@ struct ChangeJudge {
     volume: String,
     owner: String,
     scope: watch::Receiver<OpenScope>,
-    pods: CallerPods,
+    readers: SharedReaderPods,
     last_report: HashMap<(Opener, ChangeKind), Instant>,
     node_commands: HashSet<String>,
     dropped: u64,
 }
 
 impl ChangeJudge {
-    fn new(volume: String, owner: String, scope: watch::Receiver<OpenScope>) -> Self {
-        let (pods, last_report, node_commands) = (CallerPods::default(), HashMap::new(), HashSet::new());
-        Self { volume, owner, scope, pods, last_report, node_commands, dropped: 0 }
+    fn new(volume: String, owner: String, scope: watch::Receiver<OpenScope>, readers: SharedReaderPods) -> Self {
+        let (last_report, node_commands) = (HashMap::new(), HashSet::new());
+        Self { volume, owner, scope, readers, last_report, node_commands, dropped: 0 }
     }
 
     /// What one notice means: a report per kind of change not reported in the last
@@ -255,13 +256,9 @@ impl ChangeJudge {
         if tgid == std::process::id() {
             return Vec::new();
         }
-        // Read afresh for every notice: a pid remembered may be another process's by now.
-        let reader = match self.pods.pod_uid(tgid, 0) {
-            Some(pod) => Opener::Pod(pod),
-            None if Path::new(&format!("/proc/{tgid}")).exists() => Opener::Node,
-            None => Opener::Gone,
-        };
-        let command = std::fs::read_to_string(format!("/proc/{tgid}/comm")).unwrap_or_default().trim_end().to_owned();
+        // Remembered only while its process lives (`super::reader_pods`).
+        let Reader { opener: reader, command } =
+            self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).reader(tgid);
         match &reader {
             Opener::Pod(pod) if *pod == self.owner || self.scope.borrow().allowed.contains(pod) => return Vec::new(),
             Opener::Node => {

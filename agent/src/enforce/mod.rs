@@ -15,6 +15,7 @@ pub mod owners;
 pub mod ownership;
 pub mod quarantine;
 pub mod quarantine_error;
+pub mod reader_pods;
 pub mod task_ns;
 
 pub use mode::{

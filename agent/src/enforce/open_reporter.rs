@@ -35,11 +35,9 @@ use super::{
     ancestor_mounts::AncestorMounts,
     change_reporter::{ChangeGroup, ChangePlace},
     node_opens::NodeOpenCounts,
+    reader_pods::{Reader, ReaderPods, SharedReaderPods},
 };
-use crate::{
-    node_files::caller_pod::CallerPods,
-    sys::open_watch::{Answers, OpenNotice, OpenWatch, OpenWatchError, Reach, parse},
-};
+use crate::sys::open_watch::{Answers, OpenNotice, OpenWatch, OpenWatchError, Reach, parse};
 
 /// One owned volume and the places that show it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,8 +64,6 @@ pub struct ScannedPlaces {
 
 /// One report per reader and volume in this long (the reader usually opens many files).
 const REPORT_EVERY: Duration = Duration::from_secs(1);
-/// Readers' pods remembered by pid before the memory is cleared (pids are reused).
-const PIDS_REMEMBERED: usize = 4096;
 /// Most foreign opens waiting for the loop; more are dropped (and counted in the log).
 const QUEUE: usize = 256;
 
@@ -91,7 +87,11 @@ impl OpenReporter {
         drop(OpenWatch::new(answers)?);
         let (wanted, wanted_rx) = watch::channel(Vec::new());
         let (found_tx, found) = mpsc::channel(QUEUE);
-        let manager = tokio::spawn(manage(wanted_rx, Sinks { found: found_tx, node_opens }, answers));
+        let manager = tokio::spawn(manage(
+            wanted_rx,
+            Sinks { found: found_tx, node_opens, readers: ReaderPods::shared() },
+            answers,
+        ));
         Ok((Self { wanted, manager, scanned: BTreeMap::new() }, found))
     }
 
@@ -133,6 +133,8 @@ impl Drop for Group {
 struct Sinks {
     found: mpsc::Sender<ForeignAccess>,
     node_opens: Arc<NodeOpenCounts>,
+    /// Who each process is, shared by every volume's judges.
+    readers: SharedReaderPods,
 }
 
 /// Keeps one group per wanted volume, with every wanted place marked.
@@ -177,10 +179,11 @@ impl Group {
             volume.changes.clone(),
             scope_rx.clone(),
             sinks.found.clone(),
+            sinks.readers.clone(),
         )
         .inspect_err(|e| warn!("change reports: volume {} not watched: {e}", volume.volume))
         .ok();
-        let judge = OpenJudge::new(volume.volume.clone(), volume.owner.clone(), scope_rx, sinks.node_opens);
+        let judge = OpenJudge::new(volume.volume.clone(), volume.owner.clone(), scope_rx, &sinks);
         let reader = tokio::spawn(read_opens(watch.clone(), judge, sinks.found));
         let owner = volume.owner.clone();
         Ok(Self { owner, watch, marked: BTreeSet::new(), scope, reader, _changes: changes })
@@ -248,32 +251,23 @@ struct OpenJudge {
     /// mounts above the volume.
     scope: watch::Receiver<OpenScope>,
     ancestors: AncestorMounts,
-    pods: CallerPods,
-    pod_of_pid: HashMap<i32, Opener>,
-    /// Node processes' commands by pid, forgotten with `pod_of_pid` (a count under a reused
-    /// pid's old command is the worst a stale one does).
-    command_of_pid: HashMap<u32, String>,
+    readers: SharedReaderPods,
     node_opens: Arc<NodeOpenCounts>,
     last_report: HashMap<Opener, Instant>,
     dropped: u64,
 }
 
 impl OpenJudge {
-    fn new(volume: String, owner: String, scope: watch::Receiver<OpenScope>, node_opens: Arc<NodeOpenCounts>) -> Self {
-        let (pods, pod_of_pid, last_report) = (CallerPods::default(), HashMap::new(), HashMap::new());
+    fn new(volume: String, owner: String, scope: watch::Receiver<OpenScope>, sinks: &Sinks) -> Self {
+        let (readers, node_opens, last_report) = (sinks.readers.clone(), sinks.node_opens.clone(), HashMap::new());
         let mut ancestors = AncestorMounts::default();
         ancestors.learn(&scope.borrow().ancestors);
-        let command_of_pid = HashMap::new();
-        Self { volume, owner, scope, ancestors, pods, pod_of_pid, command_of_pid, node_opens, last_report, dropped: 0 }
+        Self { volume, owner, scope, ancestors, readers, node_opens, last_report, dropped: 0 }
     }
 
-    /// Counts a node process's open of the volume's files under its command.
-    fn count_node_open(&mut self, tgid: u32) {
-        let command = self
-            .command_of_pid
-            .entry(tgid)
-            .or_insert_with(|| std::fs::read_to_string(format!("/proc/{tgid}/comm")).unwrap_or_default());
-        self.node_opens.count(command);
+    /// Who process `tgid` is (remembered while it lives: `super::reader_pods`).
+    fn reader(&self, tgid: u32) -> Reader {
+        self.readers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).reader(tgid)
     }
 
     /// Whether `file` is the volume's (only a file opened through a mount above the
@@ -287,29 +281,26 @@ impl OpenJudge {
 
     /// An open of `file` waiting for its answer: allowed unless a pod other than the owner
     /// (and the allowed ones) makes it; refused opens are reported as notices are. The pod
-    /// is read from the process each time (a pid remembered might be another process's by
-    /// now: a refusal must never fall on the owner).
+    /// is the waiting process's own (a pid is remembered only while its process lives: a
+    /// refusal never falls on another process that took its pid).
     fn opening(&mut self, pid: i32, file: &OwnedFd, now: Instant) -> (bool, Option<ForeignAccess>) {
         let Ok(tgid) = u32::try_from(pid) else { return (true, None) };
         // The agent's own (the change reporter walking the volume's directories).
         if tgid == std::process::id() {
             return (true, None);
         }
-        let reader = match self.pods.pod_uid(tgid, 0) {
-            Some(pod) => Opener::Pod(pod),
-            // The process waits for the answer: it is there, and in no pod.
-            None => Opener::Node,
-        };
-        if reader == Opener::Node {
+        let Reader { opener, command } = self.reader(tgid);
+        // A process waiting for the answer is there: in no pod, it is a node process.
+        if matches!(opener, Opener::Node | Opener::Gone) {
             if self.shows_volume(file) {
-                self.count_node_open(tgid);
+                self.node_opens.count(&command);
             }
             return (true, None);
         }
-        if !self.may_not_open(&reader) || !self.shows_volume(file) {
+        if !self.may_not_open(&opener) || !self.shows_volume(file) {
             return (true, None);
         }
-        (false, self.report(reader, tgid, now, true))
+        (false, self.report(opener, tgid, command, now, true))
     }
 
     /// What one notice means: a foreign open to report, or nothing (the owner's, one
@@ -339,31 +330,18 @@ impl OpenJudge {
                 return None;
             }
         };
-        if self.pod_of_pid.len() >= PIDS_REMEMBERED {
-            self.pod_of_pid.clear();
-            self.command_of_pid.clear();
-        }
         let Ok(tgid) = u32::try_from(pid) else { return None };
         if tgid == std::process::id() {
             return None;
         }
-        let pods = &mut self.pods;
-        let reader = self
-            .pod_of_pid
-            .entry(pid)
-            .or_insert_with(|| match pods.pod_uid(tgid, 0) {
-                Some(pod) => Opener::Pod(pod),
-                None if std::path::Path::new(&format!("/proc/{pid}")).exists() => Opener::Node,
-                None => Opener::Gone,
-            })
-            .clone();
-        if reader == Opener::Pod(self.owner.clone()) || !self.shows_volume(&file) {
+        let Reader { opener, command } = self.reader(tgid);
+        if opener == Opener::Pod(self.owner.clone()) || !self.shows_volume(&file) {
             return None;
         }
-        if reader == Opener::Node {
-            self.count_node_open(tgid);
+        if opener == Opener::Node {
+            self.node_opens.count(&command);
         }
-        self.report(reader, tgid, now, false)
+        self.report(opener, tgid, command, now, false)
     }
 
     /// Whether `reader` is a pod that may not open the volume's files: not the owner, not
@@ -376,12 +354,18 @@ impl OpenJudge {
     }
 
     /// The report of `reader`'s open, unless one was made less than [`REPORT_EVERY`] ago.
-    fn report(&mut self, reader: Opener, tgid: u32, now: Instant, refused: bool) -> Option<ForeignAccess> {
+    fn report(
+        &mut self,
+        reader: Opener,
+        tgid: u32,
+        command: String,
+        now: Instant,
+        refused: bool,
+    ) -> Option<ForeignAccess> {
         if self.last_report.get(&reader).is_some_and(|at| now.duration_since(*at) < REPORT_EVERY) {
             return None;
         }
         self.last_report.insert(reader.clone(), now);
-        let command = std::fs::read_to_string(format!("/proc/{tgid}/comm")).unwrap_or_default().trim_end().to_owned();
         let (volume, owner) = (self.volume.clone(), self.owner.clone());
         Some(ForeignAccess { volume, owner, pid: tgid, command, reader, access: FileAccess::Open { refused } })
     }
