@@ -16,7 +16,7 @@
 //! | `kernel`           | the kernel boundary: load, attach, pins, maps, ring buffer, counters, probes |
 //! | `facts`            | pods, PVs, PVCs, CSI objects: from the Kubernetes API or an inventory file |
 //! | `model`            | the node model: publishes, single-pod owners, findings, conflicts, storage operations |
-//! | `enforce`          | policy: the mode, userspace ownership, quarantine              |
+//! | `enforce`, `guard` | policy: the mode, userspace ownership, quarantine; the guard of owned volumes' files where no kernel hook refuses (fanotify reporters) |
 //! | `csi`              | asking CSI drivers and judging what they say                   |
 //! | `outputs`          | metrics, the debug API and the state it serves, Kubernetes Events, one-line renderings |
 //! | `agent`, `cli`     | `volguard run`'s event loop; the commands for people           |
@@ -28,6 +28,7 @@ pub mod csi;
 pub mod demo;
 pub mod enforce;
 pub mod facts;
+pub mod guard;
 pub mod kernel;
 pub mod model;
 pub mod node_files;

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::{pod_namespaces::NamespaceScans, reported_access::ReportedAccess};
 use crate::{
-    enforce::open_reporter::{ForeignAccess, OpenReporter},
+    guard::open_reporter::{ForeignAccess, OpenReporter},
     model::access::VolumeTree,
 };
 

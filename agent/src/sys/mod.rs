@@ -6,12 +6,10 @@
 //! cannot run here says so (`test_skip`).
 
 pub mod background;
-pub mod change_watch;
 pub mod clock;
 pub mod fanotify;
 pub mod heap;
 pub mod mountns;
-pub mod open_watch;
 pub mod paced_fd;
 pub mod signals;
 pub mod statmount;

@@ -1,4 +1,4 @@
-//! The loop's side of the open reporter (`enforce::open_reporter`, where no BPF LSM guards
+//! The loop's side of the open reporter (`guard::open_reporter`, where no BPF LSM guards
 //! opens): what to watch, from the owned trees and the owner's container mounts the
 //! namespace scan found, and what a foreign open becomes (a conflict with route `open`).
 
@@ -13,8 +13,8 @@ use tracing::{debug, info, warn};
 use super::{Running, effects::Effect};
 use crate::agent::RunOptions;
 use crate::{
-    enforce::{
-        Mode, ModeDecision,
+    enforce::{Mode, ModeDecision},
+    guard::{
         change_reporter::ChangePlace,
         node_opens::NodeOpenCounts,
         open_reporter::{FileAccess, ForeignAccess, OpenReporter, OpenScope, Opener, WatchedVolume},
@@ -22,7 +22,7 @@ use crate::{
     model::{access::Route, explain::ConflictAction, explain::MountedBy},
     node_files::mount_table::MountTable,
     outputs::served_state::ServedState,
-    sys::{
+    sys::fanotify::{
         change_watch,
         open_watch::{Answers, Reach},
     },

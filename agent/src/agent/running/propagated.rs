@@ -26,10 +26,8 @@ use crate::agent::{
     reported_access::ReportedAccess,
 };
 use crate::{
-    enforce::{
-        decision::{AccessAction, MountMaker, decide_access, decide_ancestor_access},
-        open_reporter::ScannedPlaces,
-    },
+    enforce::decision::{AccessAction, MountMaker, decide_access, decide_ancestor_access},
+    guard::open_reporter::ScannedPlaces,
     model::{access, exempt},
 };
 

@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use crate::{
     agent::pod_namespaces::PodNamespaces,
-    enforce::open_reporter::ForeignAccess,
+    guard::open_reporter::ForeignAccess,
     model::node::{NodeRead, PreparedFacts},
 };
 

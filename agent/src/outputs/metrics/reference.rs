@@ -71,7 +71,7 @@ pub fn reference() -> Vec<MetricDoc> {
         programs: Arc::new(programs),
     });
     // A node process's open, so that the family's label is documented.
-    let node_opens = crate::enforce::node_opens::NodeOpenCounts::default();
+    let node_opens = crate::guard::node_opens::NodeOpenCounts::default();
     node_opens.count("kubelet");
     m.node_opens.add_source(Arc::new(node_opens));
     let text = m.encode();

@@ -7,7 +7,7 @@ use std::{
     path::PathBuf,
 };
 
-use crate::sys::change_watch::ChangeKind;
+use crate::sys::fanotify::change_watch::ChangeKind;
 
 /// What the judge of a volume's opens needs besides the owner.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use super::{
     foreign_access::{FileAccess, ForeignAccess, OpenScope, Opener},
     reader_pods::{Reader, SharedReaderPods},
 };
-use crate::sys::change_watch::{ChangeKind, ChangeNotice, ChangeReach, ChangeWatch, DirHandle, parse};
+use crate::sys::fanotify::change_watch::{ChangeKind, ChangeNotice, ChangeReach, ChangeWatch, DirHandle, parse};
 
 /// Directories of one volume marked at most: each mark holds its inode in memory, and
 /// the node's marks are bounded (`fs.fanotify.max_user_marks`). Past it, deeper

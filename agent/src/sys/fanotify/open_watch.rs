@@ -17,7 +17,7 @@ use std::{
     path::Path,
 };
 
-use super::fanotify::{METADATA_LEN, NoticeError, records, u32_at, u64_at};
+use super::{METADATA_LEN, NoticeError, records, u32_at, u64_at};
 
 /// `FAN_NOFD`: a notice that carries no descriptor (an overflow).
 const NO_FD: i32 = -1;

@@ -37,7 +37,7 @@ use super::{
     node_opens::NodeOpenCounts,
     reader_pods::{Reader, ReaderPods, SharedReaderPods},
 };
-use crate::sys::open_watch::{Answers, OpenNotice, OpenWatch, OpenWatchError, Reach, parse};
+use crate::sys::fanotify::open_watch::{Answers, OpenNotice, OpenWatch, OpenWatchError, Reach, parse};
 
 /// One owned volume and the places that show it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use std::{
     path::Path,
 };
 
-use super::fanotify::{METADATA_LEN, NoticeError, records, u32_at, u64_at};
+use super::{METADATA_LEN, NoticeError, records, u32_at, u64_at};
 
 /// The changes a mark asks for. `FAN_ONDIR`: of directories too.
 const CHANGES: u64 = libc::FAN_CREATE

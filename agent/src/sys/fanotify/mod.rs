@@ -1,3 +1,7 @@
+//! fanotify, raw: the framing every notice shares (here), and one group kind per job —
+//! mount notifications (here), open notices (`open_watch`), change notices with file
+//! identifiers (`change_watch`).
+//!
 //! fanotify mount notifications (Linux 6.15+): the kernel tells a listener which mounts
 //! were attached to and detached from one mount namespace, by their 64-bit unique mount
 //! id. No program runs on any syscall, so nothing else on the node pays for them; in
@@ -5,6 +9,9 @@
 //!
 //! [`MountWatch`] owns the fanotify descriptor; [`parse`] decodes what a read returned
 //! and never panics on a short or malformed buffer.
+
+pub mod change_watch;
+pub mod open_watch;
 
 use std::{
     fs::File,
