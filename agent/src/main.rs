@@ -69,7 +69,7 @@ enum Command {
         names: bool,
     },
     /// The running agent's state: mode, facts source, counts.
-    Status(ViewArgs),
+    Status(StatusArgs),
     /// Volumes on this node: single-pod reason, PVC, driver, owner, publishes.
     Volumes(ViewArgs),
     /// Recent conflicts: refused, quarantined or audited publishes.
@@ -81,6 +81,16 @@ enum Command {
     /// Ask every CSI driver on this node and check it against its volumes; exits 2 when
     /// an error-severity finding exists.
     Check(check::CheckArgs),
+}
+
+#[derive(clap::Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    view: ViewArgs,
+    /// Each eBPF program's runs and nanoseconds per run, as the kernel counts them (the
+    /// agent must run with --bpf-stats).
+    #[arg(long)]
+    programs: bool,
 }
 
 #[derive(clap::Args)]
@@ -270,7 +280,8 @@ async fn run_command() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Status(args) => show(View::Status, args),
+        Command::Status(StatusArgs { view, programs: false }) => show(View::Status, view),
+        Command::Status(StatusArgs { view, programs: true }) => show(View::Programs, view),
         Command::Volumes(args) => show(View::Volumes, args),
         Command::Conflicts(args) => show(View::Conflicts, args),
         Command::Mounts(args) => show(View::Mounts, args),

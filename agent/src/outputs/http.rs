@@ -50,6 +50,7 @@ pub fn debug_router(shared: Arc<ServedState>) -> Router {
         .route("/debug/mounts", get(mounts))
         .route("/debug/csi", get(csi))
         .route("/debug/config", get(config))
+        .route("/debug/programs", get(programs))
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
@@ -151,6 +152,23 @@ async fn readyz(State(shared): AppState) -> Response {
     let body = json!({"apiVersion": API_VERSION, "ready": ready, "detail": detail});
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()
+}
+
+/// Each of the agent's programs' runs and run time as the kernel counts them (with
+/// `--bpf-stats`), and the mean time of a run: what each hook adds to the call it runs on.
+async fn programs(State(shared): AppState) -> Response {
+    let Some((counting, runs)) = shared.metrics.kernel.program_runs() else {
+        return ok(json!({"loaded": false, "counting": false, "programs": []}));
+    };
+    let programs: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let nanos = u64::try_from(r.run_time.as_nanos()).unwrap_or(u64::MAX);
+            let per_run = nanos.checked_div(r.runs);
+            json!({"program": r.program, "runs": r.runs, "runTimeNs": nanos, "nsPerRun": per_run})
+        })
+        .collect();
+    ok(json!({"loaded": true, "counting": counting, "programs": programs}))
 }
 
 async fn status(State(shared): AppState) -> Response {

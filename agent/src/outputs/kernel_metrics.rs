@@ -18,7 +18,11 @@ use prometheus_client::{
 };
 use volguard_common::counters::Counter;
 
-use crate::kernel::{counters::ReadCounter, program_stats::ReadProgramRuns, reader::DecodeErrors};
+use crate::kernel::{
+    counters::ReadCounter,
+    program_stats::{ProgramRuns, ReadProgramRuns},
+    reader::DecodeErrors,
+};
 
 pub const KERNEL_EVENTS: &str = "volguard_kernel_events";
 pub const DECODE_ERRORS: &str = "volguard_decode_errors";
@@ -49,6 +53,13 @@ impl KernelMetrics {
     /// Starts exporting from `counts` (the first call wins: one kernel per agent).
     pub fn attach(&self, counts: KernelCounts) {
         let _ = self.source.set(counts);
+    }
+
+    /// Whether the kernel counts now, and each program's counts (`None` before the
+    /// programs are loaded, or where none is: quarantine with fanotify).
+    pub fn program_runs(&self) -> Option<(bool, Vec<ProgramRuns>)> {
+        let programs = &self.source.get()?.programs;
+        Some((programs.counting(), programs.program_runs()))
     }
 
     /// The current value of `counter`, when attached.
@@ -111,7 +122,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::kernel::program_stats::{FixedRuns, ProgramRuns};
+    use crate::kernel::program_stats::FixedRuns;
 
     struct Fixed;
     impl ReadCounter for Fixed {

@@ -132,6 +132,17 @@ fn bpf_stats_on_request_count_each_programs_runs_and_time() {
     let text = metrics();
     assert!(family_sum(&text, "volguard_bpf_program_runs_total") >= 2.0, "{text}");
     assert!(family_sum(&text, "volguard_bpf_program_run_seconds_total") > 0.0, "{text}");
+    // The same counts per program, with nanoseconds per run, for people.
+    let debug = agent.address("debug API");
+    let shown =
+        Command::new(agent_binary()).args(["status", "--programs", "--debug-address", &debug]).output().unwrap();
+    let table = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success(), "{}", String::from_utf8_lossy(&shown.stderr));
+    let timed = table.lines().skip(1).filter(|l| {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        cells.len() == 4 && cells[1].parse::<u64>().is_ok_and(|runs| runs >= 1) && cells[2].parse::<u64>().is_ok()
+    });
+    assert!(timed.count() >= 1, "a program with its runs and nanoseconds per run:\n{table}");
     agent.stop();
 }
 
