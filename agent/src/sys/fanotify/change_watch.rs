@@ -197,8 +197,12 @@ impl ChangeWatch {
         let mark_error = |source| ChangeWatchError::Mark { what, path: path.display().to_string(), source };
         let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
             .map_err(|_| mark_error(io::Error::from(io::ErrorKind::InvalidInput)))?;
-        // FAN_MARK_ONLYDIR: a directory mark never lands on a file a rename put there.
-        let only_dir = if reach == ChangeReach::Directory { libc::FAN_MARK_ONLYDIR } else { 0 };
+        // A directory mark lands on a directory only, and never on what a symlink put at
+        // the path names (a symlink to `/` would mark the node's root).
+        let only_dir = match reach {
+            ChangeReach::Directory => libc::FAN_MARK_ONLYDIR | libc::FAN_MARK_DONT_FOLLOW,
+            ChangeReach::Filesystem => 0,
+        };
         let flags = libc::FAN_MARK_ADD | object | only_dir;
         // SAFETY: the descriptor is open and the path NUL-terminated for the call.
         let marked = unsafe { libc::fanotify_mark(self.fd.as_raw_fd(), flags, mask, libc::AT_FDCWD, c_path.as_ptr()) };
