@@ -299,3 +299,54 @@ impl ChangeJudge {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::*;
+    use crate::guard::reader_pods::ReaderPods;
+
+    const OWNER: &str = "owner-uid";
+
+    /// A judge whose notices all come from a child process taken for pod `pod`.
+    fn judge_for(pod: Option<&str>) -> (ChangeJudge, u32, std::process::Child) {
+        let child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let readers = ReaderPods::shared();
+        let opener = pod.map_or(Opener::Node, |p| Opener::Pod(p.to_owned()));
+        readers.lock().unwrap().remember(child.id(), Reader { opener, command: "sh".into() });
+        let (_, scope) = watch::channel(OpenScope::default());
+        (ChangeJudge::new("pv".into(), OWNER.into(), scope, readers), child.id(), child)
+    }
+
+    fn changed(pid: u32, kinds: &[ChangeKind]) -> Result<ChangeNotice, crate::sys::fanotify::NoticeError> {
+        let name = Some(OsString::from("file"));
+        Ok(ChangeNotice::Changed { pid: pid as i32, kinds: kinds.to_vec(), directory: false, dir: None, name })
+    }
+
+    #[test]
+    fn another_pods_changes_are_reported_once_a_second_per_kind_and_the_owners_and_nodes_not_at_all() {
+        let now = Instant::now();
+        let (mut judge, pid, mut child) = judge_for(Some("reader-uid"));
+        let first = judge.notice(changed(pid, &[ChangeKind::Delete, ChangeKind::Attributes]), None, now);
+        let kinds: Vec<_> = first.iter().map(|r| r.access.clone()).collect();
+        assert_eq!(
+            kinds,
+            [ChangeKind::Delete, ChangeKind::Attributes].map(|kind| FileAccess::Change { kind, entry: "?".into() })
+        );
+        assert_eq!(first[0].reader, Opener::Pod("reader-uid".into()));
+        let again = judge.notice(changed(pid, &[ChangeKind::Delete, ChangeKind::Create]), None, now);
+        assert_eq!(again.len(), 1, "only the kind not reported in the last second: {again:?}");
+        let later = judge.notice(changed(pid, &[ChangeKind::Delete]), None, now + REPORT_EVERY);
+        assert_eq!(later.len(), 1, "a second on, reported again");
+        child.kill().unwrap();
+        child.wait().unwrap();
+
+        for pod in [Some(OWNER), None] {
+            let (mut judge, pid, mut child) = judge_for(pod);
+            assert!(judge.notice(changed(pid, &[ChangeKind::Delete]), None, now).is_empty(), "{pod:?}");
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}

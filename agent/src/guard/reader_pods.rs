@@ -66,6 +66,13 @@ impl ReaderPods {
         reader
     }
 
+    /// Takes live process `tgid` for `reader` (tests of the judges: a pod without a cgroup).
+    #[cfg(test)]
+    pub fn remember(&mut self, tgid: u32, reader: Reader) {
+        let pidfd = pidfd_open(tgid).expect("a live process");
+        self.live.insert(tgid, (reader, pidfd));
+    }
+
     fn make_room(&mut self) {
         if self.live.len() < REMEMBERED {
             return;
