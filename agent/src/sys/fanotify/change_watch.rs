@@ -13,7 +13,7 @@ use std::{
     ffi::OsString,
     io,
     os::{
-        fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
+        fd::{AsRawFd, FromRawFd, OwnedFd},
         unix::ffi::{OsStrExt, OsStringExt},
     },
     path::Path,
@@ -208,26 +208,9 @@ impl ChangeWatch {
         let marked = unsafe { libc::fanotify_mark(self.fd.as_raw_fd(), flags, mask, libc::AT_FDCWD, c_path.as_ptr()) };
         if marked < 0 { Err(mark_error(io::Error::last_os_error())) } else { Ok(()) }
     }
-
-    /// Reads queued notices into `buf`; the bytes go to [`parse`].
-    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for writes of its length.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
-    }
 }
 
-impl AsFd for ChangeWatch {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl AsRawFd for ChangeWatch {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
+super::group_descriptor!(ChangeWatch);
 
 /// Decodes every record of one read.
 pub fn parse(buf: &[u8]) -> Vec<Result<ChangeNotice, NoticeError>> {

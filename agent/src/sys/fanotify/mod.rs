@@ -10,13 +10,43 @@
 //! [`MountWatch`] owns the fanotify descriptor; [`parse`] decodes what a read returned
 //! and never panics on a short or malformed buffer.
 
+/// `read` (queued notices into a buffer, for the kind's `parse`), `AsFd` and `AsRawFd` for
+/// a watch that holds its fanotify group's descriptor in `fd`: the same for every kind.
+macro_rules! group_descriptor {
+    ($watch:ty) => {
+        impl $watch {
+            /// Reads queued notices into `buf` (a few KiB holds hundreds); the bytes go to
+            /// this kind's `parse`.
+            pub fn read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&self.fd);
+                // SAFETY: `buf` is valid for writes of its length.
+                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+                if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
+            }
+        }
+
+        impl std::os::fd::AsFd for $watch {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                std::os::fd::AsFd::as_fd(&self.fd)
+            }
+        }
+
+        impl std::os::fd::AsRawFd for $watch {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+            }
+        }
+    };
+}
+use group_descriptor;
+
 pub mod change_watch;
 pub mod open_watch;
 
 use std::{
     fs::File,
     io,
-    os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
 };
 
 /// Constants libc does not have yet, from include/uapi/linux/fanotify.h (Linux 6.15).
@@ -120,26 +150,9 @@ impl MountWatch {
         }
         Ok(Self { fd })
     }
-
-    /// Reads queued notices into `buf` (a few KiB holds hundreds); the bytes go to [`parse`].
-    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for writes of its length.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
-    }
 }
 
-impl AsFd for MountWatch {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl AsRawFd for MountWatch {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
+group_descriptor!(MountWatch);
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))

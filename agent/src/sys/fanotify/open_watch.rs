@@ -11,7 +11,7 @@
 use std::{
     io,
     os::{
-        fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
+        fd::{AsRawFd, FromRawFd, OwnedFd},
         unix::ffi::OsStrExt,
     },
     path::Path,
@@ -139,26 +139,9 @@ impl OpenWatch {
         let n = unsafe { libc::write(self.fd.as_raw_fd(), (&raw const response).cast(), len) };
         if n < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
     }
-
-    /// Reads queued notices into `buf`; the bytes go to [`parse`].
-    pub fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for writes of its length.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
-    }
 }
 
-impl AsFd for OpenWatch {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl AsRawFd for OpenWatch {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
+super::group_descriptor!(OpenWatch);
 
 /// Decodes every record of one read. Every descriptor a record carries is owned by the
 /// result (closed when dropped), whether the record is understood or not.
