@@ -147,34 +147,36 @@ async fn read_changes(
     };
     info!("change reports: volume {volume}'s changes watched at {} ({:?})", place.root.display(), place.reach);
     let mut marked = Some(marked);
-    let mut buf = vec![0u8; 64 * 1024];
+    // A few hundred notices: what one turn handles before the runtime's other tasks run.
+    let mut buf = vec![0u8; 16 * 1024];
     loop {
         let Ok(mut guard) = watch.readable().await else { return };
         let mut new_dirs = Vec::new();
-        loop {
-            match guard.get_inner().read(&mut buf) {
-                Ok(len) => {
-                    for notice in parse(&buf[..len]) {
-                        let entry = entry_of(&notice, marked.as_ref());
-                        if let Some(dir) = new_directory(&notice, entry.as_ref()) {
-                            new_dirs.push(dir);
-                        }
-                        for report in judge.notice(notice, entry, Instant::now()) {
-                            if found.try_send(report).is_err() {
-                                judge.dropped += 1;
-                            }
+        // One buffer's worth per turn (see the yield below); readiness stays set until a
+        // read finds the queue empty.
+        match guard.get_inner().read(&mut buf) {
+            Ok(len) => {
+                for notice in parse(&buf[..len]) {
+                    let entry = entry_of(&notice, marked.as_ref());
+                    if let Some(dir) = new_directory(&notice, entry.as_ref()) {
+                        new_dirs.push(dir);
+                    }
+                    for report in judge.notice(notice, entry, Instant::now()) {
+                        if found.try_send(report).is_err() {
+                            judge.dropped += 1;
                         }
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    guard.clear_ready();
-                    break;
-                }
-                Err(e) => return warn!("change reports: volume {volume}: reading its notices failed: {e}"),
             }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+            Err(e) => return warn!("change reports: volume {volume}: reading its notices failed: {e}"),
         }
         drop(guard);
         judge.log_dropped();
+        // The open reporter's tasks share the runtime: with `--deny-foreign-open` every open
+        // of the owner's waits for one of them, so a burst of changes (an unpack) must not
+        // hold the worker until the queue is empty.
+        tokio::task::yield_now().await;
         if place.reach == ChangeReach::Directory && !new_dirs.is_empty() {
             let (watch, root, volume, mut taken) = (watch.clone(), place.root.clone(), volume.clone(), marked.take());
             let walk = tokio::task::spawn_blocking(move || {

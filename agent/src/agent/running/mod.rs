@@ -276,7 +276,7 @@ impl Running<'_> {
                 Vec::new()
             }
             Step::Facts(facts) => self.facts_changed(facts)?,
-            Step::ForeignAccess(open) => self.foreign_open(open).into_iter().collect(),
+            Step::ForeignAccess(open) => self.foreign_access(open).into_iter().collect(),
         };
         Ok(effects)
     }

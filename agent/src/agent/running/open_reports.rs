@@ -1,6 +1,7 @@
-//! The loop's side of the open reporter (`guard::open_reporter`, where no BPF LSM guards
-//! opens): what to watch, from the owned trees and the owner's container mounts the
-//! namespace scan found, and what a foreign open becomes (a conflict with route `open`).
+//! The loop's side of the open and change reporters (`crate::guard`, where no kernel hook
+//! guards a volume's files): what to watch, from the owned trees and the owner's container
+//! mounts the namespace scan found, and what another pod's open or change becomes (a
+//! conflict with route `open` or `change`).
 
 use std::{
     path::{Path, PathBuf},
@@ -96,7 +97,7 @@ impl Running<'_> {
     /// An open or a change of an owned volume's files by a process that is not the
     /// owner's: a conflict with route `open` or `change`, unless the reader is exempt or
     /// the volume's driver.
-    pub(super) fn foreign_open(&mut self, open: ForeignAccess) -> Option<Effect<'static>> {
+    pub(super) fn foreign_access(&mut self, open: ForeignAccess) -> Option<Effect<'static>> {
         let reader = match &open.reader {
             Opener::Pod(pod) if self.is_exempt(pod) || self.out_of_band.driver_pods.contains(pod) => return None,
             Opener::Pod(pod) => pod.as_str(),
