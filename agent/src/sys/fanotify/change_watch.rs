@@ -13,13 +13,13 @@ use std::{
     ffi::OsString,
     io,
     os::{
-        fd::{AsRawFd, FromRawFd, OwnedFd},
+        fd::{FromRawFd, OwnedFd},
         unix::ffi::{OsStrExt, OsStringExt},
     },
     path::Path,
 };
 
-use super::{METADATA_LEN, NoticeError, records, u32_at, u64_at};
+use super::{METADATA_LEN, MarkError, NoticeError, mark_path, records, u32_at, u64_at};
 
 /// The changes a mark asks for. `FAN_ONDIR`: of directories too.
 const CHANGES: u64 = libc::FAN_CREATE
@@ -154,13 +154,8 @@ pub enum ChangeReach {
 pub enum ChangeWatchError {
     #[error("fanotify_init(FAN_REPORT_FID|FAN_REPORT_DFID_NAME): {0} (needs Linux 5.9 and CAP_SYS_ADMIN)")]
     Init(#[source] io::Error),
-    #[error("fanotify_mark({what}) on {path}: {source}")]
-    Mark {
-        what: &'static str,
-        path: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Mark(#[from] MarkError),
 }
 
 /// A fanotify group told of changes on the directories and filesystems it marks.
@@ -194,19 +189,13 @@ impl ChangeWatch {
             ChangeReach::Directory => (0, CHANGES | libc::FAN_EVENT_ON_CHILD, "FAN_MARK_INODE"),
             ChangeReach::Filesystem => (libc::FAN_MARK_FILESYSTEM, CHANGES, "FAN_MARK_FILESYSTEM"),
         };
-        let mark_error = |source| ChangeWatchError::Mark { what, path: path.display().to_string(), source };
-        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| mark_error(io::Error::from(io::ErrorKind::InvalidInput)))?;
         // A directory mark lands on a directory only, and never on what a symlink put at
         // the path names (a symlink to `/` would mark the node's root).
         let only_dir = match reach {
             ChangeReach::Directory => libc::FAN_MARK_ONLYDIR | libc::FAN_MARK_DONT_FOLLOW,
             ChangeReach::Filesystem => 0,
         };
-        let flags = libc::FAN_MARK_ADD | object | only_dir;
-        // SAFETY: the descriptor is open and the path NUL-terminated for the call.
-        let marked = unsafe { libc::fanotify_mark(self.fd.as_raw_fd(), flags, mask, libc::AT_FDCWD, c_path.as_ptr()) };
-        if marked < 0 { Err(mark_error(io::Error::last_os_error())) } else { Ok(()) }
+        Ok(mark_path(&self.fd, libc::FAN_MARK_ADD | object | only_dir, mask, path, what)?)
     }
 }
 

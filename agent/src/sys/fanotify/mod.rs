@@ -66,6 +66,33 @@ mod uapi {
     pub const INFO_MNT_LEN: usize = 16;
 }
 
+/// A mark a watch could not make: which kind, where, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("fanotify_mark({what}) on {path}: {source}")]
+pub struct MarkError {
+    pub what: &'static str,
+    pub path: String,
+    #[source]
+    pub source: io::Error,
+}
+
+/// `fanotify_mark` of the object at `path` on group `fd`; `what` names the kind of mark.
+fn mark_path(
+    fd: &OwnedFd,
+    flags: libc::c_uint,
+    mask: u64,
+    path: &std::path::Path,
+    what: &'static str,
+) -> Result<(), MarkError> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let error = |source| MarkError { what, path: path.display().to_string(), source };
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| error(io::Error::from(io::ErrorKind::InvalidInput)))?;
+    // SAFETY: the descriptor is open and the path NUL-terminated for the call.
+    let marked = unsafe { libc::fanotify_mark(fd.as_raw_fd(), flags, mask, libc::AT_FDCWD, c_path.as_ptr()) };
+    if marked < 0 { Err(error(io::Error::last_os_error())) } else { Ok(()) }
+}
+
 /// `struct fanotify_event_metadata`: `event_len` (u32), `vers` (u8), `reserved` (u8),
 /// `metadata_len` (u16), `mask` (u64), `fd` (s32), `pid` (s32).
 pub(super) const METADATA_LEN: usize = 24;

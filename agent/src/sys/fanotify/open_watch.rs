@@ -10,14 +10,11 @@
 
 use std::{
     io,
-    os::{
-        fd::{AsRawFd, FromRawFd, OwnedFd},
-        unix::ffi::OsStrExt,
-    },
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
     path::Path,
 };
 
-use super::{METADATA_LEN, NoticeError, records, u32_at, u64_at};
+use super::{METADATA_LEN, MarkError, NoticeError, mark_path, records, u32_at, u64_at};
 
 /// `FAN_NOFD`: a notice that carries no descriptor (an overflow).
 const NO_FD: i32 = -1;
@@ -43,13 +40,8 @@ pub enum OpenWatchError {
         #[source]
         source: io::Error,
     },
-    #[error("fanotify_mark({what}) on {path}: {source}")]
-    Mark {
-        what: &'static str,
-        path: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Mark(#[from] MarkError),
 }
 
 /// A fanotify group told of opens on the mounts and filesystems it marks. Non-blocking:
@@ -114,17 +106,11 @@ impl OpenWatch {
             Reach::Mount => (libc::FAN_MARK_MOUNT, "FAN_MARK_MOUNT"),
             Reach::Filesystem => (libc::FAN_MARK_FILESYSTEM, "FAN_MARK_FILESYSTEM"),
         };
-        let mark_error = |source| OpenWatchError::Mark { what, path: path.display().to_string(), source };
-        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| mark_error(io::Error::from(io::ErrorKind::InvalidInput)))?;
         let mask = match self.answers {
             Answers::No => libc::FAN_OPEN,
             Answers::Yes => libc::FAN_OPEN_PERM,
         };
-        // SAFETY: the descriptor is open and the path NUL-terminated for the call.
-        let marked =
-            unsafe { libc::fanotify_mark(self.fd.as_raw_fd(), action | object, mask, libc::AT_FDCWD, c_path.as_ptr()) };
-        if marked < 0 { Err(mark_error(io::Error::last_os_error())) } else { Ok(()) }
+        Ok(mark_path(&self.fd, action | object, mask, path, what)?)
     }
 
     /// Allows or denies (`EPERM`) the open an [`OpenNotice::Opening`] asked about; `file`
