@@ -311,13 +311,17 @@ mod tests {
 
     const OWNER: &str = "owner-uid";
 
+    /// An exempt reader's or CSI node plugin's pod.
+    const ALLOWED: &str = "driver-uid";
+
     /// A judge whose notices all come from a child process taken for pod `pod`.
     fn judge_for(pod: Option<&str>) -> (ChangeJudge, u32, std::process::Child) {
         let child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let readers = ReaderPods::shared();
         let opener = pod.map_or(Opener::Node, |p| Opener::Pod(p.to_owned()));
         readers.lock().unwrap().remember(child.id(), Reader { opener, command: "sh".into() });
-        let (_, scope) = watch::channel(OpenScope::default());
+        let allowed = [ALLOWED.to_owned()].into();
+        let (_, scope) = watch::channel(OpenScope { allowed, ..OpenScope::default() });
         (ChangeJudge::new("pv".into(), OWNER.into(), scope, readers), child.id(), child)
     }
 
@@ -327,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn another_pods_changes_are_reported_once_a_second_per_kind_and_the_owners_and_nodes_not_at_all() {
+    fn another_pods_changes_are_reported_once_a_second_per_kind_and_the_owners_allowed_pods_and_nodes_not_at_all() {
         let now = Instant::now();
         let (mut judge, pid, mut child) = judge_for(Some("reader-uid"));
         let first = judge.notice(changed(pid, &[ChangeKind::Delete, ChangeKind::Attributes]), None, now);
@@ -344,7 +348,7 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
 
-        for pod in [Some(OWNER), None] {
+        for pod in [Some(OWNER), Some(ALLOWED), None] {
             let (mut judge, pid, mut child) = judge_for(pod);
             assert!(judge.notice(changed(pid, &[ChangeKind::Delete]), None, now).is_empty(), "{pod:?}");
             child.kill().unwrap();

@@ -6,7 +6,7 @@
 //! `utimensat` — through the volume's backing directory (a hostPath above it) or through
 //! `/proc/<pid>/root` of the owner's container, including in a directory the owner made
 //! after the watch began, is reported with its kind and entry, naming the reader's pod
-//! (route `change`). The owner's and a node process's changes are not.
+//! (route `change`). The owner's changes are not.
 
 use std::path::Path;
 
@@ -46,8 +46,15 @@ fn reported(volume: &str, reader: &str, kind: &str) -> impl Fn(&str) -> bool {
 
 /// Makes `change` as a process of `pod` that stays until its report is seen (its pod is
 /// read from its cgroup when the agent reads the notice).
-fn change_and_wait(agent: &Agent, ns: &MountNs, pod: &PodCgroup, uid: &str, change: Change, paths: ChangePaths) {
-    let what = format!("pod {uid}'s {change:?}");
+fn change_and_wait(
+    agent: &Agent,
+    ns: &MountNs,
+    (pod, uid): (&PodCgroup, &str),
+    change: Change,
+    route: &str,
+    paths: ChangePaths,
+) {
+    let what = format!("pod {uid}'s {change:?} through {route}");
     // SAFETY: raw syscalls in the forked child.
     let process = pod.staying_after(ns, &what, move || unsafe { change.apply(&paths) });
     agent.wait_for_line(&format!("{what} reported"), reported("pv-rwop", uid, kind_of(change)));
@@ -78,9 +85,9 @@ fn every_change_is_reported(test: &str, backend: &str) {
         l.contains("change reports: volume pv-rwop's changes watched at") && l.contains("Directory")
     });
 
-    // The owner's changes, and a node process's, come first: were they reported, their
-    // lines would come before the readers'. The owner makes a directory after the watch
-    // began; the readers' changes then happen in it.
+    // The owner's changes come first: were they reported, their lines would come before
+    // the readers'. The owner makes a directory after the watch began; the readers'
+    // changes then happen in it.
     let owner_paths = ChangePaths::new(&a_target, &outside, "a");
     assert_eq!(Change::Mkdir.try_as(&pod_a, &ns, owner_paths), 0, "pod A makes a directory");
     let later = volume.join("dir-a");
@@ -113,8 +120,8 @@ fn every_change_is_reported(test: &str, backend: &str) {
             }
             let uid = reader_uid(r + 1, c);
             let reader = PodCgroup::new(&cgroups, &uid);
-            let _ = route; // named in the failure by the reader's UID
-            change_and_wait(&agent, &ns, &reader, &uid, change, ChangePaths::new(dir, &outside, &tag));
+            let paths = ChangePaths::new(dir, &outside, &tag);
+            change_and_wait(&agent, &ns, (&reader, &uid), change, route, paths);
         }
     }
     let by_owner = format!("pod {POD_A} changed");
